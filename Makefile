@@ -1,0 +1,31 @@
+# dlsched project tooling.
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test lint bench demo
+
+setup: $(STAMP)
+
+# torch is installed FIRST from the local CPU wheel: anything that depends on torch
+# installed before it would pull the multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install torch==2.13.0
+	$(VPY) -m pip install -e '.[dev]'
+	touch $(STAMP)
+
+test: setup
+	$(VPY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+bench:
+	$(VPY) benchmarks/bench_sim.py
+
+demo: setup
+	$(VPY) evaluate.py

@@ -1,0 +1,34 @@
+"""dlsched's contention-aware GPU-cluster simulator core (standard library + numpy only).
+
+Build a :class:`ClusterSpec`, a :class:`Workload` and a :class:`SchedulerStack`, then
+``Simulator(cluster, workload, stack, config).run()`` gives a :class:`SimResult`.
+Units: milliseconds and megabytes (see :mod:`envs.sim.spec`).
+"""
+
+from envs.sim.config import Fidelity, SimConfig
+from envs.sim.engine import Simulator, simulate
+from envs.sim.errors import ConfigError, DlschedError, WorkloadError
+from envs.sim.results import JobRecord, SimResult
+from envs.sim.spec import ClusterSpec, CommArch, JobSpec, ModelProfile, NetworkSpec, Workload
+from envs.sim.stacks import STACKS, SchedulerStack, make_stack
+
+__all__ = [
+    "STACKS",
+    "ClusterSpec",
+    "CommArch",
+    "ConfigError",
+    "DlschedError",
+    "Fidelity",
+    "JobRecord",
+    "JobSpec",
+    "ModelProfile",
+    "NetworkSpec",
+    "SchedulerStack",
+    "SimConfig",
+    "SimResult",
+    "Simulator",
+    "Workload",
+    "WorkloadError",
+    "make_stack",
+    "simulate",
+]

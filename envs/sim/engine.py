@@ -1,0 +1,637 @@
+"""The event-driven, contention-aware simulator (Ada-SRSF model, paper §III).
+
+One event heap ordered by ``(time, sequence)``; all events at one time are handled together
+in a fixed phase order, which is also the reference simulator's per-tick order:
+
+1. completions: forward/backward tasks, all-reduces (and their latency ``a``);
+2. release of finished jobs' GPU memory;
+3. arrivals join the placement queue;
+4. placement: queued jobs in job-order priority, each placed if the placer finds GPUs;
+5. communication: single-server jobs synchronise at once (free); multi-server jobs ready to
+   all-reduce are offered to the communication scheduler in job-order priority;
+6. NIC contention: every all-reduce whose servers' task count changed gets its new rate
+   ``1 / (k b + (k-1) η)``, ``k`` = most tasks on any of its servers, and a new end event
+   (older end events are invalidated by a version number);
+7. every idle GPU whose state changed starts the ready forward/backward task of the
+   highest-priority job placed on it (GPU time-sharing; one compute task per GPU at a time).
+
+Time is continuous by default; with ``SimConfig.tick_ms`` it is the reference's discrete
+clock (all-reduce ends rounded up to the next tick, AdaDUAL probe side effect, ...).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time as _time
+from typing import Any
+
+import numpy as np
+
+from envs.sim.config import Fidelity, SimConfig
+from envs.sim.errors import ConfigError, DlschedError
+from envs.sim.policies.base import CommScheduler, JobOrder, Placer
+from envs.sim.results import JobRecord, SimResult
+from envs.sim.spec import ClusterSpec, JobSpec, NetworkSpec, Workload
+from envs.sim.stacks import SchedulerStack, make_stack
+
+# worker states
+FW_READY, BW_READY, RUNNING, DONE = 0, 1, 2, 3
+# event kinds (all phase-1 kinds sort before the others only by being handled first)
+EV_TASK, EV_COMM, EV_SYNC, EV_ARRIVAL, EV_WAKE = 0, 1, 2, 3, 4
+
+
+class SimulationError(DlschedError):
+    """The simulation reached an impossible state (an invariant failed or jobs are stuck)."""
+
+
+class Job:
+    """Run-time state of one job (satisfies :class:`envs.sim.policies.base.JobView`)."""
+
+    __slots__ = (
+        "comm",
+        "comm_est_once",
+        "finish_ms",
+        "gpus",
+        "iterations_done",
+        "multi",
+        "pending",
+        "placed_order",
+        "prio",
+        "remaining_compute_ms",
+        "servers",
+        "spec",
+        "start_ms",
+        "wstate",
+    )
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.remaining_compute_ms = spec.total_compute_ms
+        self.iterations_done = 0
+        self.placed_order = -1
+        self.servers: list[int] = []
+        self.gpus: list[int] = []
+        self.multi = False
+        self.wstate: list[int] = []
+        self.pending = 0
+        self.prio = 0.0
+        self.comm: CommTask | None = None
+        self.comm_est_once = 0.0
+        self.start_ms = math.nan
+        self.finish_ms = math.nan
+
+
+class CommTask:
+    """One running all-reduce.  ``trans`` MB moved as of time ``bank_t``; ``speed`` MB/ms
+    is the model's rate; ``w`` counts reference-bug probes per tick (effective progress per
+    tick is ``(1 + w) * speed * tick``)."""
+
+    __slots__ = ("bank_t", "job", "probes", "servers", "size_mb", "speed", "start_t", "trans", "version", "w")
+
+    def __init__(self, job: Job, t: float) -> None:
+        self.job = job
+        self.size_mb = job.spec.model.model_size_mb
+        self.servers = job.servers
+        self.trans = 0.0
+        self.speed = 0.0
+        self.bank_t = t
+        self.start_t = t
+        self.version = 0
+        self.w = 0
+        self.probes = 0
+
+
+class Simulator:
+    """Simulate ``workload`` on ``cluster`` under ``stack``; ``run()`` returns a SimResult.
+
+    The simulator owns the only event loop; policies are consulted at decision points.
+    A Simulator runs once; build a new one (with fresh policies) for another run.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        workload: Workload,
+        stack: SchedulerStack,
+        config: SimConfig | None = None,
+    ) -> None:
+        workload.check_fits(cluster)
+        self.cfg = config or SimConfig()
+        self.cluster = cluster
+        self.spec = cluster  # ClusterView.spec
+        self.network: NetworkSpec = cluster.network
+        self.workload = workload
+        self.stack = stack
+        self.order: JobOrder = stack.order
+        self.placer: Placer = stack.placer
+        self.commsched: CommScheduler = stack.comm
+        self.rng = _make_rng(self.cfg.seed)
+        g = cluster.num_gpus
+        # ClusterView
+        self.free_mem_mb = [cluster.gpu_memory_mb] * g
+        self.load_ms = [0.0] * g
+        # GPU state
+        self.residents: list[list[tuple[Job, int]]] = [[] for _ in range(g)]
+        self.gpu_task: list[tuple[Job, int, int] | None] = [None] * g
+        self.busy_ms = 0.0
+        # NetView
+        self.nic_tasks: list[list[CommTask]] = [[] for _ in range(cluster.num_servers)]
+        self.jobs = [Job(s) for s in workload.jobs]
+        self.queue: list[Job] = []
+        self.running: list[Job] = []  # placed, not yet released, in placement order
+        self.waiting: list[Job] = []  # multi-server jobs waiting to start their all-reduce
+        self.unreleased: list[Job] = []
+        self.finished = 0
+        self.heap: list[tuple[float, int, int, Any, int]] = []
+        self.seq = 0
+        self.now = 0.0
+        self.events = 0
+        self.tick = self.cfg.tick_ms
+        self.comm_est = (
+            self.placer.comm_estimate_ms_per_mb
+            if self.placer.comm_estimate_ms_per_mb is not None
+            else self.network.b_ms_per_mb
+        )
+        # per-step scratch
+        self.dirty_gpus: set[int] = set()
+        self.changed_servers: set[int] = set()
+        self.touched: set[CommTask] = set()
+        self.probed: set[CommTask] = set()  # tasks with w > 0
+        self.ready: list[Job] = []
+        self.admit_again = False
+        self.released_in_step = False
+        self.placed_count = 0
+        self._ran = False
+
+    # ------------------------------------------------------------------ events
+    def _push(self, t: float, kind: int, obj: Any, version: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, obj, version))
+
+    def _wake_next_tick(self, t: float) -> None:
+        assert self.tick is not None
+        self._push(t + self.tick, EV_WAKE, None)
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> SimResult:
+        if self._ran:
+            raise SimulationError("a Simulator runs once; build a new one for another run")
+        self._ran = True
+        wall = _time.perf_counter()
+        for job in self.jobs:
+            self._push(job.spec.submit_ms, EV_ARRIVAL, job)
+        if self.cfg.fidelity is Fidelity.FAST:
+            from envs.sim.fastpath import CycleSkipper
+
+            skipper: CycleSkipper | None = CycleSkipper(self)
+        else:
+            skipper = None
+        heap = self.heap
+        pop = heapq.heappop
+        while heap:
+            t = heap[0][0]
+            if t < self.now:
+                raise SimulationError(f"time went backwards: {t} < {self.now}")
+            self.now = t
+            task_ends: list[int] = []
+            comm_ends: list[CommTask] = []
+            syncs: list[Job] = []
+            arrivals: list[Job] = []
+            while heap and heap[0][0] == t:
+                _, _, kind, obj, version = pop(heap)
+                self.events += 1
+                if kind == EV_TASK:
+                    task_ends.append(obj)
+                elif kind == EV_COMM:
+                    if obj.version == version and obj.job.comm is obj:
+                        comm_ends.append(obj)
+                elif kind == EV_SYNC:
+                    syncs.append(obj)
+                elif kind == EV_ARRIVAL:
+                    arrivals.append(obj)
+            self._step(t, task_ends, comm_ends, syncs, arrivals)
+            if self.cfg.check_invariants:
+                self.check_invariants()
+            if skipper is not None:
+                skipper.observe(t)
+        if self.finished != len(self.jobs):
+            stuck = [j.spec.job_id for j in self.jobs if math.isnan(j.finish_ms)]
+            raise SimulationError(
+                f"no events left but {len(stuck)} jobs never finished (first ids {stuck[:10]}); "
+                f"queued={len(self.queue)} waiting-comm={len(self.waiting)}"
+            )
+        return self._result(_time.perf_counter() - wall, skipper)
+
+    def _step(
+        self,
+        t: float,
+        task_ends: list[int],
+        comm_ends: list[CommTask],
+        syncs: list[Job],
+        arrivals: list[Job],
+    ) -> None:
+        # 1. completions
+        for g in task_ends:
+            self._finish_task(g)
+        for task in comm_ends:
+            self._finish_comm(task, t)
+        for job in syncs:
+            self._sync(job, t)
+        # 2. release finished jobs' memory
+        if self.unreleased:
+            self._release(t)
+        # 3. arrivals, 4. placement
+        if arrivals:
+            self.queue.extend(arrivals)
+        if self.queue:
+            self._allocate(t)
+        # 5. communication
+        if self.ready or self.admit_again:
+            self._communicate(t)
+        # 6. rates of affected all-reduces
+        if self.changed_servers or self.touched:
+            self._retime(t)
+        # 7. start compute tasks
+        if self.dirty_gpus:
+            self._start_tasks(t)
+
+    # ------------------------------------------------------------------ phase 1
+    def _finish_task(self, g: int) -> None:
+        job, w, kind = self.gpu_task[g]  # type: ignore[misc]
+        self.gpu_task[g] = None
+        self.dirty_gpus.add(g)
+        m = job.spec.model
+        dur = m.forward_ms if kind == FW_READY else m.backward_ms
+        job.remaining_compute_ms -= dur
+        self.load_ms[g] -= dur
+        job.prio = self.order.priority(job)
+        if kind == FW_READY:
+            job.wstate[w] = BW_READY
+        else:
+            job.wstate[w] = DONE
+            job.pending -= 1
+            if job.pending == 0:
+                self.ready.append(job)
+
+    def _finish_comm(self, task: CommTask, t: float) -> None:
+        job = task.job
+        job.comm = None
+        for s in task.servers:
+            self.nic_tasks[s].remove(task)
+        self.changed_servers.update(task.servers)
+        self.probed.discard(task)
+        self.touched.discard(task)
+        self.admit_again = bool(self.waiting)
+        a = self.network.a_ms
+        if a > 0:
+            end = t + a
+            if self.tick is not None:
+                end = self._ceil_tick(end)
+            self._push(end, EV_SYNC, job)
+        else:
+            self._sync(job, t)
+
+    def _sync(self, job: Job, t: float) -> None:
+        """The all-reduce of the current iteration is done (barrier passed)."""
+        job.iterations_done += 1
+        if job.comm_est_once:
+            for g in job.gpus:
+                self.load_ms[g] -= job.comm_est_once
+        if job.iterations_done >= job.spec.iterations:
+            self._finish_job(job, t)
+            return
+        n = len(job.gpus)
+        job.wstate = [FW_READY] * n
+        job.pending = n
+        self.dirty_gpus.update(job.gpus)
+
+    def _finish_job(self, job: Job, t: float) -> None:
+        if not math.isnan(job.finish_ms):
+            raise SimulationError(f"job {job.spec.job_id} finished twice (t={t})")
+        job.finish_ms = t
+        self.finished += 1
+        self.unreleased.append(job)
+        if self.cfg.lagged_release:
+            self._wake_next_tick(t)
+
+    # ------------------------------------------------------------------ phase 2
+    def _release(self, t: float) -> None:
+        if self.cfg.lagged_release:
+            # The reference removes finished jobs from the running list while iterating it,
+            # so a finished job right after a released one is seen only at the next tick.
+            pos = {id(j): i for i, j in enumerate(self.running)}
+            done = sorted(self.unreleased, key=lambda j: pos[id(j)])
+            released: set[int] = set()
+            keep: list[Job] = []
+            for job in done:
+                p = pos[id(job)]
+                if p - 1 in released:
+                    keep.append(job)
+                    continue
+                released.add(p)
+            out = [j for j in done if pos[id(j)] in released]
+            self.unreleased = keep
+            if keep:
+                self._wake_next_tick(t)
+        else:
+            out, self.unreleased = self.unreleased, []
+        gone = {id(j) for j in out}
+        self.running = [j for j in self.running if id(j) not in gone]
+        need_mem = 0.0
+        for job in out:
+            need_mem = job.spec.model.gpu_memory_mb
+            for g in job.gpus:
+                self.free_mem_mb[g] += need_mem
+                self.residents[g] = [rw for rw in self.residents[g] if rw[0] is not job]
+        self.released_in_step = True
+
+    # ------------------------------------------------------------------ phase 4
+    def _allocate(self, t: float) -> None:
+        order = self.order
+        for job in self.queue:
+            job.prio = order.priority(job)
+        queue = sorted(self.queue, key=lambda j: j.prio)  # stable: arrival order on ties
+        remaining: list[Job] = []
+        skip = False
+        skipped = False
+        for job in queue:
+            if skip:
+                skip = False
+                skipped = True
+                remaining.append(job)
+                continue
+            gpus = self.placer.place(job.spec, self, self.rng)
+            if gpus is None:
+                remaining.append(job)
+                continue
+            self._place(job, gpus, t)
+            skip = self.cfg.skip_after_place
+        self.queue = remaining
+        if skipped and self.tick is not None:
+            self._wake_next_tick(t)
+
+    def _place(self, job: Job, gpus: list[int], t: float) -> None:
+        spec = job.spec
+        if len(set(gpus)) != spec.num_gpus:
+            raise SimulationError(
+                f"placer {self.placer.name} gave job {spec.job_id} GPUs {gpus}; "
+                f"needs {spec.num_gpus} distinct GPUs"
+            )
+        per = self.cluster.gpus_per_server
+        servers: list[int] = []
+        for g in gpus:
+            s = g // per
+            if s not in servers:
+                servers.append(s)
+        job.gpus = list(gpus)
+        job.servers = servers
+        job.multi = len(servers) > 1
+        m = spec.model
+        est = m.model_size_mb * self.comm_est if job.multi else 0.0
+        job.comm_est_once = est
+        load = m.compute_ms * spec.iterations + est * spec.iterations
+        mem = m.gpu_memory_mb
+        for w, g in enumerate(gpus):
+            if self.free_mem_mb[g] < mem:
+                raise SimulationError(
+                    f"placer {self.placer.name} put job {spec.job_id} on GPU {g} without memory"
+                )
+            self.free_mem_mb[g] -= mem
+            self.load_ms[g] += load
+            self.residents[g].append((job, w))
+        job.wstate = [FW_READY] * len(gpus)
+        job.pending = len(gpus)
+        job.placed_order = self.placed_count
+        self.placed_count += 1
+        job.start_ms = t
+        self.running.append(job)
+        self.dirty_gpus.update(gpus)
+
+    # ------------------------------------------------------------------ phase 5
+    def _communicate(self, t: float) -> None:
+        ready, self.ready = self.ready, []
+        ready.sort(key=lambda j: j.placed_order)
+        for job in ready:
+            if job.multi:
+                self.waiting.append(job)
+            else:
+                self._sync(job, t)  # one server: the all-reduce is free
+        if self.unreleased and not self.cfg.lagged_release:
+            # a job just finished: its memory is free now, place again
+            self._release(t)
+            if self.queue:
+                self._allocate(t)
+        self.admit_again = False
+        if not self.waiting:
+            return
+        first_pass = True
+        while self.waiting:
+            if self.probed or not first_pass:
+                for task in self.probed:
+                    task.probes = 0
+            cands = sorted(self.waiting, key=lambda j: (j.prio, j.placed_order))
+            admitted = [job for job in cands if self._try_start(job, t)]
+            if admitted:
+                ids = {id(j) for j in admitted}
+                self.waiting = [j for j in self.waiting if id(j) not in ids]
+            if self.cfg.probe_side_effect:
+                # probes per tick changed for these tasks: they need a new end time
+                for task in list(self.probed):
+                    if task.probes != task.w:
+                        self.touched.add(task)
+            if not admitted or not self.waiting:
+                break
+            if self.tick is not None:
+                # the reference sees this tick's admissions only at the next tick
+                self._wake_next_tick(t)
+                self.admit_again = True
+                break
+            first_pass = False
+
+    def _try_start(self, job: Job, t: float) -> bool:
+        if not self.commsched.admit(job, self):
+            return False
+        task = CommTask(job, t)
+        job.comm = task
+        for s in job.servers:
+            self.nic_tasks[s].append(task)
+        self.changed_servers.update(job.servers)
+        self.touched.add(task)
+        return True
+
+    # NetView
+    def remaining_mb(self, task: CommTask) -> float:  # type: ignore[override]
+        """MB the running all-reduce still has to move at the current time.
+
+        In tick mode this is the reference's probe: one tick of progress at the current rate
+        counts (it is banked at the end of this tick); with ``probe_side_effect`` the probe
+        also *adds* that tick to the task, once per call.
+        """
+        t = self.now
+        if task.start_t == t:
+            return task.size_mb
+        if self.tick is None:
+            return task.size_mb - (task.trans + (t - task.bank_t) * task.speed)
+        self._bank_to(task, t - self.tick)
+        step = task.speed * self.tick
+        if self.cfg.probe_side_effect:
+            task.trans += step
+            task.probes += 1
+            self.probed.add(task)
+            self.touched.add(task)
+            return task.size_mb - task.trans
+        return task.size_mb - (task.trans + step)
+
+    def _bank_to(self, task: CommTask, t: float) -> None:
+        """Tick mode: account the quiet ticks in ``(bank_t, t]``, each moving
+        ``(1 + w) * speed * tick`` MB."""
+        if task.bank_t < t:
+            assert self.tick is not None
+            n = round((t - task.bank_t) / self.tick)
+            task.trans += n * (1 + task.w) * task.speed * self.tick
+            task.bank_t = t
+
+    # ------------------------------------------------------------------ phase 6
+    def _retime(self, t: float) -> None:
+        tasks = set(self.touched)
+        nic = self.nic_tasks
+        for s in self.changed_servers:
+            tasks.update(nic[s])
+        self.changed_servers.clear()
+        self.touched.clear()
+        rate = self.network.rate
+        tick = self.tick
+        for task in sorted(tasks, key=lambda x: x.job.placed_order):
+            k = max(len(nic[s]) for s in task.servers)
+            if tick is None:
+                if task.start_t != t:
+                    task.trans += (t - task.bank_t) * task.speed
+                task.bank_t = t
+                task.speed = rate(k)
+                rest = max(task.size_mb - task.trans, 0.0)
+                end = t + rest / task.speed
+            else:
+                if task.start_t != t:
+                    self._bank_to(task, t - tick)
+                    task.trans += task.speed * tick  # this tick, at the old rate
+                task.bank_t = t
+                task.speed = rate(k)
+                task.w = task.probes
+                task.probes = 0
+                if task.w:
+                    self.probed.add(task)
+                else:
+                    self.probed.discard(task)
+                rest = task.size_mb - task.trans
+                step = task.speed * tick
+                n = 0 if rest <= step else math.ceil((rest - step) / ((1 + task.w) * step))
+                end = t + tick * (1 + n)
+            task.version += 1
+            self._push(end, EV_COMM, task, task.version)
+
+    def _ceil_tick(self, x: float) -> float:
+        assert self.tick is not None
+        return math.ceil(x / self.tick - 1e-9) * self.tick
+
+    # ------------------------------------------------------------------ phase 7
+    def _start_tasks(self, t: float) -> None:
+        gpu_task = self.gpu_task
+        residents = self.residents
+        for g in self.dirty_gpus:
+            if gpu_task[g] is not None:
+                continue
+            best: Job | None = None
+            bw = 0
+            for job, w in residents[g]:
+                if job.wstate[w] < RUNNING and (best is None or job.prio < best.prio):
+                    best, bw = job, w
+            if best is None:
+                continue
+            kind = best.wstate[bw]
+            m = best.spec.model
+            dur = m.forward_ms if kind == FW_READY else m.backward_ms
+            best.wstate[bw] = RUNNING
+            gpu_task[g] = (best, bw, kind)
+            self.busy_ms += dur
+            self._push(t + dur, EV_TASK, g)
+        self.dirty_gpus.clear()
+
+    # ------------------------------------------------------------------ checks & results
+    def check_invariants(self) -> None:
+        """Raise SimulationError if any model invariant fails (called after every event time
+        when ``SimConfig.check_invariants``)."""
+        cap = self.cluster.gpu_memory_mb
+        for g in range(self.cluster.num_gpus):
+            used = sum(j.spec.model.gpu_memory_mb for j, _ in self.residents[g])
+            if used > cap + 1e-6 or abs(cap - used - self.free_mem_mb[g]) > 1e-6:
+                raise SimulationError(f"GPU {g} memory over-committed or inconsistent at t={self.now}")
+            running = sum(1 for j, w in self.residents[g] if j.wstate[w] == RUNNING)
+            if running != (self.gpu_task[g] is not None) or running > 1:
+                raise SimulationError(f"GPU {g} runs {running} compute tasks at t={self.now}")
+        inv_b = 1.0 / self.network.b_ms_per_mb
+        for s, tasks in enumerate(self.nic_tasks):
+            if len(set(map(id, tasks))) != len(tasks):
+                raise SimulationError(f"NIC {s} lists a task twice at t={self.now}")
+            for task in tasks:
+                if task.speed > self.network.rate(len(tasks)) * (1 + 1e-9):
+                    raise SimulationError(f"NIC {s}: task of job {task.job.spec.job_id} too fast")
+            if sum(x.speed for x in tasks) > inv_b * (1 + 1e-9):
+                raise SimulationError(f"NIC {s} carries more than its capacity at t={self.now}")
+
+    def _result(self, wall: float, skipper: Any) -> SimResult:
+        records = [
+            JobRecord(
+                job_id=j.spec.job_id,
+                name=j.spec.name or f"j{j.spec.job_id}",
+                model=j.spec.model.name,
+                num_gpus=j.spec.num_gpus,
+                iterations=j.spec.iterations,
+                submit_ms=j.spec.submit_ms,
+                start_ms=j.start_ms,
+                finish_ms=j.finish_ms,
+                gpu_ms=j.spec.total_compute_ms,
+                servers=len(j.servers),
+            )
+            for j in self.jobs
+        ]
+        extra = skipper.stats() if skipper is not None else {}
+        return SimResult(
+            records=records,
+            makespan_ms=max(r.finish_ms for r in records),
+            busy_gpu_ms=sum(r.gpu_ms for r in records),
+            num_gpus=self.cluster.num_gpus,
+            stack=self.stack.name,
+            config=self.cfg.to_dict(),
+            workload=self.workload.name,
+            events=self.events,
+            wall_s=wall,
+            extra=extra,
+        )
+
+
+def _make_rng(seed: int) -> np.random.Generator:
+    """The run's generator: MT19937 seeded like CPython's ``random.seed(seed)``
+    (``init_by_array``), so RAND placement can follow the reference's draws."""
+    bitgen = np.random.MT19937(0)
+    bitgen._legacy_seeding([seed])  # init_by_array([seed]), CPython's seeding of an int
+    return np.random.Generator(bitgen)
+
+
+def simulate(
+    cluster: ClusterSpec,
+    workload: Workload,
+    stack: str | SchedulerStack,
+    config: SimConfig | None = None,
+) -> SimResult:
+    """Run ``workload`` under a named (or given) stack; policies are built fresh."""
+    cfg = config or SimConfig()
+    if isinstance(stack, str):
+        stack = make_stack(
+            stack,
+            lwf_comm_ms_per_mb=cfg.lwf_comm_ms_per_mb,
+            adadual_inclusive=cfg.adadual_inclusive,
+        )
+    elif not isinstance(stack, SchedulerStack):
+        raise ConfigError(f"stack must be a name or a SchedulerStack, got {type(stack).__name__}")
+    return Simulator(cluster, workload, stack, cfg).run()

@@ -1,0 +1,87 @@
+"""The small protocols every scheduling policy implements.
+
+Policies see the simulator through narrow, read-only views (:class:`JobView`,
+:class:`ClusterView`, :class:`NetView`) and never own the event loop.  Each implementation
+is a class in its own module; :mod:`envs.sim.stacks` is the one registry that maps config
+names to classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from envs.sim.spec import ClusterSpec, JobSpec, NetworkSpec
+
+
+class JobView(Protocol):
+    """What a policy may read about a job (the engine's ``Job`` satisfies this)."""
+
+    spec: JobSpec
+    remaining_compute_ms: float  # GPU-ms of forward/backward work left over all workers
+    iterations_done: int
+    placed_order: int  # rank of the job in placement order (-1 while queued)
+    servers: Sequence[int]  # distinct servers of the job, in the order of its GPUs
+
+
+class CommTaskView(Protocol):
+    job: JobView
+    size_mb: float
+
+
+class ClusterView(Protocol):
+    """Per-GPU state a placer may read; GPUs are numbered server-major."""
+
+    spec: ClusterSpec
+    free_mem_mb: Sequence[float]
+    load_ms: Sequence[float]  # LWF "makespan": remaining compute + comm estimate assigned
+
+
+class NetView(Protocol):
+    """Per-server communication state a communication scheduler may read."""
+
+    network: NetworkSpec
+    nic_tasks: Sequence[Sequence[CommTaskView]]
+
+    def remaining_mb(self, task: CommTaskView) -> float:
+        """Bytes (MB) the running task still has to move, as of now."""
+        ...
+
+
+class JobOrder(Protocol):
+    """Orders jobs: the placement queue, a GPU's choice among its jobs, comm admission.
+
+    ``priority`` returns a key, lower runs first; ties keep placement (or arrival) order.
+    """
+
+    name: str
+
+    def priority(self, job: JobView) -> float: ...
+
+
+class Placer(Protocol):
+    """Chooses ``job.num_gpus`` distinct GPUs with enough free memory, or ``None``."""
+
+    name: str
+    #: ms per MB charged to a multi-server job's GPUs in the load estimate, ``None`` = the
+    #: network's own ``b``.  Only load-aware placers read the load.
+    comm_estimate_ms_per_mb: float | None
+
+    def place(self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator) -> list[int] | None:
+        ...
+
+
+class CommScheduler(Protocol):
+    """Decides whether a ready all-reduce may start now (it is asked again on every change)."""
+
+    name: str
+
+    def admit(self, job: JobView, net: NetView) -> bool: ...
+
+
+def eligible_gpus(job: JobSpec, cluster: ClusterView) -> list[int]:
+    """GPUs (index order) whose free memory can hold one of ``job``'s workers."""
+    need = job.model.gpu_memory_mb
+    return [g for g, free in enumerate(cluster.free_mem_mb) if free >= need]

@@ -1,0 +1,72 @@
+"""Communication scheduling: SRSF(n) and AdaDUAL (Ada-SRSF §IV-B, Algorithm 2).
+
+The engine offers ready all-reduces to the scheduler in job-order priority (SRSF for the
+Ada-SRSF stacks) every time something changes; a rejected task waits and is asked again.
+"""
+
+from __future__ import annotations
+
+from envs.sim.errors import ConfigError
+from envs.sim.policies.base import CommTaskView, JobView, NetView
+
+
+def busiest(job: JobView, net: NetView) -> tuple[int, CommTaskView | None]:
+    """Max number of running tasks over the job's servers, and the task that Algorithm 2
+    inspects: the one on the first server (in the job's server order) that raises the max."""
+    k, first = 0, None
+    for s in job.servers:
+        tasks = net.nic_tasks[s]
+        if len(tasks) > k:
+            k = len(tasks)
+            first = tasks[0]
+    return k, first
+
+
+class SRSFn:
+    """SRSF(n): start iff every server of the job has at most ``n - 1`` running tasks, so at
+    most ``n`` all-reduces ever share a NIC.  SRSF(1) avoids contention entirely."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ConfigError(f"SRSF(n) needs n >= 1, got {n}")
+        self.n = n
+        self.name = f"srsf{n}"
+
+    def admit(self, job: JobView, net: NetView) -> bool:
+        limit = self.n - 1
+        tasks = net.nic_tasks
+        return all(len(tasks[s]) <= limit for s in job.servers)
+
+
+class AdaDual:
+    """AdaDUAL (Algorithm 2): accept with no running task; reject with two or more; with one
+    running task of remaining size ``M_old``, accept iff ``M_new / M_old < b / (2 (b + η))``
+    (Theorem 2: sharing beats waiting).  ``inclusive=True`` accepts at equality too, as the
+    reference code does (it tests ``M_old / M_new >= 2 (b + η) / b``)."""
+
+    name = "adadual"
+
+    def __init__(self, inclusive: bool = False) -> None:
+        self.inclusive = inclusive
+
+    def admit(self, job: JobView, net: NetView) -> bool:
+        k, old = busiest(job, net)
+        if k == 0:
+            return True
+        if k >= 2 or old is None:
+            return False
+        b, eta = net.network.b_ms_per_mb, net.network.eta_ms_per_mb
+        m_old = net.remaining_mb(old)
+        m_new = job.spec.model.model_size_mb
+        if self.inclusive:
+            return m_old * b >= 2.0 * (b + eta) * m_new
+        return m_new * 2.0 * (b + eta) < b * m_old
+
+
+class FairShare:
+    """No admission control: every ready all-reduce starts at once and shares the NIC."""
+
+    name = "fs"
+
+    def admit(self, job: JobView, net: NetView) -> bool:
+        return True

@@ -1,0 +1,94 @@
+"""Scheduler stacks: one job order + one placer + one communication scheduler, by name.
+
+This module is the only place where config names become policy classes.  Stack names are
+``<placement>_<comm>`` with an optional ``<order>:`` prefix, e.g. ``lwf1_adasrsf``
+(SRSF order, LWF-1 placement, AdaDUAL), ``ff_adasrsf``, ``ls_adasrsf``, ``rand_adasrsf``,
+``lwf1_srsf1``, ``fifo:lwf4_srsf2``.
+
+- placement: ``rand`` | ``ff`` | ``ls`` | ``lwf<κ>`` (any κ >= 1)
+- comm: ``adasrsf`` (AdaDUAL) | ``srsf<n>`` (n >= 1) | ``fs`` (no admission limit: fair share)
+- order: ``srsf`` (default) | ``fifo``
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from envs.sim.errors import ConfigError
+from envs.sim.policies.base import CommScheduler, JobOrder, Placer
+from envs.sim.policies.comm import AdaDual, FairShare, SRSFn
+from envs.sim.policies.job_order import FIFO, SRSF
+from envs.sim.policies.placement import LWF, FirstFit, ListScheduling, RandomPlacer
+
+ORDERS: dict[str, type[SRSF] | type[FIFO]] = {"srsf": SRSF, "fifo": FIFO}
+
+#: The stacks of the Ada-SRSF paper's Tables IV and V, with their paper names.
+STACKS: dict[str, str] = {
+    "lwf1_adasrsf": "LWF-1 + Ada-SRSF",
+    "ff_adasrsf": "FF + Ada-SRSF",
+    "ls_adasrsf": "LS + Ada-SRSF",
+    "rand_adasrsf": "RAND + Ada-SRSF",
+    "lwf1_srsf1": "LWF-1 + SRSF(1)",
+    "lwf1_srsf2": "LWF-1 + SRSF(2)",
+    "lwf1_srsf3": "LWF-1 + SRSF(3)",
+}
+TABLE_IV = ("rand_adasrsf", "ff_adasrsf", "ls_adasrsf", "lwf1_adasrsf")
+TABLE_V = ("lwf1_srsf1", "lwf1_srsf2", "lwf1_srsf3", "lwf1_adasrsf")
+
+_NAME = re.compile(r"^(?:(?P<order>[a-z]+):)?(?P<place>[a-z]+\d*)_(?P<comm>[a-z]+\d*)$")
+
+
+@dataclass
+class SchedulerStack:
+    """Fresh policy instances for one simulation (placers may keep state)."""
+
+    name: str
+    order: JobOrder
+    placer: Placer
+    comm: CommScheduler
+
+
+def _placer(token: str, lwf_comm_ms_per_mb: float | None) -> Placer:
+    if token == "rand":
+        return RandomPlacer()
+    if token == "ff":
+        return FirstFit()
+    if token == "ls":
+        return ListScheduling(lwf_comm_ms_per_mb)
+    m = re.fullmatch(r"lwf(\d+)", token)
+    if m:
+        return LWF(int(m.group(1)), lwf_comm_ms_per_mb)
+    raise ConfigError(f"unknown placement {token!r}; known: rand, ff, ls, lwf<κ> (e.g. lwf1)")
+
+
+def _comm(token: str, adadual_inclusive: bool) -> CommScheduler:
+    if token == "adasrsf":
+        return AdaDual(inclusive=adadual_inclusive)
+    if token == "fs":
+        return FairShare()
+    m = re.fullmatch(r"srsf(\d+)", token)
+    if m:
+        return SRSFn(int(m.group(1)))
+    raise ConfigError(f"unknown communication scheduler {token!r}; known: adasrsf, fs, srsf<n>")
+
+
+def make_stack(
+    name: str, *, lwf_comm_ms_per_mb: float | None = None, adadual_inclusive: bool = False
+) -> SchedulerStack:
+    """Build a stack from its name; unknown parts raise :class:`ConfigError` naming them."""
+    m = _NAME.match(name)
+    if not m:
+        raise ConfigError(
+            f"malformed stack name {name!r}; expected '<placement>_<comm>' such as "
+            f"{', '.join(STACKS)}"
+        )
+    order_name = m.group("order") or "srsf"
+    if order_name not in ORDERS:
+        raise ConfigError(f"unknown job order {order_name!r} in {name!r}; known: {sorted(ORDERS)}")
+    return SchedulerStack(
+        name=name,
+        order=ORDERS[order_name](),
+        placer=_placer(m.group("place"), lwf_comm_ms_per_mb),
+        comm=_comm(m.group("comm"), adadual_inclusive),
+    )

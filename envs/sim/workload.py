@@ -1,0 +1,560 @@
+"""Workload loading and generation: Ada-SRSF job files, a seeded generator, real-trace CSVs.
+
+Every loader validates each row and never drops one silently: a missing file, an empty file, a
+missing required column, an empty / non-numeric / negative / zero field, or a duplicate id raises
+:class:`~envs.sim.errors.WorkloadError` whose message names the file, the 1-based line number,
+the column and the cause, e.g. ``"jobs.csv, line 7, column 'iters': must be > 0, got '0'"``.
+Lines that are completely blank (such as a trailing empty line) are not rows and are skipped.
+
+Units are those of :mod:`envs.sim.spec` (ms, MB).  The Ada-SRSF files and the generator's
+defaults are at the reference simulator's scale, which divides the paper's iteration counts and
+arrival times by 100 (see :func:`load_ada_srsf_csv` and :func:`scale_workload`).
+
+Shipped data lives under ``envs/sim/data/`` (see ``envs/sim/data/README.md``) and is located
+with :func:`importlib.resources.files`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import numpy as np
+
+from envs.sim.errors import ConfigError, WorkloadError
+from envs.sim.models import REFERENCE_MODELS
+from envs.sim.spec import JobSpec, ModelProfile, Workload
+
+__all__ = [
+    "ADA_SRSF_GPU_COUNTS",
+    "ADA_SRSF_SEEDS",
+    "REFERENCE_RESULT_SEEDS",
+    "builtin_ada_srsf",
+    "builtin_philly_trace",
+    "generate_ada_srsf",
+    "gpu_count_layout",
+    "load_ada_srsf_csv",
+    "load_reference_results",
+    "load_reference_summary",
+    "load_trace_csv",
+    "paper_scale_workload",
+    "scale_workload",
+]
+
+PathLike = str | os.PathLike[str]
+
+#: (GPUs per job, number of jobs) of the 160-job Ada-SRSF workload, in job-id order.
+ADA_SRSF_GPU_COUNTS: tuple[tuple[int, int], ...] = (
+    (1, 80),
+    (2, 14),
+    (4, 26),
+    (8, 30),
+    (16, 8),
+    (32, 2),
+)
+#: Seeds of the shipped regenerated Ada-SRSF workloads.
+ADA_SRSF_SEEDS: tuple[int, ...] = tuple(range(10))
+#: Seeds with shipped reference-simulator results.
+REFERENCE_RESULT_SEEDS: tuple[int, ...] = (0, 1, 2)
+
+_ADA_REQUIRED = (
+    "job_id",
+    "job_name",
+    "dnn",
+    "nworkers",
+    "iters",
+    "start_time",
+    "model_size",
+    "train_mem",
+    "fw_time",
+    "bw_time",
+    "batch_size",
+)
+_TRACE_REQUIRED = ("job_id", "submit_time_s", "num_gpus")
+_PHILLY_SLICE = "philly_vc_6c71a0_public.csv"
+
+
+# --------------------------------------------------------------------------------------------
+# CSV reading and field validation
+# --------------------------------------------------------------------------------------------
+
+
+def _err(path: Path, line: int, column: str | None, cause: str) -> WorkloadError:
+    where = f"{path.name}, line {line}" + (f", column {column!r}" if column else "")
+    return WorkloadError(f"{where}: {cause} (file: {path})")
+
+
+def _read_csv(
+    path: PathLike, required: Sequence[str]
+) -> tuple[Path, list[str], list[tuple[int, dict[str, str]]]]:
+    """Read a headed CSV; return (path, header, [(1-based line, row dict)]).  Validates shape."""
+    p = Path(path)
+    if not p.exists():
+        raise WorkloadError(f"{p.name}: file not found (file: {p})")
+    if not p.is_file():
+        raise WorkloadError(f"{p.name}: not a regular file (file: {p})")
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        with p.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            header_row: list[str] | None = None
+            header_line = 0
+            for raw in reader:
+                if header_row is None:
+                    if not any(cell.strip() for cell in raw):
+                        continue
+                    header_row = [cell.strip() for cell in raw]
+                    header_line = reader.line_num
+                    seen: set[str] = set()
+                    for col in header_row:
+                        if not col:
+                            raise _err(p, header_line, None, "header has an empty column name")
+                        if col in seen:
+                            raise _err(p, header_line, col, "column appears twice in the header")
+                        seen.add(col)
+                    missing = [c for c in required if c not in seen]
+                    if missing:
+                        raise _err(
+                            p,
+                            header_line,
+                            missing[0],
+                            f"missing required column(s) {missing}; header is {header_row}",
+                        )
+                    continue
+                if not any(cell.strip() for cell in raw):
+                    continue  # a blank line is not a row
+                if len(raw) != len(header_row):
+                    raise _err(
+                        p,
+                        reader.line_num,
+                        None,
+                        f"expected {len(header_row)} comma-separated fields, got {len(raw)}",
+                    )
+                rows.append((reader.line_num, dict(zip(header_row, raw, strict=True))))
+    except csv.Error as exc:
+        raise WorkloadError(f"{p.name}: malformed CSV: {exc} (file: {p})") from exc
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{p.name}: not UTF-8 text: {exc} (file: {p})") from exc
+    if header_row is None:
+        raise _err(p, 1, None, "empty file: no header line")
+    if not rows:
+        raise _err(p, header_line + 1, None, "no job rows after the header")
+    return p, header_row, rows
+
+
+def _text(p: Path, line: int, row: Mapping[str, str], col: str) -> str:
+    value = row[col].strip()
+    if not value:
+        raise _err(p, line, col, "empty value")
+    return value
+
+
+def _number(p: Path, line: int, row: Mapping[str, str], col: str) -> float:
+    text = _text(p, line, row, col)
+    try:
+        value = float(text)
+    except ValueError:
+        raise _err(p, line, col, f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise _err(p, line, col, f"not a finite number: {text!r}")
+    return value
+
+
+def _float_field(
+    p: Path, line: int, row: Mapping[str, str], col: str, *, zero_ok: bool = False
+) -> float:
+    value = _number(p, line, row, col)
+    if value < 0:
+        raise _err(p, line, col, f"must not be negative, got {row[col].strip()!r}")
+    if value == 0 and not zero_ok:
+        raise _err(p, line, col, f"must be > 0, got {row[col].strip()!r}")
+    return value
+
+
+def _int_field(
+    p: Path, line: int, row: Mapping[str, str], col: str, *, zero_ok: bool = False
+) -> int:
+    value = _float_field(p, line, row, col, zero_ok=zero_ok)
+    if not value.is_integer():
+        raise _err(p, line, col, f"must be an integer, got {row[col].strip()!r}")
+    return int(value)
+
+
+def _round_half_up(x: float) -> int:
+    return math.floor(x + 0.5)
+
+
+# --------------------------------------------------------------------------------------------
+# Ada-SRSF workload files
+# --------------------------------------------------------------------------------------------
+
+
+def load_ada_srsf_csv(path: PathLike, *, name: str | None = None) -> Workload:
+    """Load an Ada-SRSF workload CSV (the regenerated ``microsoft160_seed*.csv`` layout).
+
+    Required columns: ``job_id, job_name, dnn, nworkers, iters, start_time, model_size,
+    train_mem, fw_time, bw_time, batch_size``; ``dataset, lr, nsteps_update, cuda_enabled`` and
+    any other columns are accepted and ignored (the reference simulator does not use them).
+
+    Each row becomes ``JobSpec(job_id, submit_ms=start_time, iterations=iters,
+    num_gpus=nworkers, name=job_name)`` with a :class:`ModelProfile` built from the row's own
+    ``model_size`` (MB), ``train_mem`` (MB), ``fw_time``/``bw_time`` (ms) and ``batch_size``,
+    named ``dnn``.  Rows keep file order, because the reference simulator breaks ties between
+    jobs arriving in the same ms by file order.
+
+    Units are the reference simulator's: ``iters`` and ``start_time`` are the paper's values
+    divided by 100 (paper: 1000-6000 iterations, arrivals over 20 min; files: 10-60 and
+    0-12000 ms).  Use ``scale_workload(w, 100, 100)`` for the paper's full scale.
+
+    ``nworkers``, ``iters``, ``model_size``, ``train_mem``, ``fw_time``, ``bw_time`` and
+    ``batch_size`` must be > 0; ``job_id`` and ``start_time`` must be >= 0; counts must be
+    integers; ``job_id`` must be unique.  Any violation raises :class:`WorkloadError` naming the
+    file, line, column and cause.
+    """
+    p, _, rows = _read_csv(path, _ADA_REQUIRED)
+    profiles: dict[tuple[str, float, float, int, float, float], ModelProfile] = {}
+    jobs: list[JobSpec] = []
+    first_line: dict[int, int] = {}
+    for line, row in rows:
+        job_id = _int_field(p, line, row, "job_id", zero_ok=True)
+        if job_id in first_line:
+            raise _err(
+                p, line, "job_id", f"duplicate job_id {job_id} (first on line {first_line[job_id]})"
+            )
+        first_line[job_id] = line
+        job_name = _text(p, line, row, "job_name")
+        dnn = _text(p, line, row, "dnn")
+        nworkers = _int_field(p, line, row, "nworkers")
+        iters = _int_field(p, line, row, "iters")
+        start = _float_field(p, line, row, "start_time", zero_ok=True)
+        size = _float_field(p, line, row, "model_size")
+        mem = _float_field(p, line, row, "train_mem")
+        fw = _float_field(p, line, row, "fw_time")
+        bw = _float_field(p, line, row, "bw_time")
+        batch = _int_field(p, line, row, "batch_size")
+        key = (dnn, size, mem, batch, fw, bw)
+        try:
+            model = profiles.get(key) or ModelProfile(dnn, size, mem, batch, fw, bw)
+            profiles[key] = model
+            jobs.append(
+                JobSpec(
+                    job_id=job_id,
+                    submit_ms=start,
+                    model=model,
+                    iterations=iters,
+                    num_gpus=nworkers,
+                    name=job_name,
+                )
+            )
+        except WorkloadError as exc:  # defensive: the checks above should catch everything
+            raise _err(p, line, None, str(exc)) from exc
+    return Workload(tuple(jobs), name=name or f"ada-srsf:{p.stem}", source=str(p))
+
+
+@contextmanager
+def _data_file(*parts: str) -> Iterator[Path]:
+    res: Traversable = resources.files("envs.sim") / "data"
+    for part in parts:
+        res = res / part
+    with resources.as_file(res) as real:
+        yield Path(real)
+
+
+def builtin_ada_srsf(seed: int) -> Workload:
+    """The shipped regenerated Ada-SRSF workload ``microsoft160_seed{seed}.csv`` (seeds 0-9).
+
+    160 jobs at the reference simulator's scale (see :func:`load_ada_srsf_csv`).
+    """
+    if seed not in ADA_SRSF_SEEDS:
+        raise ConfigError(f"no shipped Ada-SRSF workload for seed {seed!r}; have {ADA_SRSF_SEEDS}")
+    with _data_file("ada_srsf", f"microsoft160_seed{seed}.csv") as p:
+        return load_ada_srsf_csv(p, name=f"ada-srsf-seed{seed}")
+
+
+def load_reference_results(seed: int) -> dict[str, dict[int, float]]:
+    """Per-job JCTs of the original reference simulator on workload ``seed`` (0, 1 or 2).
+
+    Returns ``{column: {job_id: JCT in simulator ms}}`` where ``column`` is
+    ``"<variant>:<algo_string>"``, e.g. ``"original:ssf-lwf1-srsf-1-true"`` (LWF-1 + Ada-SRSF).
+    JCT = finish tick - ``start_time``; divide by 10 for the paper's "seconds".
+    """
+    if seed not in REFERENCE_RESULT_SEEDS:
+        raise ConfigError(f"no reference results for seed {seed!r}; have {REFERENCE_RESULT_SEEDS}")
+    with _data_file("ada_srsf", "reference_results", f"perjob_jct_seed{seed}.csv") as path:
+        p, header, rows = _read_csv(path, ("job_id",))
+        out: dict[str, dict[int, float]] = {col: {} for col in header if col != "job_id"}
+        for line, row in rows:
+            job_id = _int_field(p, line, row, "job_id", zero_ok=True)
+            for col, per_job in out.items():
+                per_job[job_id] = _float_field(p, line, row, col)
+    return out
+
+
+def load_reference_summary() -> list[dict[str, str | int | float]]:
+    """Rows of the reference simulator's ``summary.csv`` (one per run), in file order.
+
+    A column whose every value parses as an integer (``seed``, ``makespan_sim_ms``,
+    ``max_rss_kb``) becomes ``int``; one whose every value parses as a number becomes ``float``
+    (``gpu_util_pct``, ``avg_jct_s``, ...); the rest (``variant``, ``algo_string``,
+    ``paper_name``) stay ``str``.  JCT columns are in the paper's seconds (= simulator ms / 10).
+    """
+    with _data_file("ada_srsf", "reference_results", "summary.csv") as path:
+        _, header, rows = _read_csv(path, ("variant", "seed", "algo_string"))
+
+    def all_parse(col: str, conv: type) -> bool:
+        try:
+            for _, row in rows:
+                conv(row[col])
+        except ValueError:
+            return False
+        return True
+
+    kinds: dict[str, type] = {}
+    for col in header:
+        kinds[col] = int if all_parse(col, int) else float if all_parse(col, float) else str
+    return [{col: kinds[col](row[col]) for col in header} for _, row in rows]
+
+
+# --------------------------------------------------------------------------------------------
+# Seeded generator and scaling
+# --------------------------------------------------------------------------------------------
+
+
+def gpu_count_layout(num_jobs: int) -> list[tuple[int, int]]:
+    """(GPUs per job, job count) for ``num_jobs`` jobs in the Ada-SRSF 80/14/26/30/8/2 mix.
+
+    Rounding rule (largest remainder / Hamilton): each class gets ``floor(num_jobs * c / 160)``
+    jobs; the jobs still missing go one each to the classes with the largest remainders
+    ``num_jobs * c mod 160``, ties to the smaller GPU count.  Counts sum to ``num_jobs`` and are
+    exact for multiples of 80 (160 gives 80/14/26/30/8/2).  Classes may get 0 jobs.
+    """
+    if num_jobs < 1:
+        raise ConfigError(f"num_jobs must be >= 1, got {num_jobs}")
+    total = sum(c for _, c in ADA_SRSF_GPU_COUNTS)
+    counts = [num_jobs * c // total for _, c in ADA_SRSF_GPU_COUNTS]
+    remainders = [num_jobs * c % total for _, c in ADA_SRSF_GPU_COUNTS]
+    order = sorted(range(len(counts)), key=lambda i: (-remainders[i], i))
+    for i in order[: num_jobs - sum(counts)]:
+        counts[i] += 1
+    return [(g, n) for (g, _), n in zip(ADA_SRSF_GPU_COUNTS, counts, strict=True)]
+
+
+def generate_ada_srsf(
+    seed: int,
+    num_jobs: int = 160,
+    iterations_scale: float = 1.0,
+    arrival_window_ms: float = 12000.0,
+    models: Mapping[str, ModelProfile] | None = None,
+) -> Workload:
+    """Draw a workload from the Ada-SRSF distribution with ``numpy.random.default_rng(seed)``.
+
+    Job ids ``0..num_jobs-1`` are laid out by GPU count as in the reference (ids 0-79: 1 GPU,
+    80-93: 2, 94-119: 4, 120-149: 8, 150-157: 16, 158-159: 32 for 160 jobs; other sizes use
+    :func:`gpu_count_layout`).  For each job in id order the generator draws, in this order:
+    the model, uniform over ``models`` (dict order; default
+    :data:`envs.sim.models.REFERENCE_MODELS`, the integer-ms profiles); the iterations, a uniform
+    integer in [10, 60] times ``iterations_scale`` rounded half up (min 1); the arrival,
+    ``floor(uniform(0, arrival_window_ms))`` ms.  Names are ``j<id>``.
+
+    The defaults give the reference simulator's scale (10-60 iterations, arrivals in
+    [0, 12000) ms); ``iterations_scale=100, arrival_window_ms=1_200_000`` gives the paper's
+    1000-6000 iterations over 20 minutes.  It is the same distribution as the shipped files but
+    not the same draws (those came from Python 2's global RNG).  No global RNG state is used.
+    """
+    if iterations_scale <= 0 or not math.isfinite(iterations_scale):
+        raise ConfigError(f"iterations_scale must be a finite number > 0, got {iterations_scale}")
+    if arrival_window_ms <= 0 or not math.isfinite(arrival_window_ms):
+        raise ConfigError(f"arrival_window_ms must be a finite number > 0, got {arrival_window_ms}")
+    table = list((REFERENCE_MODELS if models is None else models).values())
+    if not table:
+        raise ConfigError("models must contain at least one ModelProfile")
+    rng = np.random.default_rng(seed)
+    jobs: list[JobSpec] = []
+    job_id = 0
+    for gpus, count in gpu_count_layout(num_jobs):
+        for _ in range(count):
+            model = table[int(rng.integers(len(table)))]
+            iters = int(rng.integers(10, 61))
+            arrival = math.floor(float(rng.uniform(0.0, arrival_window_ms)))
+            jobs.append(
+                JobSpec(
+                    job_id=job_id,
+                    submit_ms=float(arrival),
+                    model=model,
+                    iterations=max(1, _round_half_up(iters * iterations_scale)),
+                    num_gpus=gpus,
+                    name=f"j{job_id}",
+                )
+            )
+            job_id += 1
+    return Workload(
+        tuple(jobs),
+        name=f"ada-srsf-gen-seed{seed}",
+        source=(
+            f"generate_ada_srsf(seed={seed}, num_jobs={num_jobs}, "
+            f"iterations_scale={iterations_scale}, arrival_window_ms={arrival_window_ms})"
+        ),
+    )
+
+
+def paper_scale_workload(seed: int, num_jobs: int = 160) -> Workload:
+    """:func:`generate_ada_srsf` at the paper's scale: 1000-6000 iterations, 20-minute arrivals.
+
+    Uses the same :data:`REFERENCE_MODELS` as the default generator, so only the scale differs.
+    """
+    return generate_ada_srsf(
+        seed,
+        num_jobs=num_jobs,
+        iterations_scale=100.0,
+        arrival_window_ms=1_200_000.0,
+        models=REFERENCE_MODELS,
+    )
+
+
+def scale_workload(workload: Workload, iterations_scale: float, time_scale: float) -> Workload:
+    """Multiply every job's iterations (rounded half up, min 1) and submit time.
+
+    ``scale_workload(builtin_ada_srsf(s), 100, 100)`` is the shipped seed at the paper's scale.
+    Job ids, order, models and GPU counts are unchanged.
+    """
+    for label, value in (("iterations_scale", iterations_scale), ("time_scale", time_scale)):
+        if not (value > 0 and math.isfinite(value)):
+            raise ConfigError(f"{label} must be a finite number > 0, got {value}")
+    jobs = tuple(
+        JobSpec(
+            job_id=j.job_id,
+            submit_ms=j.submit_ms * time_scale,
+            model=j.model,
+            iterations=max(1, _round_half_up(j.iterations * iterations_scale)),
+            num_gpus=j.num_gpus,
+            comm=j.comm,
+            name=j.name,
+        )
+        for j in workload.jobs
+    )
+    return Workload(
+        jobs,
+        name=f"{workload.name}*iters{iterations_scale:g}*time{time_scale:g}",
+        source=f"scale_workload({workload.source or workload.name}, {iterations_scale}, "
+        f"{time_scale})",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Normalised real-trace CSVs
+# --------------------------------------------------------------------------------------------
+
+
+def load_trace_csv(
+    path: PathLike,
+    *,
+    seed: int,
+    models: Mapping[str, ModelProfile] | None = None,
+    time_unit: float = 1000.0,
+    name: str | None = None,
+) -> Workload:
+    """Load a trace in the normalised schema (``job_id, submit_time_s, duration_s, num_gpus,
+    job_type, status, vc, gpu_milli``; see ``envs/sim/data/README.md``).
+
+    Columns:
+
+    * required: ``job_id`` (non-empty, unique string), ``submit_time_s`` (number >= 0),
+      ``num_gpus`` (integer >= 1), and ``duration_s`` (number > 0, seconds on the requested
+      GPUs).  An optional ``iterations`` column (integer >= 1) is an extension: where a row has
+      it, it is used as is and ``duration_s`` may be empty or the column absent; every row
+      needs one of the two.
+    * optional (column may be absent, value may be empty): ``job_type`` — the model, matched
+      case-insensitively to a key or profile name in ``models``; an unknown name is an error.
+      ``status`` and ``vc`` are accepted and not used (no row is dropped whatever its status).
+      ``gpu_milli`` must be an integer in 1..1000 when given; it is validated and not used —
+      the simulator gives every worker a whole GPU.  Other columns are ignored.
+
+    Conversion: rows keep file order and get job ids ``0..n-1``; ``JobSpec.name`` is the
+    trace's ``job_id``.  ``time_unit`` is simulator ms per trace second (default 1000: real
+    time; smaller values compress time).  ``submit_ms = submit_time_s * time_unit``.
+
+    Model rule: ``rng = numpy.random.default_rng(seed)`` draws one index uniform over
+    ``models`` (dict order; default :data:`REFERENCE_MODELS`) for **every** row in file order,
+    before and independent of any other column; a row uses its draw only when ``job_type`` is
+    absent or empty.  Iterations rule (when no ``iterations`` value):
+    ``iterations = max(1, round_half_up(duration_s * time_unit / (forward_ms + backward_ms)))``,
+    i.e. the duration is treated as pure compute; communication time is ignored, so under
+    contention a job's simulated run time can exceed its traced duration.
+    """
+    if not (time_unit > 0 and math.isfinite(time_unit)):
+        raise ConfigError(f"time_unit must be a finite number > 0, got {time_unit}")
+    table = dict(REFERENCE_MODELS if models is None else models)
+    if not table:
+        raise ConfigError("models must contain at least one ModelProfile")
+    by_name: dict[str, ModelProfile] = {}
+    for key, profile in table.items():
+        by_name.setdefault(key.lower(), profile)
+        by_name.setdefault(profile.name.lower(), profile)
+    choices = list(table.values())
+
+    p, header, rows = _read_csv(path, _TRACE_REQUIRED)
+    if "duration_s" not in header and "iterations" not in header:
+        raise _err(p, 1, "duration_s", "missing required column (need duration_s or iterations)")
+    draws = np.random.default_rng(seed).integers(len(choices), size=len(rows))
+
+    jobs: list[JobSpec] = []
+    first_line: dict[str, int] = {}
+    for idx, (line, row) in enumerate(rows):
+        trace_id = _text(p, line, row, "job_id")
+        if trace_id in first_line:
+            raise _err(
+                p,
+                line,
+                "job_id",
+                f"duplicate job_id {trace_id!r} (first on line {first_line[trace_id]})",
+            )
+        first_line[trace_id] = line
+        submit_s = _float_field(p, line, row, "submit_time_s", zero_ok=True)
+        num_gpus = _int_field(p, line, row, "num_gpus")
+        if row.get("gpu_milli", "").strip():
+            milli = _int_field(p, line, row, "gpu_milli")
+            if milli > 1000:
+                raise _err(p, line, "gpu_milli", f"must be in 1..1000, got {milli}")
+        job_type = row.get("job_type", "").strip()
+        if job_type:
+            model = by_name.get(job_type.lower())
+            if model is None:
+                raise _err(
+                    p, line, "job_type", f"unknown model {job_type!r}; known: {sorted(by_name)}"
+                )
+        else:
+            model = choices[int(draws[idx])]
+        if row.get("iterations", "").strip():
+            iterations = _int_field(p, line, row, "iterations")
+        else:
+            if "duration_s" not in row:
+                raise _err(p, line, "iterations", "empty value and no duration_s column")
+            duration_s = _float_field(p, line, row, "duration_s")
+            iterations = max(1, _round_half_up(duration_s * time_unit / model.compute_ms))
+        jobs.append(
+            JobSpec(
+                job_id=idx,
+                submit_ms=submit_s * time_unit,
+                model=model,
+                iterations=iterations,
+                num_gpus=num_gpus,
+                name=trace_id,
+            )
+        )
+    return Workload(tuple(jobs), name=name or f"trace:{p.stem}", source=str(p))
+
+
+def builtin_philly_trace(
+    seed: int, *, models: Mapping[str, ModelProfile] | None = None, time_unit: float = 1000.0
+) -> Workload:
+    """The shipped 200-job Microsoft Philly slice (VC 6c71a0) via :func:`load_trace_csv`."""
+    with _data_file("traces", _PHILLY_SLICE) as p:
+        return load_trace_csv(
+            p, seed=seed, models=models, time_unit=time_unit, name="philly-6c71a0"
+        )
