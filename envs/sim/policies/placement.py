@@ -28,7 +28,7 @@ class RandomPlacer:
         for i in range(len(avail) - 1, 0, -1):
             j = int(rng.random() * (i + 1))
             avail[i], avail[j] = avail[j], avail[i]
-        return avail[: job.num_gpus]
+        return avail[: job.num_gpus] if len(avail) >= job.num_gpus else None
 
 
 class FirstFit:
