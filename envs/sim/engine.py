@@ -31,6 +31,7 @@ import numpy as np
 from envs.sim.config import Fidelity, SimConfig
 from envs.sim.errors import ConfigError, DlschedError
 from envs.sim.policies.base import CommScheduler, JobOrder, Placer
+from envs.sim.policies.job_order import SRSF
 from envs.sim.results import JobRecord, SimResult
 from envs.sim.spec import ClusterSpec, JobSpec, NetworkSpec, Workload
 from envs.sim.stacks import SchedulerStack, make_stack
@@ -51,13 +52,17 @@ class Job:
     __slots__ = (
         "comm",
         "comm_est_once",
+        "bw",
         "finish_ms",
+        "fresh",
+        "fw",
         "gpus",
         "iterations_done",
         "multi",
         "pending",
         "placed_order",
         "prio",
+        "probe_target",
         "remaining_compute_ms",
         "servers",
         "spec",
@@ -67,6 +72,8 @@ class Job:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
+        self.fw = spec.model.forward_ms
+        self.bw = spec.model.backward_ms
         self.remaining_compute_ms = spec.total_compute_ms
         self.iterations_done = 0
         self.placed_order = -1
@@ -77,6 +84,8 @@ class Job:
         self.pending = 0
         self.prio = 0.0
         self.comm: CommTask | None = None
+        self.fresh = False  # newly waiting for its all-reduce: must be asked
+        self.probe_target: CommTask | None = None
         self.comm_est_once = 0.0
         self.start_ms = math.nan
         self.finish_ms = math.nan
@@ -124,6 +133,8 @@ class Simulator:
         self.workload = workload
         self.stack = stack
         self.order: JobOrder = stack.order
+        # SRSF's key is the remaining compute itself: skip a call per task end
+        self.prio_is_remaining = type(stack.order) is SRSF
         self.placer: Placer = stack.placer
         self.commsched: CommScheduler = stack.comm
         self.rng = _make_rng(self.cfg.seed)
@@ -159,7 +170,9 @@ class Simulator:
         self.touched: set[CommTask] = set()
         self.probed: set[CommTask] = set()  # tasks with w > 0
         self.ready: list[Job] = []
-        self.admit_again = False
+        self.nic_dirty: set[int] = set()  # servers whose task list changed since last asked
+        self._pass_dirty: set[int] = set()
+        self._asking: Job | None = None
         self.released_in_step = False
         self.placed_count = 0
         self._ran = False
@@ -247,7 +260,7 @@ class Simulator:
         if self.queue:
             self._allocate(t)
         # 5. communication
-        if self.ready or self.admit_again:
+        if self.ready or (self.nic_dirty and self.waiting):
             self._communicate(t)
         # 6. rates of affected all-reduces
         if self.changed_servers or self.touched:
@@ -261,11 +274,10 @@ class Simulator:
         job, w, kind = self.gpu_task[g]  # type: ignore[misc]
         self.gpu_task[g] = None
         self.dirty_gpus.add(g)
-        m = job.spec.model
-        dur = m.forward_ms if kind == FW_READY else m.backward_ms
+        dur = job.fw if kind == FW_READY else job.bw
         job.remaining_compute_ms -= dur
         self.load_ms[g] -= dur
-        job.prio = self.order.priority(job)
+        job.prio = job.remaining_compute_ms if self.prio_is_remaining else self.order.priority(job)
         if kind == FW_READY:
             job.wstate[w] = BW_READY
         else:
@@ -282,7 +294,7 @@ class Simulator:
         self.changed_servers.update(task.servers)
         self.probed.discard(task)
         self.touched.discard(task)
-        self.admit_again = bool(self.waiting)
+        self.nic_dirty.update(task.servers)
         a = self.network.a_ms
         if a > 0:
             end = t + a
@@ -414,6 +426,7 @@ class Simulator:
         ready.sort(key=lambda j: j.placed_order)
         for job in ready:
             if job.multi:
+                job.fresh = True
                 self.waiting.append(job)
             else:
                 self._sync(job, t)  # one server: the all-reduce is free
@@ -422,20 +435,36 @@ class Simulator:
             self._release(t)
             if self.queue:
                 self._allocate(t)
-        self.admit_again = False
         if not self.waiting:
+            self.nic_dirty.clear()
             return
-        first_pass = True
-        while self.waiting:
-            if self.probed or not first_pass:
-                for task in self.probed:
-                    task.probes = 0
+        probe_mode = self.cfg.probe_side_effect
+        while True:
+            # A waiting job's answer can change only when a task starts or ends on one of its
+            # servers (the CommScheduler contract), so only those jobs are asked again.
+            dirty, self.nic_dirty = self.nic_dirty, set()
+            self._pass_dirty = dirty
+            for task in self.probed:
+                task.probes = 0
             cands = sorted(self.waiting, key=lambda j: (j.prio, j.placed_order))
-            admitted = [job for job in cands if self._try_start(job, t)]
+            admitted: list[Job] = []
+            for job in cands:
+                if job.fresh or not dirty.isdisjoint(job.servers):
+                    job.fresh = False
+                    job.probe_target = None
+                    self._asking = job
+                    if self._try_start(job, t):
+                        admitted.append(job)
+                    self._asking = None
+                elif probe_mode and job.probe_target is not None:
+                    # same servers, same answer; the reference still probes every tick
+                    target = job.probe_target
+                    if target.job.comm is target:
+                        self.remaining_mb(target)
             if admitted:
                 ids = {id(j) for j in admitted}
                 self.waiting = [j for j in self.waiting if id(j) not in ids]
-            if self.cfg.probe_side_effect:
+            if probe_mode:
                 # probes per tick changed for these tasks: they need a new end time
                 for task in list(self.probed):
                     if task.probes != task.w:
@@ -445,9 +474,7 @@ class Simulator:
             if self.tick is not None:
                 # the reference sees this tick's admissions only at the next tick
                 self._wake_next_tick(t)
-                self.admit_again = True
                 break
-            first_pass = False
 
     def _try_start(self, job: Job, t: float) -> bool:
         if not self.commsched.admit(job, self):
@@ -457,6 +484,8 @@ class Simulator:
         for s in job.servers:
             self.nic_tasks[s].append(task)
         self.changed_servers.update(job.servers)
+        self.nic_dirty.update(job.servers)
+        self._pass_dirty.update(job.servers)
         self.touched.add(task)
         return True
 
@@ -469,6 +498,8 @@ class Simulator:
         also *adds* that tick to the task, once per call.
         """
         t = self.now
+        if self._asking is not None:
+            self._asking.probe_target = task
         if task.start_t == t:
             return task.size_mb
         if self.tick is None:
@@ -538,23 +569,27 @@ class Simulator:
     def _start_tasks(self, t: float) -> None:
         gpu_task = self.gpu_task
         residents = self.residents
+        heap = self.heap
+        busy = 0.0
         for g in self.dirty_gpus:
             if gpu_task[g] is not None:
                 continue
             best: Job | None = None
             bw = 0
+            bp = math.inf
             for job, w in residents[g]:
-                if job.wstate[w] < RUNNING and (best is None or job.prio < best.prio):
-                    best, bw = job, w
+                if job.wstate[w] < RUNNING and job.prio < bp:
+                    best, bw, bp = job, w, job.prio
             if best is None:
                 continue
             kind = best.wstate[bw]
-            m = best.spec.model
-            dur = m.forward_ms if kind == FW_READY else m.backward_ms
+            dur = best.fw if kind == FW_READY else best.bw
             best.wstate[bw] = RUNNING
             gpu_task[g] = (best, bw, kind)
-            self.busy_ms += dur
-            self._push(t + dur, EV_TASK, g)
+            busy += dur
+            self.seq += 1
+            heapq.heappush(heap, (t + dur, self.seq, EV_TASK, g, 0))
+        self.busy_ms += busy
         self.dirty_gpus.clear()
 
     # ------------------------------------------------------------------ checks & results
