@@ -49,6 +49,7 @@ class SimConfig:
     adadual_inclusive: bool = False
     lwf_comm_ms_per_mb: float | None = None
     fidelity: Fidelity = Fidelity.FULL
+    fast_min_steps: int = 50
     check_invariants: bool = False
     seed: int = 0
 

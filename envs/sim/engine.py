@@ -24,13 +24,13 @@ from __future__ import annotations
 import heapq
 import math
 import time as _time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from envs.sim.config import Fidelity, SimConfig
 from envs.sim.errors import ConfigError, DlschedError
-from envs.sim.policies.base import CommScheduler, JobOrder, Placer
+from envs.sim.policies.base import CommScheduler, CommTaskView, JobOrder, Placer
 from envs.sim.policies.job_order import SRSF
 from envs.sim.results import JobRecord, SimResult
 from envs.sim.spec import ClusterSpec, JobSpec, NetworkSpec, Workload
@@ -50,9 +50,10 @@ class Job:
     """Run-time state of one job (satisfies :class:`envs.sim.policies.base.JobView`)."""
 
     __slots__ = (
+        "bw",
+        "chunk",
         "comm",
         "comm_est_once",
-        "bw",
         "finish_ms",
         "fresh",
         "fw",
@@ -72,7 +73,8 @@ class Job:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.fw = spec.model.forward_ms
+        self.fw = spec.model.forward_ms  # duration of the current step's forward, ms
+        self.chunk = 1  # iterations in the current step (FAST fidelity merges iterations)
         self.bw = spec.model.backward_ms
         self.remaining_compute_ms = spec.total_compute_ms
         self.iterations_done = 0
@@ -96,11 +98,22 @@ class CommTask:
     is the model's rate; ``w`` counts reference-bug probes per tick (effective progress per
     tick is ``(1 + w) * speed * tick``)."""
 
-    __slots__ = ("bank_t", "job", "probes", "servers", "size_mb", "speed", "start_t", "trans", "version", "w")
+    __slots__ = (
+        "bank_t",
+        "job",
+        "probes",
+        "servers",
+        "size_mb",
+        "speed",
+        "start_t",
+        "trans",
+        "version",
+        "w",
+    )
 
     def __init__(self, job: Job, t: float) -> None:
         self.job = job
-        self.size_mb = job.spec.model.model_size_mb
+        self.size_mb = job.spec.model.model_size_mb * job.chunk
         self.servers = job.servers
         self.trans = 0.0
         self.speed = 0.0
@@ -176,6 +189,10 @@ class Simulator:
         self.released_in_step = False
         self.placed_count = 0
         self._ran = False
+        self.chunk_max = 1
+        if self.cfg.fidelity is Fidelity.FAST:
+            shortest = min(j.iterations for j in workload.jobs)
+            self.chunk_max = max(1, shortest // self.cfg.fast_min_steps)
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any, version: int = 0) -> None:
@@ -194,12 +211,6 @@ class Simulator:
         wall = _time.perf_counter()
         for job in self.jobs:
             self._push(job.spec.submit_ms, EV_ARRIVAL, job)
-        if self.cfg.fidelity is Fidelity.FAST:
-            from envs.sim.fastpath import CycleSkipper
-
-            skipper: CycleSkipper | None = CycleSkipper(self)
-        else:
-            skipper = None
         heap = self.heap
         pop = heapq.heappop
         while heap:
@@ -226,15 +237,13 @@ class Simulator:
             self._step(t, task_ends, comm_ends, syncs, arrivals)
             if self.cfg.check_invariants:
                 self.check_invariants()
-            if skipper is not None:
-                skipper.observe(t)
         if self.finished != len(self.jobs):
             stuck = [j.spec.job_id for j in self.jobs if math.isnan(j.finish_ms)]
             raise SimulationError(
                 f"no events left but {len(stuck)} jobs never finished (first ids {stuck[:10]}); "
                 f"queued={len(self.queue)} waiting-comm={len(self.waiting)}"
             )
-        return self._result(_time.perf_counter() - wall, skipper)
+        return self._result(_time.perf_counter() - wall)
 
     def _step(
         self,
@@ -297,7 +306,7 @@ class Simulator:
         self.nic_dirty.update(task.servers)
         a = self.network.a_ms
         if a > 0:
-            end = t + a
+            end = t + a * job.chunk
             if self.tick is not None:
                 end = self._ceil_tick(end)
             self._push(end, EV_SYNC, job)
@@ -306,17 +315,29 @@ class Simulator:
 
     def _sync(self, job: Job, t: float) -> None:
         """The all-reduce of the current iteration is done (barrier passed)."""
-        job.iterations_done += 1
+        job.iterations_done += job.chunk
         if job.comm_est_once:
+            est = job.comm_est_once * job.chunk
             for g in job.gpus:
-                self.load_ms[g] -= job.comm_est_once
+                self.load_ms[g] -= est
         if job.iterations_done >= job.spec.iterations:
             self._finish_job(job, t)
             return
+        if job.chunk > 1:
+            self._set_chunk(job)
         n = len(job.gpus)
         job.wstate = [FW_READY] * n
         job.pending = n
         self.dirty_gpus.update(job.gpus)
+
+    def _set_chunk(self, job: Job) -> None:
+        """FAST fidelity: the next ``chunk`` iterations run as one step whose forward,
+        backward and all-reduce are ``chunk`` times as long (identical iterations merged)."""
+        c = min(self.chunk_max, job.spec.iterations - job.iterations_done)
+        m = job.spec.model
+        job.chunk = c
+        job.fw = m.forward_ms * c
+        job.bw = m.backward_ms * c
 
     def _finish_job(self, job: Job, t: float) -> None:
         if not math.isnan(job.finish_ms):
@@ -414,6 +435,8 @@ class Simulator:
             self.residents[g].append((job, w))
         job.wstate = [FW_READY] * len(gpus)
         job.pending = len(gpus)
+        if self.chunk_max > 1:
+            self._set_chunk(job)
         job.placed_order = self.placed_count
         self.placed_count += 1
         job.start_ms = t
@@ -490,13 +513,14 @@ class Simulator:
         return True
 
     # NetView
-    def remaining_mb(self, task: CommTask) -> float:  # type: ignore[override]
+    def remaining_mb(self, view: CommTaskView) -> float:
         """MB the running all-reduce still has to move at the current time.
 
         In tick mode this is the reference's probe: one tick of progress at the current rate
         counts (it is banked at the end of this tick); with ``probe_side_effect`` the probe
         also *adds* that tick to the task, once per call.
         """
+        task = cast(CommTask, view)
         t = self.now
         if self._asking is not None:
             self._asking.probe_target = task
@@ -600,7 +624,9 @@ class Simulator:
         for g in range(self.cluster.num_gpus):
             used = sum(j.spec.model.gpu_memory_mb for j, _ in self.residents[g])
             if used > cap + 1e-6 or abs(cap - used - self.free_mem_mb[g]) > 1e-6:
-                raise SimulationError(f"GPU {g} memory over-committed or inconsistent at t={self.now}")
+                raise SimulationError(
+                    f"GPU {g} memory over-committed or inconsistent at t={self.now}"
+                )
             running = sum(1 for j, w in self.residents[g] if j.wstate[w] == RUNNING)
             if running != (self.gpu_task[g] is not None) or running > 1:
                 raise SimulationError(f"GPU {g} runs {running} compute tasks at t={self.now}")
@@ -614,7 +640,7 @@ class Simulator:
             if sum(x.speed for x in tasks) > inv_b * (1 + 1e-9):
                 raise SimulationError(f"NIC {s} carries more than its capacity at t={self.now}")
 
-    def _result(self, wall: float, skipper: Any) -> SimResult:
+    def _result(self, wall: float) -> SimResult:
         records = [
             JobRecord(
                 job_id=j.spec.job_id,
@@ -630,7 +656,7 @@ class Simulator:
             )
             for j in self.jobs
         ]
-        extra = skipper.stats() if skipper is not None else {}
+        extra = {"iterations_per_step": self.chunk_max}
         return SimResult(
             records=records,
             makespan_ms=max(r.finish_ms for r in records),

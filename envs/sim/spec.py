@@ -125,7 +125,9 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
-            raise WorkloadError(f"job {self.job_id}: iterations must be >= 1, got {self.iterations}")
+            raise WorkloadError(
+                f"job {self.job_id}: iterations must be >= 1, got {self.iterations}"
+            )
         if self.num_gpus < 1:
             raise WorkloadError(f"job {self.job_id}: num_gpus must be >= 1, got {self.num_gpus}")
         if not self.submit_ms >= 0:
@@ -147,7 +149,9 @@ class Workload:
 
     def __post_init__(self) -> None:
         if not self.jobs:
-            raise WorkloadError(f"workload {self.name!r} ({self.source or 'in memory'}) has no jobs")
+            raise WorkloadError(
+                f"workload {self.name!r} ({self.source or 'in memory'}) has no jobs"
+            )
         seen: set[int] = set()
         for job in self.jobs:
             if job.job_id in seen:
@@ -162,11 +166,11 @@ class Workload:
         for job in self.jobs:
             if job.num_gpus > cluster.num_gpus:
                 raise WorkloadError(
-                    f"workload {self.name!r}: job {job.job_id} asks for {job.num_gpus} GPUs but the "
-                    f"cluster has {cluster.num_gpus}"
+                    f"workload {self.name!r}: job {job.job_id} asks for {job.num_gpus} GPUs "
+                    f"but the cluster has {cluster.num_gpus}"
                 )
             if job.model.gpu_memory_mb > cluster.gpu_memory_mb:
                 raise WorkloadError(
-                    f"workload {self.name!r}: job {job.job_id} needs {job.model.gpu_memory_mb} MB per "
-                    f"GPU but a GPU has {cluster.gpu_memory_mb} MB"
+                    f"workload {self.name!r}: job {job.job_id} needs "
+                    f"{job.model.gpu_memory_mb} MB per GPU but a GPU has {cluster.gpu_memory_mb} MB"
                 )

@@ -19,31 +19,66 @@ from envs.sim.spec import ClusterSpec, JobSpec, NetworkSpec
 class JobView(Protocol):
     """What a policy may read about a job (the engine's ``Job`` satisfies this)."""
 
-    spec: JobSpec
-    remaining_compute_ms: float  # GPU-ms of forward/backward work left over all workers
-    iterations_done: int
-    placed_order: int  # rank of the job in placement order (-1 while queued)
-    servers: Sequence[int]  # distinct servers of the job, in the order of its GPUs
+    @property
+    def spec(self) -> JobSpec: ...
+
+    @property
+    def remaining_compute_ms(self) -> float:
+        """GPU-ms of forward/backward work left, summed over the job's workers."""
+        ...
+
+    @property
+    def iterations_done(self) -> int: ...
+
+    @property
+    def placed_order(self) -> int:
+        """Rank of the job in placement order (-1 while queued)."""
+        ...
+
+    @property
+    def servers(self) -> Sequence[int]:
+        """Distinct servers of the job, in the order of its GPUs."""
+        ...
 
 
 class CommTaskView(Protocol):
-    job: JobView
-    size_mb: float
+    """A running all-reduce."""
+
+    @property
+    def job(self) -> JobView: ...
+
+    @property
+    def size_mb(self) -> float: ...
 
 
 class ClusterView(Protocol):
     """Per-GPU state a placer may read; GPUs are numbered server-major."""
 
-    spec: ClusterSpec
-    free_mem_mb: Sequence[float]
-    load_ms: Sequence[float]  # LWF "makespan": remaining compute + comm estimate assigned
+    @property
+    def spec(self) -> ClusterSpec: ...
+
+    @property
+    def free_mem_mb(self) -> Sequence[float]: ...
+
+    @property
+    def load_ms(self) -> Sequence[float]:
+        """LWF "makespan" per GPU: remaining compute plus communication estimate, ms."""
+        ...
 
 
 class NetView(Protocol):
-    """Per-server communication state a communication scheduler may read."""
+    """Per-server communication state a communication scheduler may read.
 
-    network: NetworkSpec
-    nic_tasks: Sequence[Sequence[CommTaskView]]
+    Contract: a scheduler's answer for a job may depend only on the tasks running on the
+    job's own servers and on their remaining sizes (which only shrink); the engine asks a
+    waiting job again only when a task starts or ends on one of its servers.
+    """
+
+    @property
+    def network(self) -> NetworkSpec: ...
+
+    @property
+    def nic_tasks(self) -> Sequence[Sequence[CommTaskView]]: ...
 
     def remaining_mb(self, task: CommTaskView) -> float:
         """Bytes (MB) the running task still has to move, as of now."""
@@ -69,8 +104,9 @@ class Placer(Protocol):
     #: network's own ``b``.  Only load-aware placers read the load.
     comm_estimate_ms_per_mb: float | None
 
-    def place(self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator) -> list[int] | None:
-        ...
+    def place(
+        self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
+    ) -> list[int] | None: ...
 
 
 class CommScheduler(Protocol):

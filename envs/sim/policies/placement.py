@@ -19,7 +19,9 @@ class RandomPlacer:
     name = "rand"
     comm_estimate_ms_per_mb: float | None = None
 
-    def place(self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator) -> list[int] | None:
+    def place(
+        self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
+    ) -> list[int] | None:
         avail = eligible_gpus(job, cluster)
         if len(avail) < job.num_gpus:
             return None
@@ -37,7 +39,9 @@ class FirstFit:
     name = "ff"
     comm_estimate_ms_per_mb: float | None = None
 
-    def place(self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator) -> list[int] | None:
+    def place(
+        self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
+    ) -> list[int] | None:
         avail = eligible_gpus(job, cluster)
         return avail[: job.num_gpus] if len(avail) >= job.num_gpus else None
 
@@ -67,7 +71,9 @@ class LWF:
         self.comm_estimate_ms_per_mb = comm_estimate_ms_per_mb
         self._server_order: list[int] | None = None
 
-    def place(self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator) -> list[int] | None:
+    def place(
+        self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
+    ) -> list[int] | None:
         need = job.model.gpu_memory_mb
         free, load = cluster.free_mem_mb, cluster.load_ms
         n = job.num_gpus

@@ -1,0 +1,100 @@
+"""Simulator speed benchmark: events per second and wall seconds per stack.
+
+Usage::
+
+    python benchmarks/bench_sim.py                 # reference scale (1/100), all 7 stacks
+    python benchmarks/bench_sim.py --paper-scale   # + the paper's full iteration counts,
+                                                   #   FAST fidelity and (with --full) FULL
+
+Reference scale compares with the reference simulator's own CPU seconds on the same workload
+(``user_cpu_s`` in the shipped ``reference_results/summary.csv``, CPython 2.7, 1 ms ticks).
+Figures are printed as Markdown tables; nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from dataclasses import replace
+
+from envs.sim import ClusterSpec, Fidelity, SimConfig, SimResult, Workload, simulate
+from envs.sim.stacks import STACKS
+from envs.sim.workload import builtin_ada_srsf, load_reference_summary, scale_workload
+
+REF_ALGO = {
+    "lwf1_adasrsf": "ssf-lwf1-srsf-1-true",
+    "ff_adasrsf": "ssf-bp-srsf-1-true",
+    "ls_adasrsf": "ssf-lwf32-srsf-1-true",
+    "rand_adasrsf": "ssf-random-srsf-1-true",
+    "lwf1_srsf1": "ssf-lwf1-srsf-0-false",
+    "lwf1_srsf2": "ssf-lwf1-srsf-1-false",
+    "lwf1_srsf3": "ssf-lwf1-srsf-2-false",
+}
+
+
+def _timed(stack: str, workload: Workload, cfg: SimConfig, repeat: int) -> tuple[float, SimResult]:
+    best = float("inf")
+    result: SimResult | None = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = simulate(ClusterSpec(), workload, stack, cfg)
+        best = min(best, time.perf_counter() - t0)
+    assert result is not None
+    return best, result
+
+
+def reference_scale(seed: int, repeat: int) -> None:
+    ref_cpu = {
+        (r["variant"], r["seed"], r["algo_string"]): float(r["user_cpu_s"])
+        for r in load_reference_summary()
+    }
+    w = builtin_ada_srsf(seed)
+    print(f"\n## Reference scale (workload seed {seed}, 160 jobs, 1/100 iterations)\n")
+    print("| stack | mode | wall s | events | events/s | reference CPU s | speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    for stack in STACKS:
+        for mode in ("reference", "correct"):
+            wall, res = _timed(stack, w, SimConfig.named(mode), repeat)
+            cpu = ref_cpu.get(("original", seed, REF_ALGO[stack]))
+            cmp = f"{cpu:.1f} | {cpu / wall:.0f}x" if cpu and mode == "reference" else "- | -"
+            rate = res.events / wall
+            print(f"| {stack} | {mode} | {wall:.3f} | {res.events} | {rate:,.0f} | {cmp} |")
+
+
+def paper_scale(seed: int, full: bool, steps: int) -> None:
+    w = scale_workload(builtin_ada_srsf(seed), 100, 100)
+    print(f"\n## Paper scale (seed {seed} x100: 1000-6000 iterations over 20 min), correct mode\n")
+    head = "| stack | FAST wall s | FAST events | FAST avg JCT s |"
+    if full:
+        head += " FULL wall s | FULL events | FULL avg JCT s | FAST - FULL |"
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
+    fast_cfg = SimConfig(fidelity=Fidelity.FAST, fast_min_steps=steps)
+    for stack in STACKS:
+        wf, rf = _timed(stack, w, fast_cfg, 1)
+        jf = rf.summary()["avg_jct_ms"] / 1000
+        row = f"| {stack} | {wf:.2f} | {rf.events} | {jf:.1f} |"
+        if full:
+            wl, rl = _timed(stack, w, replace(fast_cfg, fidelity=Fidelity.FULL), 1)
+            jl = rl.summary()["avg_jct_ms"] / 1000
+            row += f" {wl:.2f} | {rl.events} | {jl:.1f} | {100 * (jf - jl) / jl:+.2f}% |"
+        print(row, flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="best of N at reference scale")
+    ap.add_argument("--paper-scale", action="store_true")
+    ap.add_argument("--full", action="store_true", help="also FULL fidelity at paper scale")
+    ap.add_argument("--steps", type=int, default=SimConfig().fast_min_steps)
+    args = ap.parse_args()
+    print(f"python {platform.python_version()} on {platform.machine()}")
+    reference_scale(args.seed, args.repeat)
+    if args.paper_scale:
+        paper_scale(args.seed, args.full, args.steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Bad names and impossible specifications raise ConfigError / WorkloadError whose message
+names the offending token or job."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from envs.sim import (
+    ClusterSpec,
+    ConfigError,
+    DlschedError,
+    JobSpec,
+    ModelProfile,
+    NetworkSpec,
+    SimConfig,
+    Workload,
+    WorkloadError,
+    make_stack,
+    simulate,
+)
+
+MODEL = ModelProfile("m", 10.0, 10.0, 1, 1.0, 1.0)
+ONE_JOB = Workload((JobSpec(0, 0.0, MODEL, 1, 1),))
+
+
+@pytest.mark.parametrize(
+    "name, token",
+    [
+        ("ff_bogus", "bogus"),  # unknown communication scheduler
+        ("ff_srsf", "srsf"),  # srsf needs its n
+        ("ff_ada", "ada"),
+        ("xyz_adasrsf", "xyz"),  # unknown placement
+        ("lwf_adasrsf", "lwf"),  # lwf needs its κ
+        ("random_adasrsf", "random"),  # the reference's spelling is not ours
+        ("lifo:ff_fs", "lifo"),  # unknown job order
+        ("nonsense", "nonsense"),  # malformed
+        ("ff-adasrsf", "ff-adasrsf"),
+        ("FF_ADASRSF", "FF_ADASRSF"),
+        ("ff_adasrsf_extra", "ff_adasrsf_extra"),
+        ("", "''"),
+        ("ssf-lwf1-srsf-1-true", "ssf-lwf1-srsf-1-true"),
+    ],
+)
+def test_bad_stack_name(name: str, token: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(token)):
+        make_stack(name)
+    with pytest.raises(ConfigError, match=re.escape(token)):
+        simulate(ClusterSpec(num_servers=1, gpus_per_server=1), ONE_JOB, name)
+
+
+@pytest.mark.parametrize("name", ["ff_srsf0", "lwf0_adasrsf"])
+def test_zero_parameter_in_stack_name(name: str) -> None:
+    with pytest.raises(ConfigError, match="got 0"):
+        make_stack(name)
+
+
+def test_stack_of_wrong_type() -> None:
+    with pytest.raises(ConfigError, match="int"):
+        simulate(ClusterSpec(num_servers=1, gpus_per_server=1), ONE_JOB, 42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["fast", "Reference", "reference-fixed-probe", ""])
+def test_unknown_named_mode(mode: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(repr(mode))):
+        SimConfig.named(mode)
+
+
+def test_named_modes_are_the_documented_ones() -> None:
+    assert SimConfig.named("correct") == SimConfig()
+    assert SimConfig.named("reference") == SimConfig.reference()
+    assert SimConfig.named("reference_fixed_probe") == SimConfig.reference_fixed_probe()
+    assert SimConfig.named("reference", seed=3).seed == 3
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"probe_side_effect": True}, "probe_side_effect needs tick_ms"),
+        ({"lagged_release": True}, "lagged_release needs tick_ms"),
+        ({"tick_ms": 0.0}, "tick_ms must be > 0"),
+        ({"tick_ms": -1.0}, "tick_ms must be > 0"),
+    ],
+)
+def test_inconsistent_sim_config(kwargs: dict[str, object], words: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        SimConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_unknown_sim_config_override() -> None:
+    with pytest.raises(TypeError):
+        SimConfig.reference(tick=2.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"num_servers": 0}, {"gpus_per_server": 0}, {"num_servers": -3}]
+)
+def test_cluster_needs_servers_and_gpus(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ConfigError, match="cluster needs >= 1 server"):
+        ClusterSpec(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mem", [0.0, -1.0])
+def test_cluster_needs_gpu_memory(mem: float) -> None:
+    with pytest.raises(ConfigError, match="gpu_memory_mb must be > 0"):
+        ClusterSpec(gpu_memory_mb=mem)
+
+
+@pytest.mark.parametrize("b", [0.0, -0.856])
+def test_network_needs_positive_b(b: float) -> None:
+    with pytest.raises(ConfigError, match=r"b_ms_per_mb must be > 0, got " + re.escape(str(b))):
+        NetworkSpec(b_ms_per_mb=b)
+
+
+@pytest.mark.parametrize("kwargs", [{"eta_ms_per_mb": -0.1}, {"a_ms": -1.0}])
+def test_network_needs_non_negative_eta_and_a(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        NetworkSpec(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"iterations": 0}, "iterations must be >= 1, got 0"),
+        ({"iterations": -5}, "iterations must be >= 1"),
+        ({"num_gpus": 0}, "num_gpus must be >= 1, got 0"),
+        ({"submit_ms": -1.0}, "submit_ms must be >= 0, got -1.0"),
+        ({"submit_ms": math.nan}, "submit_ms must be >= 0"),
+    ],
+)
+def test_bad_job_spec_names_the_job(kwargs: dict[str, float], words: str) -> None:
+    base: dict[str, object] = {
+        "job_id": 42,
+        "submit_ms": 0.0,
+        "model": MODEL,
+        "iterations": 1,
+        "num_gpus": 1,
+    }
+    base.update(kwargs)
+    with pytest.raises(WorkloadError, match=re.escape(f"job 42: {words}")):
+        JobSpec(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["model_size_mb", "gpu_memory_mb", "forward_ms", "backward_ms"])
+def test_bad_model_profile_names_the_model_and_field(field: str) -> None:
+    args = {
+        "name": "vggx",
+        "model_size_mb": 1.0,
+        "gpu_memory_mb": 1.0,
+        "batch_size": 1,
+        "forward_ms": 1.0,
+        "backward_ms": 1.0,
+    }
+    args[field] = 0.0
+    with pytest.raises(WorkloadError, match=rf"model 'vggx': {field} must be > 0"):
+        ModelProfile(**args)  # type: ignore[arg-type]
+
+
+def test_workload_empty_or_duplicate_ids() -> None:
+    with pytest.raises(WorkloadError, match="has no jobs"):
+        Workload((), name="empty")
+    job = JobSpec(7, 0.0, MODEL, 1, 1)
+    with pytest.raises(WorkloadError, match="duplicate job_id 7"):
+        Workload((job, job), name="dup")
+
+
+def test_errors_are_value_errors() -> None:
+    # callers may catch DlschedError (or ValueError) for every bad-input error
+    assert issubclass(ConfigError, DlschedError) and issubclass(WorkloadError, DlschedError)
+    assert issubclass(DlschedError, ValueError)
