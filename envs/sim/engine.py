@@ -21,6 +21,7 @@ clock (all-reduce ends rounded up to the next tick, AdaDUAL probe side effect, .
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import time as _time
@@ -157,14 +158,18 @@ class Simulator:
         self.load_ms = [0.0] * g
         # GPU state
         self.residents: list[list[tuple[Job, int]]] = [[] for _ in range(g)]
+        # (job, worker) pairs whose next forward/backward is ready on each GPU
+        self.gpu_ready: list[list[tuple[Job, int]]] = [[] for _ in range(g)]
         self.gpu_task: list[tuple[Job, int, int] | None] = [None] * g
-        self.busy_ms = 0.0
         # NetView
         self.nic_tasks: list[list[CommTask]] = [[] for _ in range(cluster.num_servers)]
         self.jobs = [Job(s) for s in workload.jobs]
         self.queue: list[Job] = []
         self.running: list[Job] = []  # placed, not yet released, in placement order
-        self.waiting: list[Job] = []  # multi-server jobs waiting to start their all-reduce
+        # multi-server jobs waiting to start their all-reduce, sorted by (priority, placement);
+        # a waiting job runs no task, so its key does not change while it waits
+        self.waiting: list[Job] = []
+        self.waiting_on = [0] * cluster.num_servers  # waiting jobs per server
         self.unreleased: list[Job] = []
         self.finished = 0
         self.heap: list[tuple[float, int, int, Any, int]] = []
@@ -186,6 +191,7 @@ class Simulator:
         self.nic_dirty: set[int] = set()  # servers whose task list changed since last asked
         self._pass_dirty: set[int] = set()
         self._asking: Job | None = None
+        self.force_pass = False
         self.released_in_step = False
         self.placed_count = 0
         self._ran = False
@@ -269,7 +275,7 @@ class Simulator:
         if self.queue:
             self._allocate(t)
         # 5. communication
-        if self.ready or (self.nic_dirty and self.waiting):
+        if self.ready or self.force_pass or (self.nic_dirty and self._waiting_touched()):
             self._communicate(t)
         # 6. rates of affected all-reduces
         if self.changed_servers or self.touched:
@@ -277,6 +283,13 @@ class Simulator:
         # 7. start compute tasks
         if self.dirty_gpus:
             self._start_tasks(t)
+
+    def _waiting_touched(self) -> bool:
+        on = self.waiting_on
+        if any(on[s] for s in self.nic_dirty):
+            return True
+        self.nic_dirty.clear()
+        return False
 
     # ------------------------------------------------------------------ phase 1
     def _finish_task(self, g: int) -> None:
@@ -289,6 +302,7 @@ class Simulator:
         job.prio = job.remaining_compute_ms if self.prio_is_remaining else self.order.priority(job)
         if kind == FW_READY:
             job.wstate[w] = BW_READY
+            self.gpu_ready[g].append((job, w))
         else:
             job.wstate[w] = DONE
             job.pending -= 1
@@ -328,6 +342,9 @@ class Simulator:
         n = len(job.gpus)
         job.wstate = [FW_READY] * n
         job.pending = n
+        ready = self.gpu_ready
+        for w, g in enumerate(job.gpus):
+            ready[g].append((job, w))
         self.dirty_gpus.update(job.gpus)
 
     def _set_chunk(self, job: Job) -> None:
@@ -433,6 +450,7 @@ class Simulator:
             self.free_mem_mb[g] -= mem
             self.load_ms[g] += load
             self.residents[g].append((job, w))
+            self.gpu_ready[g].append((job, w))
         job.wstate = [FW_READY] * len(gpus)
         job.pending = len(gpus)
         if self.chunk_max > 1:
@@ -450,7 +468,9 @@ class Simulator:
         for job in ready:
             if job.multi:
                 job.fresh = True
-                self.waiting.append(job)
+                bisect.insort(self.waiting, job, key=_waiting_key)
+                for s in job.servers:
+                    self.waiting_on[s] += 1
             else:
                 self._sync(job, t)  # one server: the all-reduce is free
         if self.unreleased and not self.cfg.lagged_release:
@@ -462,6 +482,7 @@ class Simulator:
             self.nic_dirty.clear()
             return
         probe_mode = self.cfg.probe_side_effect
+        self.force_pass = False
         while True:
             # A waiting job's answer can change only when a task starts or ends on one of its
             # servers (the CommScheduler contract), so only those jobs are asked again.
@@ -469,9 +490,8 @@ class Simulator:
             self._pass_dirty = dirty
             for task in self.probed:
                 task.probes = 0
-            cands = sorted(self.waiting, key=lambda j: (j.prio, j.placed_order))
             admitted: list[Job] = []
-            for job in cands:
+            for job in self.waiting:
                 if job.fresh or not dirty.isdisjoint(job.servers):
                     job.fresh = False
                     job.probe_target = None
@@ -487,6 +507,9 @@ class Simulator:
             if admitted:
                 ids = {id(j) for j in admitted}
                 self.waiting = [j for j in self.waiting if id(j) not in ids]
+                for job in admitted:
+                    for s in job.servers:
+                        self.waiting_on[s] -= 1
             if probe_mode:
                 # probes per tick changed for these tasks: they need a new end time
                 for task in list(self.probed):
@@ -495,8 +518,10 @@ class Simulator:
             if not admitted or not self.waiting:
                 break
             if self.tick is not None:
-                # the reference sees this tick's admissions only at the next tick
+                # the reference sees this tick's admissions only at the next tick, and
+                # the jobs admitted now stop probing then: the next tick is a full pass
                 self._wake_next_tick(t)
+                self.force_pass = True
                 break
 
     def _try_start(self, job: Job, t: float) -> bool:
@@ -592,28 +617,30 @@ class Simulator:
     # ------------------------------------------------------------------ phase 7
     def _start_tasks(self, t: float) -> None:
         gpu_task = self.gpu_task
-        residents = self.residents
+        gpu_ready = self.gpu_ready
         heap = self.heap
-        busy = 0.0
         for g in self.dirty_gpus:
             if gpu_task[g] is not None:
                 continue
-            best: Job | None = None
-            bw = 0
-            bp = math.inf
-            for job, w in residents[g]:
-                if job.wstate[w] < RUNNING and job.prio < bp:
-                    best, bw, bp = job, w, job.prio
-            if best is None:
+            ready = gpu_ready[g]
+            if not ready:
                 continue
+            # highest priority first; ties: earlier placement
+            k = 0
+            if len(ready) > 1:
+                bp = math.inf
+                bo = 0
+                for i, (job, _) in enumerate(ready):
+                    p = job.prio
+                    if p < bp or (p == bp and job.placed_order < bo):
+                        k, bp, bo = i, p, job.placed_order
+            best, bw = ready.pop(k)
             kind = best.wstate[bw]
             dur = best.fw if kind == FW_READY else best.bw
             best.wstate[bw] = RUNNING
             gpu_task[g] = (best, bw, kind)
-            busy += dur
             self.seq += 1
             heapq.heappush(heap, (t + dur, self.seq, EV_TASK, g, 0))
-        self.busy_ms += busy
         self.dirty_gpus.clear()
 
     # ------------------------------------------------------------------ checks & results
@@ -627,6 +654,9 @@ class Simulator:
                 raise SimulationError(
                     f"GPU {g} memory over-committed or inconsistent at t={self.now}"
                 )
+            ready = {(id(j), w) for j, w in self.residents[g] if j.wstate[w] < RUNNING}
+            if ready != {(id(j), w) for j, w in self.gpu_ready[g]}:
+                raise SimulationError(f"GPU {g}: ready-task list out of date at t={self.now}")
             running = sum(1 for j, w in self.residents[g] if j.wstate[w] == RUNNING)
             if running != (self.gpu_task[g] is not None) or running > 1:
                 raise SimulationError(f"GPU {g} runs {running} compute tasks at t={self.now}")
@@ -669,6 +699,10 @@ class Simulator:
             wall_s=wall,
             extra=extra,
         )
+
+
+def _waiting_key(job: Job) -> tuple[float, int]:
+    return (job.prio, job.placed_order)
 
 
 def _make_rng(seed: int) -> np.random.Generator:
