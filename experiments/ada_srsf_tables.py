@@ -120,7 +120,7 @@ def side_by_side(stacks: Sequence[str], seeds: Sequence[int], correct_seeds: Seq
     for stack in stacks:
         algo = REF_ALGO[stack]
         cells = []
-        util, avg, med, p95 = PAPER[stack]
+        util, avg = PAPER[stack][:2]
         cells.append(f"{avg:.1f} ({util:.1f}%)")
         for variant, mode in (("original", "reference"), ("fixed_probe", "reference_fixed_probe")):
             rows = [
@@ -173,7 +173,8 @@ def adadual_verdict(seeds: Sequence[int]) -> None:
     b = np.array([_paper_s(_run("lwf1_srsf1", s, "correct")).mean() for s in seeds])
     d = 100 * (a - b) / b
     better = int(np.sum(a < b))
-    print("\n### Does AdaDUAL help under the correct model? (LWF-1 + Ada-SRSF vs LWF-1 + SRSF(1))\n")
+    print("\n### Does AdaDUAL help under the correct model?")
+    print("\nLWF-1 + Ada-SRSF against LWF-1 + SRSF(1), paired by workload seed.\n")
     print("| seed | Ada-SRSF avg JCT | SRSF(1) avg JCT | Ada-SRSF vs SRSF(1) |")
     print("|---|---|---|---|")
     for s, x, y, z in zip(seeds, a, b, d, strict=True):
