@@ -10,8 +10,13 @@ from envs.sim.errors import ConfigError
 
 
 class Fidelity(enum.Enum):
-    """``FULL``: every forward, backward and all-reduce is an event.  ``FAST``: identical
-    repeating stretches are skipped whole (see :mod:`envs.sim.fastpath`)."""
+    """``FULL``: every forward, backward and all-reduce is an event (exact).
+
+    ``FAST``: every job runs ``K`` consecutive iterations as one step with ``K`` times the
+    forward, backward and all-reduce, ``K = shortest job's iterations // fast_min_steps``.
+    Work is conserved exactly; GPU time-sharing and NIC contention happen at step
+    granularity, which biases JCTs (measured in EXPERIMENTS.md): explore with it, report
+    with FULL.  Continuous time only."""
 
     FULL = "full"
     FAST = "fast"
@@ -40,6 +45,7 @@ class SimConfig:
     - ``lwf_comm_ms_per_mb``: LWF's load estimate charges communication at this cost
       (the reference uses a 1 GbE constant, 7.8125 ms/MB); ``None`` = the network's ``b``.
     - ``check_invariants``: check the invariants after every event time (debug mode; slow).
+    - ``fidelity`` / ``fast_min_steps``: see :class:`Fidelity`.
     """
 
     tick_ms: float | None = None
@@ -58,6 +64,12 @@ class SimConfig:
             raise ConfigError(f"tick_ms must be > 0 or None, got {self.tick_ms}")
         if self.probe_side_effect and self.tick_ms is None:
             raise ConfigError("probe_side_effect needs tick_ms (the bug is one tick per probe)")
+        if self.fast_min_steps < 1:
+            raise ConfigError(f"fast_min_steps must be >= 1, got {self.fast_min_steps}")
+        if self.fidelity is Fidelity.FAST and self.tick_ms is not None:
+            raise ConfigError(
+                "FAST fidelity merges iterations: it needs continuous time (tick_ms=None)"
+            )
         if self.lagged_release and self.tick_ms is None:
             raise ConfigError("lagged_release needs tick_ms")
 
