@@ -21,6 +21,7 @@ clock (all-reduce ends rounded up to the next tick, AdaDUAL probe side effect, .
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import time as _time
@@ -165,11 +166,10 @@ class Simulator:
         self.jobs = [Job(s) for s in workload.jobs]
         self.queue: list[Job] = []
         self.running: list[Job] = []  # placed, not yet released, in placement order
-        # multi-server jobs waiting to start their all-reduce (a waiting job runs no task,
-        # so its priority key does not change while it waits), and the same per server
-        self.waiting: set[Job] = set()
-        self.waiting_on: list[set[Job]] = [set() for _ in range(cluster.num_servers)]
-        self.probers: set[Job] = set()  # waiting jobs that probe a transfer (reference bug)
+        # multi-server jobs waiting to start their all-reduce, sorted by (priority, placement);
+        # a waiting job runs no task, so its key does not change while it waits
+        self.waiting: list[Job] = []
+        self.waiting_on = [0] * cluster.num_servers  # waiting jobs per server
         self.unreleased: list[Job] = []
         self.finished = 0
         self.heap: list[tuple[float, int, int, Any, int]] = []
@@ -468,9 +468,9 @@ class Simulator:
         for job in ready:
             if job.multi:
                 job.fresh = True
-                self.waiting.add(job)
+                bisect.insort(self.waiting, job, key=_waiting_key)
                 for s in job.servers:
-                    self.waiting_on[s].add(job)
+                    self.waiting_on[s] += 1
             else:
                 self._sync(job, t)  # one server: the all-reduce is free
         if self.unreleased and not self.cfg.lagged_release:
@@ -484,7 +484,32 @@ class Simulator:
         probe_mode = self.cfg.probe_side_effect
         self.force_pass = False
         while True:
-            admitted = self._admission_pass(t, probe_mode)
+            # A waiting job's answer can change only when a task starts or ends on one of its
+            # servers (the CommScheduler contract), so only those jobs are asked again.
+            dirty, self.nic_dirty = self.nic_dirty, set()
+            self._pass_dirty = dirty
+            for task in self.probed:
+                task.probes = 0
+            admitted: list[Job] = []
+            for job in self.waiting:
+                if job.fresh or not dirty.isdisjoint(job.servers):
+                    job.fresh = False
+                    job.probe_target = None
+                    self._asking = job
+                    if self._try_start(job, t):
+                        admitted.append(job)
+                    self._asking = None
+                elif probe_mode and job.probe_target is not None:
+                    # same servers, same answer; the reference still probes every tick
+                    target = job.probe_target
+                    if target.job.comm is target:
+                        self.remaining_mb(target)
+            if admitted:
+                ids = {id(j) for j in admitted}
+                self.waiting = [j for j in self.waiting if id(j) not in ids]
+                for job in admitted:
+                    for s in job.servers:
+                        self.waiting_on[s] -= 1
             if probe_mode:
                 # probes per tick changed for these tasks: they need a new end time
                 for task in list(self.probed):
@@ -498,63 +523,6 @@ class Simulator:
                 self._wake_next_tick(t)
                 self.force_pass = True
                 break
-
-    def _admission_pass(self, t: float, probe_mode: bool) -> list[Job]:
-        """Offer waiting all-reduces to the scheduler in (priority, placement) order.
-
-        Equivalent to walking every waiting job in order, but only jobs whose answer can have
-        changed are visited: newly waiting ones and those with a server where a task started
-        or ended (the CommScheduler contract), plus, in the reference's probe mode, the jobs
-        that probe a transfer every tick.  A job whose server changes during the pass because
-        a job ahead of it was admitted is visited in the same pass, as in the full walk.
-        """
-        dirty, self.nic_dirty = self.nic_dirty, set()
-        self._pass_dirty = dirty
-        for task in self.probed:
-            task.probes = 0
-        cand: set[Job] = {j for j in self.waiting if j.fresh}
-        on = self.waiting_on
-        for s in dirty:
-            cand.update(on[s])
-        if probe_mode:
-            cand.update(self.probers)
-        heap = [(j.prio, j.placed_order, j) for j in cand]
-        heapq.heapify(heap)
-        seen: set[Job] = set()
-        admitted: list[Job] = []
-        while heap:
-            prio, order, job = heapq.heappop(heap)
-            if job in seen:
-                continue
-            seen.add(job)
-            if job.fresh or not dirty.isdisjoint(job.servers):
-                job.fresh = False
-                job.probe_target = None
-                self._asking = job
-                ok = self._try_start(job, t)
-                self._asking = None
-                if ok:
-                    admitted.append(job)
-                    for s in job.servers:
-                        for other in on[s]:
-                            key = (other.prio, other.placed_order)
-                            if other not in seen and key > (prio, order):
-                                heapq.heappush(heap, (*key, other))
-                elif probe_mode and job.probe_target is not None:
-                    self.probers.add(job)
-                else:
-                    self.probers.discard(job)
-            elif probe_mode and job.probe_target is not None:
-                # same servers, same answer; the reference still probes every tick
-                target = job.probe_target
-                if target.job.comm is target:
-                    self.remaining_mb(target)
-        for job in admitted:
-            self.waiting.discard(job)
-            self.probers.discard(job)
-            for s in job.servers:
-                on[s].discard(job)
-        return admitted
 
     def _try_start(self, job: Job, t: float) -> bool:
         if not self.commsched.admit(job, self):
@@ -731,6 +699,10 @@ class Simulator:
             wall_s=wall,
             extra=extra,
         )
+
+
+def _waiting_key(job: Job) -> tuple[float, int]:
+    return (job.prio, job.placed_order)
 
 
 def _make_rng(seed: int) -> np.random.Generator:
