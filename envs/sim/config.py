@@ -46,6 +46,9 @@ class SimConfig:
       (the reference uses a 1 GbE constant, 7.8125 ms/MB); ``None`` = the network's ``b``.
     - ``check_invariants``: check the invariants after every event time (debug mode; slow).
     - ``fidelity`` / ``fast_min_steps``: see :class:`Fidelity`.
+    - ``compute_windows``: simulate an undisturbed iteration's forward/backward as one event
+      (exact; turned back into per-task events the moment another job needs one of its GPUs).
+      Off only to cross-check it.
     """
 
     tick_ms: float | None = None
@@ -57,6 +60,7 @@ class SimConfig:
     fidelity: Fidelity = Fidelity.FULL
     fast_min_steps: int = 50
     check_invariants: bool = False
+    compute_windows: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -40,7 +40,9 @@ from envs.sim.stacks import SchedulerStack, make_stack
 # worker states
 FW_READY, BW_READY, RUNNING, DONE = 0, 1, 2, 3
 # event kinds (all phase-1 kinds sort before the others only by being handled first)
-EV_TASK, EV_COMM, EV_SYNC, EV_ARRIVAL, EV_WAKE = 0, 1, 2, 3, 4
+EV_TASK, EV_COMM, EV_SYNC, EV_ARRIVAL, EV_WAKE, EV_WINDOW = 0, 1, 2, 3, 4, 5
+# gpu_task kind of a GPU that runs its part of a job's compute window
+WINDOW = 9
 
 
 class SimulationError(DlschedError):
@@ -69,6 +71,9 @@ class Job:
         "servers",
         "spec",
         "start_ms",
+        "window_fw_done",
+        "window_t",
+        "window_ver",
         "wstate",
     )
 
@@ -92,6 +97,9 @@ class Job:
         self.comm_est_once = 0.0
         self.start_ms = math.nan
         self.finish_ms = math.nan
+        self.window_t = math.nan  # start of the running compute window (see Simulator)
+        self.window_ver = 0
+        self.window_fw_done = False
 
 
 class CommTask:
@@ -147,6 +155,7 @@ class Simulator:
         self.workload = workload
         self.stack = stack
         self.order: JobOrder = stack.order
+        self.placer_reads_load: bool = getattr(stack.placer, "reads_load", True)
         # SRSF's key is the remaining compute itself: skip a call per task end
         self.prio_is_remaining = type(stack.order) is SRSF
         self.placer: Placer = stack.placer
@@ -158,6 +167,8 @@ class Simulator:
         self.load_ms = [0.0] * g
         # GPU state
         self.residents: list[list[tuple[Job, int]]] = [[] for _ in range(g)]
+        # the job whose compute window holds each GPU (None: normal per-task simulation)
+        self.gpu_window: list[Job | None] = [None] * g
         # (job, worker) pairs whose next forward/backward is ready on each GPU
         self.gpu_ready: list[list[tuple[Job, int]]] = [[] for _ in range(g)]
         self.gpu_task: list[tuple[Job, int, int] | None] = [None] * g
@@ -195,6 +206,7 @@ class Simulator:
         self.released_in_step = False
         self.placed_count = 0
         self._ran = False
+        self.windows = self.cfg.compute_windows
         self.chunk_max = 1
         if self.cfg.fidelity is Fidelity.FAST:
             shortest = min(j.iterations for j in workload.jobs)
@@ -224,6 +236,7 @@ class Simulator:
             if t < self.now:
                 raise SimulationError(f"time went backwards: {t} < {self.now}")
             self.now = t
+            windows: list[Job] = []
             task_ends: list[int] = []
             comm_ends: list[CommTask] = []
             syncs: list[Job] = []
@@ -233,6 +246,9 @@ class Simulator:
                 self.events += 1
                 if kind == EV_TASK:
                     task_ends.append(obj)
+                elif kind == EV_WINDOW:
+                    if obj.window_ver == version:
+                        windows.append(obj)
                 elif kind == EV_COMM:
                     if obj.version == version and obj.job.comm is obj:
                         comm_ends.append(obj)
@@ -240,6 +256,8 @@ class Simulator:
                     syncs.append(obj)
                 elif kind == EV_ARRIVAL:
                     arrivals.append(obj)
+            for job in windows:
+                self._end_window(job)
             self._step(t, task_ends, comm_ends, syncs, arrivals)
             if self.cfg.check_invariants:
                 self.check_invariants()
@@ -343,7 +361,11 @@ class Simulator:
         job.wstate = [FW_READY] * n
         job.pending = n
         ready = self.gpu_ready
+        window = self.gpu_window
         for w, g in enumerate(job.gpus):
+            other = window[g]
+            if other is not None:
+                self._materialise(other)
             ready[g].append((job, w))
         self.dirty_gpus.update(job.gpus)
 
@@ -411,6 +433,8 @@ class Simulator:
                 skipped = True
                 remaining.append(job)
                 continue
+            if self.placer_reads_load:
+                self._settle_window_loads()
             gpus = self.placer.place(job.spec, self, self.rng)
             if gpus is None:
                 remaining.append(job)
@@ -450,6 +474,9 @@ class Simulator:
             self.free_mem_mb[g] -= mem
             self.load_ms[g] += load
             self.residents[g].append((job, w))
+            other = self.gpu_window[g]
+            if other is not None:
+                self._materialise(other)
             self.gpu_ready[g].append((job, w))
         job.wstate = [FW_READY] * len(gpus)
         job.pending = len(gpus)
@@ -614,11 +641,104 @@ class Simulator:
         assert self.tick is not None
         return math.ceil(x / self.tick - 1e-9) * self.tick
 
+    # ------------------------------------------------------------------ compute windows
+    # A job whose iteration starts while every one of its GPUs is idle with nothing else ready
+    # runs forward then backward on all workers undisturbed unless another job becomes ready
+    # on one of those GPUs.  Such an iteration's 2n task events are replaced by one window
+    # event; if another job does become ready there (its sync or placement), the window is
+    # turned back into the exact per-task state at that moment (``_materialise``).  Nothing
+    # else reads a windowed job's per-task state: its GPUs are busy, it is not waiting for
+    # communication, and LWF's loads are brought up to date before every placement.
+
+    def _open_windows(self, t: float) -> None:
+        gpu_task, gpu_ready = self.gpu_task, self.gpu_ready
+        for g in self.dirty_gpus:
+            ready = gpu_ready[g]
+            if gpu_task[g] is not None or len(ready) != 1:
+                continue
+            job = ready[0][0]
+            n = len(job.gpus)
+            if job.pending != n or not math.isnan(job.window_t):
+                continue
+            if any(
+                gpu_task[h] is not None or len(gpu_ready[h]) != 1 or gpu_ready[h][0][0] is not job
+                for h in job.gpus
+            ):
+                continue
+            if any(st != FW_READY for st in job.wstate):
+                continue
+            for w, h in enumerate(job.gpus):
+                gpu_ready[h].clear()
+                gpu_task[h] = (job, w, WINDOW)
+                self.gpu_window[h] = job
+            job.wstate = [RUNNING] * n
+            job.window_t = t
+            job.window_fw_done = False
+            job.window_ver += 1
+            self._push(t + job.fw + job.bw, EV_WINDOW, job, job.window_ver)
+
+    def _window_forward_done(self, job: Job) -> None:
+        for _ in job.gpus:
+            job.remaining_compute_ms -= job.fw
+        for g in job.gpus:
+            self.load_ms[g] -= job.fw
+        job.window_fw_done = True
+
+    def _end_window(self, job: Job) -> None:
+        n = len(job.gpus)
+        if not job.window_fw_done:
+            self._window_forward_done(job)
+        for _ in range(n):
+            job.remaining_compute_ms -= job.bw
+        for g in job.gpus:
+            self.load_ms[g] -= job.bw
+            self.gpu_task[g] = None
+            self.gpu_window[g] = None
+        self.dirty_gpus.update(job.gpus)
+        job.prio = job.remaining_compute_ms if self.prio_is_remaining else self.order.priority(job)
+        job.wstate = [DONE] * n
+        job.pending = 0
+        job.window_t = math.nan
+        self.ready.append(job)
+
+    def _materialise(self, job: Job) -> None:
+        """Turn ``job``'s compute window into the per-task state it stands for at ``now``."""
+        t0, fw, bw = job.window_t, job.fw, job.bw
+        elapsed = self.now - t0
+        job.window_ver += 1  # the window's end event is void
+        job.window_t = math.nan
+        fw_done = elapsed >= fw
+        if fw_done and not job.window_fw_done:
+            self._window_forward_done(job)
+        for w, g in enumerate(job.gpus):
+            self.gpu_window[g] = None
+            if not fw_done:
+                self.gpu_task[g] = (job, w, FW_READY)
+                self._push(t0 + fw, EV_TASK, g)
+            elif elapsed == fw:  # forward just ended: the GPU chooses again now
+                self.gpu_task[g] = None
+                job.wstate[w] = BW_READY
+                self.gpu_ready[g].append((job, w))
+                self.dirty_gpus.add(g)
+            else:
+                self.gpu_task[g] = (job, w, BW_READY)
+                self._push(t0 + fw + bw, EV_TASK, g)
+        job.prio = job.remaining_compute_ms if self.prio_is_remaining else self.order.priority(job)
+
+    def _settle_window_loads(self) -> None:
+        """Before a load-reading placement: count the forward part of open windows that ran."""
+        now = self.now
+        for job in {id(j): j for j in self.gpu_window if j is not None}.values():
+            if not job.window_fw_done and now - job.window_t >= job.fw:
+                self._window_forward_done(job)
+
     # ------------------------------------------------------------------ phase 7
     def _start_tasks(self, t: float) -> None:
         gpu_task = self.gpu_task
         gpu_ready = self.gpu_ready
         heap = self.heap
+        if self.windows:
+            self._open_windows(t)
         for g in self.dirty_gpus:
             if gpu_task[g] is not None:
                 continue

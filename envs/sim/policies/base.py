@@ -103,6 +103,8 @@ class Placer(Protocol):
     #: ms per MB charged to a multi-server job's GPUs in the load estimate, ``None`` = the
     #: network's own ``b``.  Only load-aware placers read the load.
     comm_estimate_ms_per_mb: float | None
+    #: whether ``place`` reads ``cluster.load_ms`` (the engine then brings it up to date)
+    reads_load: bool
 
     def place(
         self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator

@@ -18,6 +18,7 @@ class RandomPlacer:
 
     name = "rand"
     comm_estimate_ms_per_mb: float | None = None
+    reads_load = False
 
     def place(
         self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
@@ -38,6 +39,7 @@ class FirstFit:
 
     name = "ff"
     comm_estimate_ms_per_mb: float | None = None
+    reads_load = False
 
     def place(
         self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
@@ -62,6 +64,7 @@ class LWF:
     """
 
     comm_estimate_ms_per_mb: float | None
+    reads_load = True
 
     def __init__(self, kappa: int, comm_estimate_ms_per_mb: float | None = None) -> None:
         if kappa < 1:
