@@ -156,6 +156,7 @@ class Simulator:
         self.stack = stack
         self.order: JobOrder = stack.order
         self.placer_reads_load: bool = getattr(stack.placer, "reads_load", True)
+        self.reask_on_start: bool = getattr(stack.comm, "reask_on_start", True)
         # SRSF's key is the remaining compute itself: skip a call per task end
         self.prio_is_remaining = type(stack.order) is SRSF
         self.placer: Placer = stack.placer
@@ -559,8 +560,9 @@ class Simulator:
         for s in job.servers:
             self.nic_tasks[s].append(task)
         self.changed_servers.update(job.servers)
-        self.nic_dirty.update(job.servers)
-        self._pass_dirty.update(job.servers)
+        if self.reask_on_start:
+            self.nic_dirty.update(job.servers)
+            self._pass_dirty.update(job.servers)
         self.touched.add(task)
         return True
 

@@ -115,6 +115,9 @@ class CommScheduler(Protocol):
     """Decides whether a ready all-reduce may start now (it is asked again on every change)."""
 
     name: str
+    #: ``False`` if a task *starting* on a server can never turn this scheduler's "wait" into
+    #: "start" (then a waiting job is asked again only when a task ends on one of its servers)
+    reask_on_start: bool
 
     def admit(self, job: JobView, net: NetView) -> bool: ...
 
