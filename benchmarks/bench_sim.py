@@ -19,18 +19,8 @@ import time
 from dataclasses import replace
 
 from envs.sim import ClusterSpec, Fidelity, SimConfig, SimResult, Workload, simulate
-from envs.sim.stacks import STACKS
+from envs.sim.stacks import REFERENCE_ALGO, STACKS
 from envs.sim.workload import builtin_ada_srsf, load_reference_summary, scale_workload
-
-REF_ALGO = {
-    "lwf1_adasrsf": "ssf-lwf1-srsf-1-true",
-    "ff_adasrsf": "ssf-bp-srsf-1-true",
-    "ls_adasrsf": "ssf-lwf32-srsf-1-true",
-    "rand_adasrsf": "ssf-random-srsf-1-true",
-    "lwf1_srsf1": "ssf-lwf1-srsf-0-false",
-    "lwf1_srsf2": "ssf-lwf1-srsf-1-false",
-    "lwf1_srsf3": "ssf-lwf1-srsf-2-false",
-}
 
 
 def _timed(stack: str, workload: Workload, cfg: SimConfig, repeat: int) -> tuple[float, SimResult]:
@@ -56,7 +46,7 @@ def reference_scale(seed: int, repeat: int) -> None:
     for stack in STACKS:
         for mode in ("reference", "correct"):
             wall, res = _timed(stack, w, SimConfig.named(mode), repeat)
-            cpu = ref_cpu.get(("original", seed, REF_ALGO[stack]))
+            cpu = ref_cpu.get(("original", seed, REFERENCE_ALGO[stack]))
             cmp = f"{cpu:.1f} | {cpu / wall:.0f}x" if cpu and mode == "reference" else "- | -"
             rate = res.events / wall
             print(f"| {stack} | {mode} | {wall:.3f} | {res.events} | {rate:,.0f} | {cmp} |")

@@ -22,18 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.sim import ClusterSpec, SimConfig, SimResult, simulate
-from envs.sim.stacks import STACKS, TABLE_IV, TABLE_V
+from envs.sim.stacks import REFERENCE_ALGO, STACKS, TABLE_IV, TABLE_V
 from envs.sim.workload import builtin_ada_srsf, load_reference_results, load_reference_summary
 
-REF_ALGO = {
-    "lwf1_adasrsf": "ssf-lwf1-srsf-1-true",
-    "ff_adasrsf": "ssf-bp-srsf-1-true",
-    "ls_adasrsf": "ssf-lwf32-srsf-1-true",
-    "rand_adasrsf": "ssf-random-srsf-1-true",
-    "lwf1_srsf1": "ssf-lwf1-srsf-0-false",
-    "lwf1_srsf2": "ssf-lwf1-srsf-1-false",
-    "lwf1_srsf3": "ssf-lwf1-srsf-2-false",
-}
 #: (GPU util %, avg, median, p95 JCT in s) as printed in the paper's Tables IV and V.
 PAPER = {
     "rand_adasrsf": (19.52, 2881.6, 680.3, 8910.9),
@@ -94,7 +85,7 @@ def compare_with_reference(stacks: Sequence[str], seeds: Sequence[int]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for stack in stacks:
-        algo = REF_ALGO[stack]
+        algo = REFERENCE_ALGO[stack]
         for variant, mode in (("original", "reference"), ("fixed_probe", "reference_fixed_probe")):
             have = [s for s in seeds if s in ref_avg.get((variant, algo), {})]
             if not have:
@@ -118,7 +109,7 @@ def side_by_side(stacks: Sequence[str], seeds: Sequence[int], correct_seeds: Seq
     )
     print("|---|---|---|---|---|---|---|")
     for stack in stacks:
-        algo = REF_ALGO[stack]
+        algo = REFERENCE_ALGO[stack]
         cells = []
         util, avg = PAPER[stack][:2]
         cells.append(f"{avg:.1f} ({util:.1f}%)")

@@ -33,6 +33,17 @@ STACKS: dict[str, str] = {
     "lwf1_srsf2": "LWF-1 + SRSF(2)",
     "lwf1_srsf3": "LWF-1 + SRSF(3)",
 }
+#: The same stacks as named by the reference code (``place-pick-schedule-thres-adaDual``;
+#: FF is ``bp``, LS is ``lwf32``), the column names of its shipped results.
+REFERENCE_ALGO: dict[str, str] = {
+    "lwf1_adasrsf": "ssf-lwf1-srsf-1-true",
+    "ff_adasrsf": "ssf-bp-srsf-1-true",
+    "ls_adasrsf": "ssf-lwf32-srsf-1-true",
+    "rand_adasrsf": "ssf-random-srsf-1-true",
+    "lwf1_srsf1": "ssf-lwf1-srsf-0-false",
+    "lwf1_srsf2": "ssf-lwf1-srsf-1-false",
+    "lwf1_srsf3": "ssf-lwf1-srsf-2-false",
+}
 TABLE_IV = ("rand_adasrsf", "ff_adasrsf", "ls_adasrsf", "lwf1_adasrsf")
 TABLE_V = ("lwf1_srsf1", "lwf1_srsf2", "lwf1_srsf3", "lwf1_adasrsf")
 

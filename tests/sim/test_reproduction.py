@@ -18,6 +18,7 @@ from functools import cache
 import pytest
 
 from envs.sim import ClusterSpec, SimConfig, SimResult, simulate
+from envs.sim.stacks import REFERENCE_ALGO
 from envs.sim.workload import (
     REFERENCE_RESULT_SEEDS,
     builtin_ada_srsf,
@@ -25,16 +26,7 @@ from envs.sim.workload import (
     load_reference_summary,
 )
 
-#: our stack name -> the reference's algorithm string
-ALGO = {
-    "lwf1_adasrsf": "ssf-lwf1-srsf-1-true",
-    "ff_adasrsf": "ssf-bp-srsf-1-true",
-    "ls_adasrsf": "ssf-lwf32-srsf-1-true",
-    "rand_adasrsf": "ssf-random-srsf-1-true",
-    "lwf1_srsf1": "ssf-lwf1-srsf-0-false",
-    "lwf1_srsf2": "ssf-lwf1-srsf-1-false",
-    "lwf1_srsf3": "ssf-lwf1-srsf-2-false",
-}
+ALGO = REFERENCE_ALGO  # our stack name -> the reference's algorithm string
 #: reference column prefix -> our SimConfig mode
 VARIANT_MODE = {"original": "reference", "fixed_probe": "reference_fixed_probe"}
 
