@@ -8,11 +8,25 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "gymnasium", "gym", "hydra", "omegaconf", "stable_baselines3", "matplotlib")
+HEAVY = (
+    "torch",
+    "gymnasium",
+    "gym",
+    "hydra",
+    "omegaconf",
+    "stable_baselines3",
+    "matplotlib",
+    "scipy",
+)
 
 SCRIPT = f"""
 import json, sys
 import envs.sim, envs.sim.engine, envs.sim.workload, envs.sim.stacks, envs.sim.results
+import pkgutil, importlib, envs.sim.elastic
+for m in pkgutil.iter_modules(envs.sim.elastic.__path__):
+    importlib.import_module("envs.sim.elastic." + m.name)
+from envs.sim.elastic.speed import MeasuredSpeed
+MeasuredSpeed()
 from envs.sim import ClusterSpec, SimConfig, simulate
 from envs.sim.workload import builtin_ada_srsf
 w = builtin_ada_srsf(0)

@@ -1,0 +1,543 @@
+"""Per-slot allocators of DL²'s elastic world: DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand.
+
+An allocator is asked once per time slot, with the cluster empty, how many workers and
+parameter servers (PS) every active job gets in this slot.  It places every task through the
+:class:`~envs.sim.elastic.cluster.SlotCluster` while deciding (placement is part of the
+decision: a task that does not fit is not allocated), and returns ``job_id -> (workers, ps)``
+for *every* job it was given (``(0, 0)`` for a job that gets nothing).  That dict is the
+per-job target pretraining imitates; ``last_decisions`` additionally lists the increments in
+the order they were made, ``(job_id, role, node)`` with role ``"worker"``, ``"ps"`` or
+``"bundle"`` (a worker and a PS on one node).
+
+The five heuristics follow DL²'s reference code (pengyanghua/DL2 ``*_env.py``, as described
+in the team's reference notes ``dl2.md`` §9) with its flaws fixed by default; a switch
+reproduces each flaw (``Cls.reference()`` turns them all on):
+
+``stop_at_first_failure`` (every allocator; default ``False``)
+    The reference ends the whole slot at the first placement that fails, even when other
+    jobs' (smaller) tasks would still fit.  By default the job (or, for Optimus, the job's
+    role) whose task did not fit is skipped for the rest of the slot and filling goes on with
+    the others.  For Tetris, which fills node by node, the reference's failure rule is "give
+    up on this node after its best-scoring job does not fit there"; by default the next-best
+    job that fits is tried before moving on.  For FixedDemand ``True`` means strict FIFO
+    (head-of-line blocking) and ``False`` backfilling.
+``reference_sign`` (Tetris; default ``False``)
+    Tetris (Grandl et al.) prefers jobs with *less* remaining work, so the default score
+    *subtracts* the weighted remaining-work term; the DL² code *adds* it.
+
+Ties are never broken by object identity (the reference's Python 2 fallback): every order
+is completed by arrival slot, then job id.  Without a switch (a documented difference):
+remaining work is clamped at 0 once a job has trained its *declared* epochs (possible when
+``real_num_epochs > num_epochs``); and an Optimus job whose preferred role is at its cap is
+offered its other role instead of being dropped.
+
+Caps: a job never gets more than ``max_workers`` workers or ``max_ps`` PS; bundle allocators
+add a bundle only while both counts are below their caps.  Dominant shares are over the
+cluster's total capacity.  Standard library + numpy only.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from envs.sim.elastic.cluster import Demand, SlotCluster
+from envs.sim.elastic.spec import ElasticJob, SpeedModel
+from envs.sim.errors import ConfigError
+
+Decision = tuple[int, str, int]  # (job_id, "worker" | "ps" | "bundle", node)
+
+
+@dataclass(frozen=True)
+class JobState:
+    """Read-only view of an active job at the start of a slot.
+
+    ``progress_epochs`` counts trained epochs (completion is at ``spec.real_num_epochs``);
+    ``workers``/``ps`` is the job's allocation in the previous slot (``(0, 0)`` if it did not
+    run then); ``slots_run`` the number of earlier slots in which it had any task.
+    """
+
+    spec: ElasticJob
+    progress_epochs: float = 0.0
+    workers: int = 0
+    ps: int = 0
+    slots_run: int = 0
+
+    @property
+    def job_id(self) -> int:
+        return self.spec.job_id
+
+    @property
+    def arrival(self) -> int:
+        return self.spec.arrival_slot
+
+    @property
+    def remaining_epochs(self) -> float:
+        """Declared epochs left, ``max(num_epochs - progress, 0)`` (what schedulers see)."""
+        return max(self.spec.num_epochs - self.progress_epochs, 0.0)
+
+    @property
+    def remaining_fraction(self) -> float:
+        """DL²'s ``1 - progress / num_epochs``, clamped at 0."""
+        return max(1.0 - self.progress_epochs / self.spec.num_epochs, 0.0)
+
+    @property
+    def worker_demand(self) -> Demand:
+        return (self.spec.type.worker_cpu, self.spec.type.worker_gpu)
+
+    @property
+    def ps_demand(self) -> Demand:
+        return (self.spec.type.ps_cpu, self.spec.type.ps_gpu)
+
+
+class Allocator(Protocol):
+    """Decides every active job's ``(workers, ps)`` for one slot, placing each task."""
+
+    name: str
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        """``job_id -> (workers, ps)`` for every job in ``jobs``; ``cluster`` starts empty and
+        holds exactly these tasks afterwards."""
+        ...
+
+
+def dominant_share(job: JobState, workers: int, ps: int, cluster: SlotCluster) -> float:
+    """``max_r (workers * w_r + ps * p_r) / cluster capacity_r`` over CPU and GPU (resources
+    the cluster does not have are skipped)."""
+    (wc, wg), (pc, pg) = job.worker_demand, job.ps_demand
+    share = 0.0
+    if cluster.total_cpu > 0:
+        share = (workers * wc + ps * pc) / cluster.total_cpu
+    if cluster.total_gpu > 0:
+        share = max(share, (workers * wg + ps * pg) / cluster.total_gpu)
+    return share
+
+
+def _index_jobs(jobs: Sequence[JobState]) -> dict[int, JobState]:
+    by_id: dict[int, JobState] = {}
+    for job in jobs:
+        if job.job_id in by_id:
+            raise ConfigError(f"job {job.job_id} given twice to an allocator")
+        by_id[job.job_id] = job
+    return by_id
+
+
+def _below_caps(job: JobState, counts: list[int]) -> bool:
+    return counts[0] < job.spec.max_workers and counts[1] < job.spec.max_ps
+
+
+class _Base:
+    """Shared state: the failure switch, the counts being built and the decision log."""
+
+    name: str = ""
+
+    def __init__(self, *, stop_at_first_failure: bool = False) -> None:
+        self.stop_at_first_failure = stop_at_first_failure
+        self.last_decisions: list[Decision] = []
+
+    def _start(self, jobs: Sequence[JobState]) -> tuple[dict[int, JobState], dict[int, list[int]]]:
+        self.last_decisions = []
+        by_id = _index_jobs(jobs)
+        return by_id, {jid: [0, 0] for jid in by_id}
+
+    def _bundle(self, job: JobState, counts: list[int], cluster: SlotCluster) -> bool:
+        node = cluster.place_bundle(job.worker_demand, job.ps_demand)
+        if node is None:
+            return False
+        counts[0] += 1
+        counts[1] += 1
+        self.last_decisions.append((job.job_id, "bundle", node))
+        return True
+
+    @staticmethod
+    def _result(counts: dict[int, list[int]]) -> dict[int, tuple[int, int]]:
+        return {jid: (c[0], c[1]) for jid, c in counts.items()}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(stop_at_first_failure={self.stop_at_first_failure})"
+
+
+class DRF(_Base):
+    """Dominant Resource Fairness by progressive filling in 1 worker + 1 PS bundles.
+
+    Repeatedly the job with the smallest dominant share (ties: arrival, job id) gets one
+    bundle on the least-loaded node; it stays in the queue while below both caps.
+    """
+
+    name = "drf"
+
+    @classmethod
+    def reference(cls) -> DRF:
+        return cls(stop_at_first_failure=True)
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+        heap = [(0.0, j.arrival, j.job_id) for j in by_id.values() if _below_caps(j, [0, 0])]
+        heapq.heapify(heap)
+        while heap:
+            _, arrival, jid = heapq.heappop(heap)
+            job, c = by_id[jid], counts[jid]
+            if not self._bundle(job, c, cluster):
+                if self.stop_at_first_failure:
+                    break
+                continue  # skip the job (default placement: it cannot fit later either)
+            if _below_caps(job, c):
+                heapq.heappush(heap, (dominant_share(job, c[0], c[1], cluster), arrival, jid))
+        return self._result(counts)
+
+
+class _InTurn(_Base):
+    """Jobs in a fixed order, each given bundles up to its caps before the next job."""
+
+    def _key(self, job: JobState) -> tuple[float, ...]:
+        raise NotImplementedError
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+        for job in sorted(by_id.values(), key=self._key):
+            c = counts[job.job_id]
+            while _below_caps(job, c):
+                if not self._bundle(job, c, cluster):
+                    if self.stop_at_first_failure:
+                        return self._result(counts)
+                    break
+        return self._result(counts)
+
+
+class FIFO(_InTurn):
+    """First in, first out: by arrival slot (then job id), each job up to its caps."""
+
+    name = "fifo"
+
+    @classmethod
+    def reference(cls) -> FIFO:
+        return cls(stop_at_first_failure=True)
+
+    def _key(self, job: JobState) -> tuple[float, ...]:
+        return (job.arrival, job.job_id)
+
+
+class SRTF(_InTurn):
+    """Shortest remaining first by DL²'s *remaining fraction* ``1 - progress/num_epochs``
+    (not remaining time), ties by arrival then job id; each job up to its caps."""
+
+    name = "srtf"
+
+    @classmethod
+    def reference(cls) -> SRTF:
+        return cls(stop_at_first_failure=True)
+
+    def _key(self, job: JobState) -> tuple[float, ...]:
+        return (job.remaining_fraction, job.arrival, job.job_id)
+
+
+class Tetris(_Base):
+    """Tetris-style packing, node by node in index order, in bundles.
+
+    For the current node and every active job ``j`` with bundle demand ``b_j`` (worker + PS):
+    ``align_j = sum_r free_r(node) * b_j,r`` and ``remain_j = sum_r b_j,r * remaining
+    fraction``; ``weight = mean(align) / mean(remain)`` over all active jobs (0 when
+    ``mean(remain)`` is 0).  Score ``align - weight * remain`` (default, Tetris' preference for
+    less remaining work) or ``align + weight * remain`` (``reference_sign``, DL²'s code).  The
+    best-scoring job below its caps (ties: arrival, job id) gets a bundle on this node; scores
+    are recomputed after every bundle.  The node is left when ``mean(align)`` is 0 (nothing
+    free that any job uses), when no job is eligible, or on a failure: by default only jobs
+    whose bundle fits on the node are eligible; with ``stop_at_first_failure`` the best job is
+    tried regardless and a misfit ends the node (the reference).
+    """
+
+    name = "tetris"
+
+    def __init__(self, *, reference_sign: bool = False, stop_at_first_failure: bool = False):
+        super().__init__(stop_at_first_failure=stop_at_first_failure)
+        self.reference_sign = reference_sign
+
+    @classmethod
+    def reference(cls) -> Tetris:
+        return cls(reference_sign=True, stop_at_first_failure=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Tetris(reference_sign={self.reference_sign}, "
+            f"stop_at_first_failure={self.stop_at_first_failure})"
+        )
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+        order = sorted(by_id.values(), key=lambda j: (j.arrival, j.job_id))
+        if not order:
+            return {}
+        b_cpu = np.array([j.worker_demand[0] + j.ps_demand[0] for j in order], dtype=np.float64)
+        b_gpu = np.array([j.worker_demand[1] + j.ps_demand[1] for j in order], dtype=np.float64)
+        remain = (b_cpu + b_gpu) * np.array([j.remaining_fraction for j in order])
+        mean_remain = float(remain.mean())
+        cap_w = np.array([j.spec.max_workers for j in order])
+        cap_p = np.array([j.spec.max_ps for j in order])
+        n_w = np.zeros(len(order), dtype=np.int64)
+        n_p = np.zeros(len(order), dtype=np.int64)
+        sign = 1.0 if self.reference_sign else -1.0
+        for node in range(cluster.num_nodes):
+            while True:
+                free_cpu, free_gpu = cluster.free(node)
+                align = free_cpu * b_cpu + free_gpu * b_gpu
+                mean_align = float(align.mean())
+                if mean_align == 0:
+                    break
+                weight = mean_align / mean_remain if mean_remain > 0 else 0.0
+                eligible = (n_w < cap_w) & (n_p < cap_p)
+                if not self.stop_at_first_failure:
+                    eligible &= (b_cpu <= free_cpu) & (b_gpu <= free_gpu)
+                if not eligible.any():
+                    break
+                score = np.where(eligible, align + sign * weight * remain, -np.inf)
+                i = int(np.argmax(score))  # first maximum: ties by arrival, then job id
+                job = order[i]
+                if cluster.place_bundle(job.worker_demand, job.ps_demand, node=node) is None:
+                    break  # reference: a misfit ends this node
+                n_w[i] += 1
+                n_p[i] += 1
+                self.last_decisions.append((job.job_id, "bundle", node))
+        for i, job in enumerate(order):
+            counts[job.job_id] = [int(n_w[i]), int(n_p[i])]
+        return self._result(counts)
+
+
+def slots_to_finish(remaining_epochs: float, epochs_per_slot: float) -> float:
+    """``remaining / epochs_per_slot``; 0 when nothing remains, ``inf`` at speed 0."""
+    if remaining_epochs <= 0:
+        return 0.0
+    if epochs_per_slot <= 0:
+        return math.inf
+    return remaining_epochs / epochs_per_slot
+
+
+def optimus_utility(remaining_epochs: float, eps_now: float, eps_next: float) -> float:
+    """Slots saved by going from ``eps_now`` to ``eps_next`` epochs per slot.
+
+    A speed-0 point takes infinitely many slots, consistently: leaving one for a positive
+    speed saves ``+inf`` slots, entering one from a positive speed saves ``-inf``, and moving
+    between two speed-0 points (or with nothing left to train) saves 0.
+    """
+    now = slots_to_finish(remaining_epochs, eps_now)
+    nxt = slots_to_finish(remaining_epochs, eps_next)
+    if now == nxt:  # also inf == inf: no slot saved, never NaN
+        return 0.0
+    return now - nxt
+
+
+class Optimus(_Base):
+    """Optimus' marginal-gain greedy on the speed model (DL² reference ``optimus_env.py``).
+
+    A job with no worker gets a worker, then a job with no PS a PS, before anything else
+    (in arrival, id order).  Otherwise a job's utility for one more worker (PS) is the number
+    of slots it saves, :func:`optimus_utility` with ``rem = max(num_epochs - progress, 0)``
+    (declared epochs) and ``epochs_per_slot(p, w) = speed(type, p, w) * slot_s /
+    iterations_per_epoch``; its better role (ties: PS, as in the reference) is queued.  The
+    largest utility (ties: arrival, id) gets its task on the least-loaded node and the job is
+    re-scored; allocation stops when the best utility is <= 0 or nothing is left.  A job's
+    role at its cap is not offered.  Jobs with infinite utility (leaving a speed-0 point) come
+    after the first-worker/first-PS tier.
+
+    The model is Optimus' estimate: it does not know a job's ``speed_factor`` unless
+    ``oracle_speed_factor`` (DL² §6.4's speed variation is what Optimus cannot model).
+
+    Failures: ``stop_at_first_failure`` ends the slot (reference).  By default the failed role
+    is dropped for this job and the others go on; if it was the job's first worker or first
+    PS the job cannot run, so its tasks are released and it is dropped.
+    """
+
+    name = "optimus"
+
+    def __init__(self, *, oracle_speed_factor: bool = False, stop_at_first_failure: bool = False):
+        super().__init__(stop_at_first_failure=stop_at_first_failure)
+        self.oracle_speed_factor = oracle_speed_factor
+
+    @classmethod
+    def reference(cls) -> Optimus:
+        return cls(stop_at_first_failure=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Optimus(oracle_speed_factor={self.oracle_speed_factor}, "
+            f"stop_at_first_failure={self.stop_at_first_failure})"
+        )
+
+    def epochs_per_slot(
+        self, job: JobState, speed: SpeedModel, slot_s: float, ps: int, workers: int
+    ) -> float:
+        if ps <= 0 or workers <= 0:
+            return 0.0
+        rate = float(speed.speed(job.spec.type, ps, workers))
+        if self.oracle_speed_factor:
+            rate *= job.spec.speed_factor
+        return rate * slot_s / job.spec.type.iterations_per_epoch
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+        dropped: set[tuple[int, str]] = set()
+        placed: dict[int, list[tuple[int, int, int]]] = {jid: [] for jid in by_id}
+        # Heap entries: (tier, -utility, arrival, job_id, role); tier 0 = first worker/PS.
+        heap: list[tuple[int, float, int, int, str]] = []
+
+        def push(job: JobState) -> None:
+            w, p = counts[job.job_id]
+            can_w = w < job.spec.max_workers and (job.job_id, "worker") not in dropped
+            can_p = p < job.spec.max_ps and (job.job_id, "ps") not in dropped
+            if w == 0 or p == 0:
+                role = "worker" if w == 0 else "ps"
+                if can_w if role == "worker" else can_p:
+                    heapq.heappush(heap, (0, -math.inf, job.arrival, job.job_id, role))
+                return
+            rem = job.remaining_epochs
+            now = self.epochs_per_slot(job, speed, slot_s, p, w)
+            u_w = (
+                optimus_utility(rem, now, self.epochs_per_slot(job, speed, slot_s, p, w + 1))
+                if can_w
+                else -math.inf
+            )
+            u_p = (
+                optimus_utility(rem, now, self.epochs_per_slot(job, speed, slot_s, p + 1, w))
+                if can_p
+                else -math.inf
+            )
+            if not (can_w or can_p):
+                return
+            role, util = ("ps", u_p) if u_p >= u_w else ("worker", u_w)
+            heapq.heappush(heap, (1, -util, job.arrival, job.job_id, role))
+
+        for job in sorted(by_id.values(), key=lambda j: (j.arrival, j.job_id)):
+            push(job)
+        while heap:
+            tier, neg_util, _, jid, role = heapq.heappop(heap)
+            if tier == 1 and -neg_util <= 0:
+                break
+            job, c = by_id[jid], counts[jid]
+            cpu, gpu = job.worker_demand if role == "worker" else job.ps_demand
+            node = cluster.place_least_loaded(cpu, gpu)
+            if node is None:
+                if self.stop_at_first_failure:
+                    break
+                dropped.add((jid, role))
+                if tier == 0:  # no first worker / first PS: the job cannot run this slot
+                    for t_cpu, t_gpu, t_node in placed[jid]:
+                        cluster.release(t_cpu, t_gpu, t_node)
+                    placed[jid].clear()
+                    c[0] = c[1] = 0
+                    self.last_decisions = [d for d in self.last_decisions if d[0] != jid]
+                    continue
+                push(job)
+                continue
+            placed[jid].append((cpu, gpu, node))
+            c[0 if role == "worker" else 1] += 1
+            self.last_decisions.append((jid, role, node))
+            push(job)
+        return self._result(counts)
+
+
+class FixedDemand(_Base):
+    """A fixed-demand (gang) scheduler in the elastic world.
+
+    In arrival order (then id) each job gets exactly ``n = min(requested, max_workers)``
+    workers and ``min(n, max_ps)`` PS, placed as bundles (a worker and a PS on one node;
+    workers beyond the PS cap alone), all or nothing: if any task does not fit, the job's
+    tasks are released and it gets ``(0, 0)`` this slot.  ``requested`` maps job id to
+    workers; a job not in it requests ``max_workers``.  This is how fixed-demand stacks such
+    as Ada-SRSF enter the elastic world.  ``stop_at_first_failure``: strict FIFO (nothing
+    after the first job that does not fit); default: backfill with later jobs that fit.
+    """
+
+    name = "fixed"
+
+    def __init__(
+        self,
+        requested: Mapping[int, int] | None = None,
+        *,
+        stop_at_first_failure: bool = False,
+    ) -> None:
+        super().__init__(stop_at_first_failure=stop_at_first_failure)
+        self.requested = dict(requested or {})
+        for jid, n in self.requested.items():
+            if int(n) != n or n < 1:
+                raise ConfigError(f"FixedDemand: job {jid} requests {n} workers; needs >= 1")
+
+    def __repr__(self) -> str:
+        return (
+            f"FixedDemand({len(self.requested)} requests, "
+            f"stop_at_first_failure={self.stop_at_first_failure})"
+        )
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+        for job in sorted(by_id.values(), key=lambda j: (j.arrival, j.job_id)):
+            n = min(self.requested.get(job.job_id, job.spec.max_workers), job.spec.max_workers)
+            n_ps = min(n, job.spec.max_ps)
+            done: list[Decision] = []
+            ok = True
+            for k in range(n):
+                if k < n_ps:
+                    node = cluster.place_bundle(job.worker_demand, job.ps_demand)
+                    role = "bundle"
+                else:
+                    node = cluster.place_least_loaded(*job.worker_demand)
+                    role = "worker"
+                if node is None:
+                    ok = False
+                    break
+                done.append((job.job_id, role, node))
+            if ok:
+                counts[job.job_id] = [n, n_ps]
+                self.last_decisions.extend(done)
+                continue
+            for _, role, node in done:  # all or nothing
+                cluster.release(*job.worker_demand, node)
+                if role == "bundle":
+                    cluster.release(*job.ps_demand, node)
+            if self.stop_at_first_failure:
+                break
+        return self._result(counts)
+
+
+ALLOCATORS: dict[str, type[_Base]] = {
+    cls.name: cls for cls in (DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand)
+}

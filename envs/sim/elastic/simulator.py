@@ -1,0 +1,344 @@
+"""The slot loop of DL²'s elastic world (measured-speed mode, no network contention).
+
+Per time slot ``t = 0, 1, ...`` (slot ``t`` spans ``[t, t + 1)`` in slot units):
+
+1. jobs with ``arrival_slot == t`` become active;
+2. the cluster is cleared and the allocator decides every active job's ``(workers, ps)``,
+   placing each task (:mod:`envs.sim.elastic.allocators`);
+3. every allocated job trains ``speed(type, ps, workers) * speed_factor * (slot_s -
+   overhead) / iterations_per_epoch`` epochs, where ``overhead = scaling_overhead_s`` if the
+   job ran before and its allocation differs from its allocation in slot ``t - 1`` (a job
+   that got nothing in ``t - 1`` and runs again pays it too), else 0;
+4. a job reaching ``real_num_epochs`` finishes inside the slot at the fraction of the slot it
+   used (DL²'s ``FINE_GRAIN_JCT``): ``finish = t + (overhead + needed / rate) / slot_s``.
+
+**JCT conventions.**  Here ``JCT = finish - arrival`` slots.  DL²'s reference records
+``end_time = t - 1 + fraction`` for the same completion and reports ``JCT = end_time -
+arrival + 1`` and ``makespan = max(end_time + 1)``; with its ``arrival`` equal to the slot of
+admission (as here) both give the same numbers: our ``finish`` is its ``end_time + 1``
+(:attr:`ElasticJobRecord.reference_end_time`).  Makespan is the largest ``finish`` (time 0 is
+the start of slot 0).
+
+Completion uses a relative tolerance of 1e-9 on the epochs (so float accumulation cannot add
+a spurious near-empty slot).  Utilisation of slot ``t`` is used/total CPU (GPU) slots as
+allocated at its start; the means are over slots ``0 .. num_slots - 1``.  The run stops with
+:class:`~envs.sim.engine.SimulationError` naming the unfinished jobs if it needs more than
+``max_slots`` slots; every slot checks that no node is over capacity, that the cluster holds
+exactly the allocated tasks, that allocations respect the caps and go only to active jobs,
+that progress never decreases and that each job finishes once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from envs.sim.elastic.allocators import Allocator, JobState
+from envs.sim.elastic.cluster import SlotCluster
+from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
+from envs.sim.engine import SimulationError
+from envs.sim.errors import ConfigError, WorkloadError
+
+_COMPLETION_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class ElasticJobRecord:
+    """Outcome of one job; times in slots."""
+
+    job_id: int
+    arrival: int
+    finish: float
+    slots_run: int  # slots with any task allocated
+    num_changes: int  # slots in which it ran with an allocation different from the slot before
+    jct_slots: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "jct_slots", self.finish - self.arrival)
+
+    @property
+    def reference_end_time(self) -> float:
+        """DL²'s ``end_time`` for this completion (``finish - 1``)."""
+        return self.finish - 1.0
+
+    @property
+    def reference_jct_slots(self) -> float:
+        """DL²'s ``end_time - arrival + 1``; equal to :attr:`jct_slots`."""
+        return self.reference_end_time - self.arrival + 1.0
+
+
+@dataclass(frozen=True)
+class SlotRecord:
+    """What happened in one slot (given to ``on_slot``)."""
+
+    t: int
+    allocation: Mapping[int, tuple[int, int]]  # every active job -> (workers, ps)
+    epochs: Mapping[int, float]  # epochs trained in this slot by each allocated job
+    finished: tuple[int, ...]  # jobs that completed in this slot
+    used_cpu: int
+    used_gpu: int
+    reward: float  # DL²'s slot reward: sum of epochs / num_epochs over allocated jobs
+
+
+@dataclass(frozen=True)
+class ElasticResult:
+    """A finished elastic run."""
+
+    allocator: str
+    speed_model: str
+    slot_s: float
+    num_slots: int
+    jobs: tuple[ElasticJobRecord, ...]  # by job id
+    cpu_util: tuple[float, ...]  # per slot
+    gpu_util: tuple[float, ...]
+    rewards: tuple[float, ...]  # per slot, DL²'s slot reward
+
+    @property
+    def avg_jct_slots(self) -> float:
+        return sum(r.jct_slots for r in self.jobs) / len(self.jobs)
+
+    @property
+    def avg_jct_s(self) -> float:
+        return self.avg_jct_slots * self.slot_s
+
+    @property
+    def makespan_slots(self) -> float:
+        return max(r.finish for r in self.jobs)
+
+    @property
+    def mean_cpu_util(self) -> float:
+        return sum(self.cpu_util) / len(self.cpu_util)
+
+    @property
+    def mean_gpu_util(self) -> float:
+        return sum(self.gpu_util) / len(self.gpu_util)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "allocator": self.allocator,
+            "speed_model": self.speed_model,
+            "num_jobs": len(self.jobs),
+            "avg_jct_slots": self.avg_jct_slots,
+            "avg_jct_s": self.avg_jct_s,
+            "makespan_slots": self.makespan_slots,
+            "num_slots": self.num_slots,
+            "mean_cpu_util": self.mean_cpu_util,
+            "mean_gpu_util": self.mean_gpu_util,
+            "mean_slot_reward": sum(self.rewards) / len(self.rewards),
+        }
+
+
+@dataclass
+class _Run:
+    """Mutable run-time state of one job (the simulator's own; allocators see ``JobState``)."""
+
+    spec: ElasticJob
+    progress: float = 0.0
+    alloc: tuple[int, int] = (0, 0)  # allocation in the previous slot
+    slots_run: int = 0
+    num_changes: int = 0
+    finish: float | None = None
+
+    def view(self) -> JobState:
+        return JobState(self.spec, self.progress, self.alloc[0], self.alloc[1], self.slots_run)
+
+
+class SlotSimulator:
+    """Runs ``jobs`` on ``cluster`` under ``allocator`` and ``speed`` slot by slot.
+
+    ``strict_reference_placement`` makes the cluster's least-loaded placement try only the
+    least-loaded node (DL²'s reference; see :mod:`envs.sim.elastic.cluster`).
+    """
+
+    def __init__(
+        self,
+        cluster: ElasticCluster,
+        jobs: Sequence[ElasticJob],
+        allocator: Allocator,
+        speed: SpeedModel,
+        *,
+        scaling_overhead_s: float = 0.0,
+        max_slots: int = 100_000,
+        on_slot: Callable[[SlotRecord], None] | None = None,
+        strict_reference_placement: bool = False,
+    ) -> None:
+        if not jobs:
+            raise WorkloadError("elastic simulation needs at least one job")
+        if not 0.0 <= scaling_overhead_s < cluster.slot_s:
+            raise ConfigError(
+                f"scaling_overhead_s must be in [0, slot_s={cluster.slot_s}), "
+                f"got {scaling_overhead_s}"
+            )
+        if max_slots < 1:
+            raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
+        seen: set[int] = set()
+        for job in jobs:
+            if job.job_id in seen:
+                raise WorkloadError(f"job id {job.job_id} appears twice")
+            seen.add(job.job_id)
+            t = job.type
+            for role, cpu, gpu in (
+                ("worker", t.worker_cpu, t.worker_gpu),
+                ("PS", t.ps_cpu, t.ps_gpu),
+            ):
+                if cpu > cluster.cpu_slots or gpu > cluster.gpu_slots:
+                    raise WorkloadError(
+                        f"job {job.job_id} ({t.model}): a {role} needs ({cpu} CPU, {gpu} GPU) "
+                        f"slots, a node has ({cluster.cpu_slots}, {cluster.gpu_slots})"
+                    )
+        self.spec = cluster
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival_slot, j.job_id))
+        self.allocator = allocator
+        self.speed = speed
+        self.scaling_overhead_s = float(scaling_overhead_s)
+        self.max_slots = max_slots
+        self.on_slot = on_slot
+        self.cluster = SlotCluster(cluster, strict_reference=strict_reference_placement)
+
+    def run(self) -> ElasticResult:
+        cluster, slot_s = self.cluster, self.spec.slot_s
+        runs = {j.job_id: _Run(j) for j in self.jobs}
+        pending = list(self.jobs)  # by arrival, id
+        next_arrival = 0
+        active: list[_Run] = []
+        cpu_util: list[float] = []
+        gpu_util: list[float] = []
+        rewards: list[float] = []
+        done = 0
+        t = 0
+        while done < len(runs):
+            if t >= self.max_slots:
+                left = [r for r in runs.values() if r.finish is None]
+                names = ", ".join(
+                    f"job {r.spec.job_id} ({r.progress:.6g}/{r.spec.real_num_epochs:.6g} epochs)"
+                    for r in left[:20]
+                )
+                more = f" and {len(left) - 20} more" if len(left) > 20 else ""
+                raise SimulationError(
+                    f"elastic run exceeded max_slots={self.max_slots} with {len(left)} "
+                    f"unfinished job(s): {names}{more}"
+                )
+            while next_arrival < len(pending) and pending[next_arrival].arrival_slot == t:
+                active.append(runs[pending[next_arrival].job_id])
+                next_arrival += 1
+            cluster.release_all()
+            decided: Mapping[int, tuple[int, int]] = {}
+            if active:
+                decided = self.allocator.allocate(
+                    [r.view() for r in active], cluster, self.speed, slot_s
+                )
+            allocation = self._check_slot(t, active, decided)
+
+            epochs_done: dict[int, float] = {}
+            finished: list[int] = []
+            reward = 0.0
+            for r in active:
+                new = allocation[r.spec.job_id]
+                if new == (0, 0):
+                    r.alloc = new
+                    continue
+                overhead = 0.0
+                if r.slots_run > 0 and new != r.alloc:
+                    overhead = self.scaling_overhead_s
+                    r.num_changes += 1
+                r.alloc = new
+                r.slots_run += 1
+                rate = self._rate(r, new)  # epochs per second
+                epochs = rate * (slot_s - overhead)
+                if not epochs >= 0:  # progress is monotone
+                    raise SimulationError(f"slot {t}: job {r.spec.job_id} trained {epochs} epochs")
+                need = r.spec.real_num_epochs - r.progress
+                if epochs > 0 and epochs >= need * (1.0 - _COMPLETION_RTOL):
+                    used_s = overhead + min(need / rate, slot_s - overhead)
+                    if r.finish is not None:
+                        raise SimulationError(f"job {r.spec.job_id} finished twice")
+                    r.finish = t + used_s / slot_s
+                    epochs = need
+                    r.progress = r.spec.real_num_epochs
+                    finished.append(r.spec.job_id)
+                    done += 1
+                else:
+                    r.progress += epochs
+                epochs_done[r.spec.job_id] = epochs
+                reward += epochs / r.spec.num_epochs
+
+            used_cpu, used_gpu = int(cluster.used_cpu.sum()), int(cluster.used_gpu.sum())
+            cpu_util.append(used_cpu / cluster.total_cpu)
+            gpu_util.append(used_gpu / cluster.total_gpu if cluster.total_gpu else 0.0)
+            rewards.append(reward)
+            if self.on_slot is not None:
+                record = SlotRecord(
+                    t, dict(allocation), epochs_done, tuple(finished), used_cpu, used_gpu, reward
+                )
+                self.on_slot(record)
+            if finished:
+                active = [r for r in active if r.finish is None]
+            t += 1
+
+        records = []
+        for jid in sorted(runs):
+            r = runs[jid]
+            assert r.finish is not None
+            records.append(
+                ElasticJobRecord(jid, r.spec.arrival_slot, r.finish, r.slots_run, r.num_changes)
+            )
+        return ElasticResult(
+            allocator=getattr(self.allocator, "name", type(self.allocator).__name__),
+            speed_model=getattr(self.speed, "name", type(self.speed).__name__),
+            slot_s=slot_s,
+            num_slots=t,
+            jobs=tuple(records),
+            cpu_util=tuple(cpu_util),
+            gpu_util=tuple(gpu_util),
+            rewards=tuple(rewards),
+        )
+
+    def _rate(self, r: _Run, alloc: tuple[int, int]) -> float:
+        """Epochs per second of ``r`` under ``(workers, ps)``."""
+        workers, ps = alloc
+        its = float(self.speed.speed(r.spec.type, ps, workers))
+        if not (math.isfinite(its) and its >= 0):
+            raise SimulationError(
+                f"speed model {getattr(self.speed, 'name', '?')!r} gave {its} it/s for job "
+                f"{r.spec.job_id} ({r.spec.type.model}) at {ps} PS, {workers} workers"
+            )
+        return its * r.spec.speed_factor / r.spec.type.iterations_per_epoch
+
+    def _check_slot(
+        self, t: int, active: list[_Run], decided: Mapping[int, tuple[int, int]]
+    ) -> dict[int, tuple[int, int]]:
+        """Validate the allocator's answer against the cluster; the full allocation."""
+        cluster = self.cluster
+        cluster.check()
+        active_ids = {r.spec.job_id for r in active}
+        stray = sorted(set(decided) - active_ids)
+        if stray:
+            raise SimulationError(f"slot {t}: allocation for inactive job(s) {stray}")
+        allocation: dict[int, tuple[int, int]] = {}
+        cpu = gpu = 0
+        for r in active:
+            jid = r.spec.job_id
+            workers, ps = decided.get(jid, (0, 0))
+            if int(workers) != workers or int(ps) != ps:
+                raise SimulationError(f"slot {t}: job {jid} got non-integer ({workers}, {ps})")
+            workers, ps = int(workers), int(ps)
+            if not (0 <= workers <= r.spec.max_workers and 0 <= ps <= r.spec.max_ps):
+                raise SimulationError(
+                    f"slot {t}: job {jid} got {workers} workers / {ps} PS, caps "
+                    f"{r.spec.max_workers} / {r.spec.max_ps}"
+                )
+            if r.progress > r.spec.real_num_epochs or r.finish is not None:
+                raise SimulationError(f"slot {t}: job {jid} is active but finished")
+            ty = r.spec.type
+            cpu += workers * ty.worker_cpu + ps * ty.ps_cpu
+            gpu += workers * ty.worker_gpu + ps * ty.ps_gpu
+            allocation[jid] = (workers, ps)
+        used = (int(cluster.used_cpu.sum()), int(cluster.used_gpu.sum()))
+        if used != (cpu, gpu):
+            raise SimulationError(
+                f"slot {t}: the allocation needs ({cpu} CPU, {gpu} GPU) slots but the cluster "
+                f"holds {used}: every task must be placed through the cluster, once"
+            )
+        return allocation
