@@ -1,0 +1,105 @@
+"""DL²'s heuristic baselines in its measured-speed world (DL² §6 setting, no network model).
+
+    python experiments/dl2_heuristics.py --setting small --seeds 0-9
+    python experiments/dl2_heuristics.py --setting large --seeds 0-2
+
+Two variants per allocator:
+- ``fixed`` (dlsched defaults): measured zeros repaired, speed clamped beyond the grid, a
+  failed placement skips that job (the slot goes on), least-loaded node among those that fit,
+  deterministic tie-breaks, Tetris's remaining-work term with the Tetris paper's sign;
+- ``reference``: every switch set to what DL²'s code does (zeros kept, linear extrapolation,
+  the slot ends at the first failed placement, only the least-loaded node tried, Tetris's sign
+  as in the code).
+JCT in slots of 1200 s. Also prints allocation decisions per CPU-second (the reference manages
+about 8.7k per CPU-second in its small setting, dl2.md §10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Optimus, Tetris
+from envs.sim.elastic.simulator import SlotSimulator
+from envs.sim.elastic.speed import MeasuredSpeed
+from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL
+
+ALLOCATORS = {"drf": DRF, "fifo": FIFO, "srtf": SRTF, "tetris": Tetris, "optimus": Optimus}
+#: DL² reference code, Google arrivals, "Normal" lengths (dl2.md §0; JCT in slots).
+REFERENCE = {
+    "small": {"optimus": 85.0, "drf": 117.2, "srtf": 519.6, "fifo": 520.1, "tetris": 963.2},
+    "large": {"optimus": 28.9, "drf": 41.4, "fifo": 55.0, "srtf": 55.3, "tetris": 60.1},
+}
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        lo, hi = text.split("-")
+        return list(range(int(lo), int(hi) + 1))
+    return [int(x) for x in text.split(",")]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--setting", choices=["small", "large"], default="small")
+    ap.add_argument("--seeds", type=_seeds, default=list(range(5)))
+    args = ap.parse_args()
+    setting = DL2_SMALL if args.setting == "small" else DL2_LARGE
+    speeds = {
+        "fixed": MeasuredSpeed(max_ps=setting.max_ps, max_workers=setting.max_workers),
+        "reference": MeasuredSpeed(
+            max_ps=setting.max_ps,
+            max_workers=setting.max_workers,
+            keep_measured_zeros=True,
+            extrapolate=True,
+        ),
+    }
+    print(f"## DL² heuristics, {args.setting} setting {setting}, seeds {args.seeds}\n")
+    print(
+        "| allocator | variant | avg JCT (slots) | sd over seeds | makespan | CPU util | GPU util "
+        "| decisions/CPU-s | DL² reference code |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, cls in ALLOCATORS.items():
+        for variant, speed in speeds.items():
+            jct, mk, cpu_u, gpu_u = [], [], [], []
+            decisions = 0
+            cpu = 0.0
+            for seed in args.seeds:
+                jobs = setting.workload(seed)
+                alloc = cls.reference() if variant == "reference" else cls()
+                counted = [0]
+
+                def count(rec: object, counted: list[int] = counted) -> None:
+                    counted[0] += sum(w + p for w, p in rec.allocation.values())  # type: ignore[attr-defined]
+
+                sim = SlotSimulator(
+                    setting.cluster(),
+                    jobs,
+                    alloc,
+                    speed,
+                    on_slot=count,
+                    strict_reference_placement=variant == "reference",
+                )
+                t0 = time.process_time()
+                res = sim.run()
+                cpu += time.process_time() - t0
+                decisions += counted[0]
+                s = res.summary()
+                jct.append(s["avg_jct_slots"])
+                mk.append(s["makespan_slots"])
+                cpu_u.append(s["mean_cpu_util"])
+                gpu_u.append(s["mean_gpu_util"])
+            ref = REFERENCE[args.setting].get(name, float("nan"))
+            print(
+                f"| {name} | {variant} | {np.mean(jct):.1f} | {np.std(jct):.1f} | "
+                f"{np.mean(mk):.1f} | {100 * np.mean(cpu_u):.1f}% | {100 * np.mean(gpu_u):.1f}% | "
+                f"{decisions / cpu:,.0f} | {ref:.1f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
