@@ -18,15 +18,23 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Optimus, Tetris
-from envs.sim.elastic.simulator import SlotSimulator
+from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Allocator, Optimus, Tetris
+from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL
 
-ALLOCATORS = {"drf": DRF, "fifo": FIFO, "srtf": SRTF, "tetris": Tetris, "optimus": Optimus}
+#: allocator -> (dlsched default, the reference code's behaviour)
+ALLOCATORS: dict[str, tuple[Callable[[], Allocator], Callable[[], Allocator]]] = {
+    "drf": (DRF, DRF.reference),
+    "fifo": (FIFO, FIFO.reference),
+    "srtf": (SRTF, SRTF.reference),
+    "tetris": (Tetris, Tetris.reference),
+    "optimus": (Optimus, Optimus.reference),
+}
 #: DL² reference code, Google arrivals, "Normal" lengths (dl2.md §0; JCT in slots).
 REFERENCE = {
     "small": {"optimus": 85.0, "drf": 117.2, "srtf": 519.6, "fifo": 520.1, "tetris": 963.2},
@@ -62,18 +70,18 @@ def main() -> None:
         "| decisions/CPU-s | DL² reference code |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, cls in ALLOCATORS.items():
+    for name, (make_fixed, make_reference) in ALLOCATORS.items():
         for variant, speed in speeds.items():
             jct, mk, cpu_u, gpu_u = [], [], [], []
             decisions = 0
             cpu = 0.0
             for seed in args.seeds:
                 jobs = setting.workload(seed)
-                alloc = cls.reference() if variant == "reference" else cls()
+                alloc = make_reference() if variant == "reference" else make_fixed()
                 counted = [0]
 
-                def count(rec: object, counted: list[int] = counted) -> None:
-                    counted[0] += sum(w + p for w, p in rec.allocation.values())  # type: ignore[attr-defined]
+                def count(rec: SlotRecord, counted: list[int] = counted) -> None:
+                    counted[0] += sum(w + p for w, p in rec.allocation.values())
 
                 sim = SlotSimulator(
                     setting.cluster(),
