@@ -156,7 +156,7 @@ class SlotSimulator:
         self,
         cluster: ElasticCluster,
         jobs: Sequence[ElasticJob],
-        allocator: Allocator,
+        allocator: Allocator | None,
         speed: SpeedModel,
         *,
         scaling_overhead_s: float = 0.0,
@@ -196,104 +196,157 @@ class SlotSimulator:
         self.max_slots = max_slots
         self.on_slot = on_slot
         self.cluster = SlotCluster(cluster, strict_reference=strict_reference_placement)
+        self.reset()
 
-    def run(self) -> ElasticResult:
-        cluster, slot_s = self.cluster, self.spec.slot_s
-        runs = {j.job_id: _Run(j) for j in self.jobs}
-        pending = list(self.jobs)  # by arrival, id
-        next_arrival = 0
-        active: list[_Run] = []
-        cpu_util: list[float] = []
-        gpu_util: list[float] = []
-        rewards: list[float] = []
-        done = 0
-        t = 0
-        while done < len(runs):
-            if t >= self.max_slots:
-                left = [r for r in runs.values() if r.finish is None]
-                names = ", ".join(
-                    f"job {r.spec.job_id} ({r.progress:.6g}/{r.spec.real_num_epochs:.6g} epochs)"
-                    for r in left[:20]
-                )
-                more = f" and {len(left) - 20} more" if len(left) > 20 else ""
-                raise SimulationError(
-                    f"elastic run exceeded max_slots={self.max_slots} with {len(left)} "
-                    f"unfinished job(s): {names}{more}"
-                )
-            while next_arrival < len(pending) and pending[next_arrival].arrival_slot == t:
-                active.append(runs[pending[next_arrival].job_id])
-                next_arrival += 1
-            cluster.release_all()
-            decided: Mapping[int, tuple[int, int]] = {}
-            if active:
-                decided = self.allocator.allocate(
-                    [r.view() for r in active], cluster, self.speed, slot_s
-                )
-            allocation = self._check_slot(t, active, decided)
+    # ------------------------------------------------------------------ stepping API
+    # ``run()`` is ``reset(); while not done: views = begin_slot(); end_slot(allocate(...))``.
+    # An interactive decision maker (the Gymnasium environment) drives the same three calls,
+    # placing tasks through ``self.cluster`` between ``begin_slot`` and ``end_slot``.
 
-            epochs_done: dict[int, float] = {}
-            finished: list[int] = []
-            reward = 0.0
-            for r in active:
-                new = allocation[r.spec.job_id]
-                if new == (0, 0):
-                    r.alloc = new
-                    continue
-                overhead = 0.0
-                if r.slots_run > 0 and new != r.alloc:
-                    overhead = self.scaling_overhead_s
-                    r.num_changes += 1
+    def reset(self) -> None:
+        """Back to slot 0 with no job started."""
+        self.cluster.release_all()
+        self._runs = {j.job_id: _Run(j) for j in self.jobs}
+        self._next_arrival = 0
+        self._active: list[_Run] = []
+        self._cpu_util: list[float] = []
+        self._gpu_util: list[float] = []
+        self._rewards: list[float] = []
+        self._done = 0
+        self.t = 0
+        self._in_slot = False
+
+    @property
+    def done(self) -> bool:
+        """Every job has finished."""
+        return self._done == len(self._runs)
+
+    @property
+    def active_jobs(self) -> list[JobState]:
+        """Views of the jobs active in the current slot, by arrival then id."""
+        return [r.view() for r in self._active]
+
+    def begin_slot(self) -> list[JobState]:
+        """Admit this slot's arrivals, clear the cluster; the active jobs to allocate."""
+        if self._in_slot:
+            raise SimulationError(f"slot {self.t} already begun")
+        if self.done:
+            raise SimulationError("every job has finished; reset() to run again")
+        if self.t >= self.max_slots:
+            left = [r for r in self._runs.values() if r.finish is None]
+            names = ", ".join(
+                f"job {r.spec.job_id} ({r.progress:.6g}/{r.spec.real_num_epochs:.6g} epochs)"
+                for r in left[:20]
+            )
+            more = f" and {len(left) - 20} more" if len(left) > 20 else ""
+            raise SimulationError(
+                f"elastic run exceeded max_slots={self.max_slots} with {len(left)} "
+                f"unfinished job(s): {names}{more}"
+            )
+        pending = self.jobs
+        while (
+            self._next_arrival < len(pending) and pending[self._next_arrival].arrival_slot == self.t
+        ):
+            self._active.append(self._runs[pending[self._next_arrival].job_id])
+            self._next_arrival += 1
+        self.cluster.release_all()
+        self._in_slot = True
+        return self.active_jobs
+
+    def end_slot(self, decided: Mapping[int, tuple[int, int]]) -> SlotRecord:
+        """Check the slot's allocation (the cluster must hold exactly its tasks), train every
+        allocated job for the slot, finish those that complete; the slot's record."""
+        if not self._in_slot:
+            raise SimulationError("end_slot() without begin_slot()")
+        cluster, slot_s, t = self.cluster, self.spec.slot_s, self.t
+        active = self._active
+        allocation = self._check_slot(t, active, decided)
+        epochs_done: dict[int, float] = {}
+        finished: list[int] = []
+        reward = 0.0
+        for r in active:
+            new = allocation[r.spec.job_id]
+            if new == (0, 0):
                 r.alloc = new
-                r.slots_run += 1
-                rate = self._rate(r, new)  # epochs per second
-                epochs = rate * (slot_s - overhead)
-                if not epochs >= 0:  # progress is monotone
-                    raise SimulationError(f"slot {t}: job {r.spec.job_id} trained {epochs} epochs")
-                need = r.spec.real_num_epochs - r.progress
-                if epochs > 0 and epochs >= need * (1.0 - _COMPLETION_RTOL):
-                    used_s = overhead + min(need / rate, slot_s - overhead)
-                    if r.finish is not None:
-                        raise SimulationError(f"job {r.spec.job_id} finished twice")
-                    r.finish = t + used_s / slot_s
-                    epochs = need
-                    r.progress = r.spec.real_num_epochs
-                    finished.append(r.spec.job_id)
-                    done += 1
-                else:
-                    r.progress += epochs
-                epochs_done[r.spec.job_id] = epochs
-                reward += epochs / r.spec.num_epochs
+                continue
+            overhead = 0.0
+            if r.slots_run > 0 and new != r.alloc:
+                overhead = self.scaling_overhead_s
+                r.num_changes += 1
+            r.alloc = new
+            r.slots_run += 1
+            rate = self._rate(r, new)  # epochs per second
+            epochs = rate * (slot_s - overhead)
+            if not epochs >= 0:  # progress is monotone
+                raise SimulationError(f"slot {t}: job {r.spec.job_id} trained {epochs} epochs")
+            need = r.spec.real_num_epochs - r.progress
+            if epochs > 0 and epochs >= need * (1.0 - _COMPLETION_RTOL):
+                used_s = overhead + min(need / rate, slot_s - overhead)
+                if r.finish is not None:
+                    raise SimulationError(f"job {r.spec.job_id} finished twice")
+                r.finish = t + used_s / slot_s
+                epochs = need
+                r.progress = r.spec.real_num_epochs
+                finished.append(r.spec.job_id)
+                self._done += 1
+            else:
+                r.progress += epochs
+            epochs_done[r.spec.job_id] = epochs
+            reward += epochs / r.spec.num_epochs
 
-            used_cpu, used_gpu = int(cluster.used_cpu.sum()), int(cluster.used_gpu.sum())
-            cpu_util.append(used_cpu / cluster.total_cpu)
-            gpu_util.append(used_gpu / cluster.total_gpu if cluster.total_gpu else 0.0)
-            rewards.append(reward)
-            if self.on_slot is not None:
-                record = SlotRecord(
-                    t, dict(allocation), epochs_done, tuple(finished), used_cpu, used_gpu, reward
-                )
-                self.on_slot(record)
-            if finished:
-                active = [r for r in active if r.finish is None]
-            t += 1
+        used_cpu, used_gpu = int(cluster.used_cpu.sum()), int(cluster.used_gpu.sum())
+        self._cpu_util.append(used_cpu / cluster.total_cpu)
+        self._gpu_util.append(used_gpu / cluster.total_gpu if cluster.total_gpu else 0.0)
+        self._rewards.append(reward)
+        record = SlotRecord(
+            t, dict(allocation), epochs_done, tuple(finished), used_cpu, used_gpu, reward
+        )
+        if self.on_slot is not None:
+            self.on_slot(record)
+        if finished:
+            self._active = [r for r in active if r.finish is None]
+        self.t += 1
+        self._in_slot = False
+        return record
 
+    def result(self) -> ElasticResult:
+        """Per-job records and summary of a finished run."""
+        if not self.done:
+            raise SimulationError("result() before every job finished")
         records = []
-        for jid in sorted(runs):
-            r = runs[jid]
+        for jid in sorted(self._runs):
+            r = self._runs[jid]
             assert r.finish is not None
             records.append(
                 ElasticJobRecord(jid, r.spec.arrival_slot, r.finish, r.slots_run, r.num_changes)
             )
         return ElasticResult(
-            allocator=getattr(self.allocator, "name", type(self.allocator).__name__),
+            allocator=(
+                "interactive"
+                if self.allocator is None
+                else getattr(self.allocator, "name", type(self.allocator).__name__)
+            ),
             speed_model=getattr(self.speed, "name", type(self.speed).__name__),
-            slot_s=slot_s,
-            num_slots=t,
+            slot_s=self.spec.slot_s,
+            num_slots=self.t,
             jobs=tuple(records),
-            cpu_util=tuple(cpu_util),
-            gpu_util=tuple(gpu_util),
-            rewards=tuple(rewards),
+            cpu_util=tuple(self._cpu_util),
+            gpu_util=tuple(self._gpu_util),
+            rewards=tuple(self._rewards),
         )
+
+    def run(self) -> ElasticResult:
+        """Run every slot with the allocator until every job has finished."""
+        if self.allocator is None:
+            raise ConfigError("run() needs an allocator; without one, drive begin/end_slot")
+        self.reset()
+        while not self.done:
+            views = self.begin_slot()
+            decided: Mapping[int, tuple[int, int]] = {}
+            if views:
+                decided = self.allocator.allocate(views, self.cluster, self.speed, self.spec.slot_s)
+            self.end_slot(decided)
+        return self.result()
 
     def _rate(self, r: _Run, alloc: tuple[int, int]) -> float:
         """Epochs per second of ``r`` under ``(workers, ps)``."""
