@@ -421,6 +421,12 @@ def evaluate(dcfg: DictConfig, run_dir: Path) -> list[dict[str, Any]]:
         raise ConfigError(f"seeds has duplicates: {list(cfg.seeds)}")
     for seed in cfg.seeds:
         sim_config(cfg, seed)
+    if cfg.fidelity == Fidelity.FAST.value:
+        print(
+            "warning: fidelity=fast merges iterations; its avg JCT differs from full fidelity "
+            "by up to ~5% on the Ada-SRSF workloads (EXPERIMENTS.md). Report full-fidelity runs.",
+            file=sys.stderr,
+        )
     check_workload_config(cfg.workload)
     cluster = build_cluster(cfg.cluster)
     workloads = {seed: build_workload(cfg.workload, seed) for seed in cfg.seeds}
