@@ -2,6 +2,7 @@
 
     python experiments/dl2_heuristics.py --setting small --seeds 0-9
     python experiments/dl2_heuristics.py --setting large --seeds 0-2
+    python experiments/dl2_heuristics.py --setting small --seeds 0-4 --speed analytical
 
 Two variants per allocator:
 - ``fixed`` (dlsched defaults): measured zeros repaired, speed clamped beyond the grid, a
@@ -24,7 +25,8 @@ import numpy as np
 
 from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Allocator, Optimus, Tetris
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
-from envs.sim.elastic.speed import MeasuredSpeed
+from envs.sim.elastic.spec import SpeedModel
+from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL
 
 #: allocator -> (dlsched default, the reference code's behaviour)
@@ -53,9 +55,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--setting", choices=["small", "large"], default="small")
     ap.add_argument("--seeds", type=_seeds, default=list(range(5)))
+    ap.add_argument("--speed", choices=["measured", "analytical"], default="measured")
     args = ap.parse_args()
     setting = DL2_SMALL if args.setting == "small" else DL2_LARGE
-    speeds = {
+    speeds: dict[str, SpeedModel] = {
         "fixed": MeasuredSpeed(max_ps=setting.max_ps, max_workers=setting.max_workers),
         "reference": MeasuredSpeed(
             max_ps=setting.max_ps,
@@ -64,7 +67,10 @@ def main() -> None:
             extrapolate=True,
         ),
     }
-    print(f"## DL² heuristics, {args.setting} setting {setting}, seeds {args.seeds}\n")
+    if args.speed == "analytical":
+        speeds = {"fixed": AnalyticalSpeed(), "reference": AnalyticalSpeed()}
+    head = f"## DL² heuristics, {args.speed} speed, {args.setting} setting {setting}"
+    print(f"{head}, seeds {args.seeds}\n")
     print(
         "| allocator | variant | avg JCT (slots) | sd over seeds | makespan | CPU util | GPU util "
         "| decisions/CPU-s | DL² reference code |"
