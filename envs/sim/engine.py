@@ -34,7 +34,7 @@ from envs.sim.errors import ConfigError, DlschedError
 from envs.sim.policies.base import CommScheduler, CommTaskView, JobOrder, Placer
 from envs.sim.policies.job_order import SRSF
 from envs.sim.results import JobRecord, SimResult
-from envs.sim.spec import ClusterSpec, JobSpec, NetworkSpec, Workload
+from envs.sim.spec import ClusterSpec, CommArch, JobSpec, NetworkSpec, Workload
 from envs.sim.stacks import SchedulerStack, make_stack
 
 # worker states
@@ -57,6 +57,8 @@ class Job:
         "chunk",
         "comm",
         "comm_est_once",
+        "comm_mb",
+        "factors",
         "finish_ms",
         "fresh",
         "fw",
@@ -95,6 +97,9 @@ class Job:
         self.fresh = False  # newly waiting for its all-reduce: must be asked
         self.probe_target: CommTask | None = None
         self.comm_est_once = 0.0
+        self.comm_mb = spec.model.model_size_mb  # MB over the busiest NIC per iteration
+        # PS jobs: per comm server, its NIC's MB per iteration / comm_mb (None: all 1)
+        self.factors: dict[int, float] | None = None
         self.start_ms = math.nan
         self.finish_ms = math.nan
         self.window_t = math.nan  # start of the running compute window (see Simulator)
@@ -109,6 +114,7 @@ class CommTask:
 
     __slots__ = (
         "bank_t",
+        "factors",
         "job",
         "probes",
         "servers",
@@ -122,8 +128,9 @@ class CommTask:
 
     def __init__(self, job: Job, t: float) -> None:
         self.job = job
-        self.size_mb = job.spec.model.model_size_mb * job.chunk
+        self.size_mb = job.comm_mb * job.chunk
         self.servers = job.servers
+        self.factors = job.factors
         self.trans = 0.0
         self.speed = 0.0
         self.bank_t = t
@@ -462,8 +469,10 @@ class Simulator:
         job.gpus = list(gpus)
         job.servers = servers
         job.multi = len(servers) > 1
+        if spec.comm is CommArch.PS:
+            self._ps_traffic(job)
         m = spec.model
-        est = m.model_size_mb * self.comm_est if job.multi else 0.0
+        est = job.comm_mb * self.comm_est if job.multi else 0.0
         job.comm_est_once = est
         load = m.compute_ms * spec.iterations + est * spec.iterations
         mem = m.gpu_memory_mb
@@ -488,6 +497,50 @@ class Simulator:
         job.start_ms = t
         self.running.append(job)
         self.dirty_gpus.update(gpus)
+
+    def _ps_traffic(self, job: Job) -> None:
+        """Where a parameter-server job's PSs sit and what crosses each server's NIC.
+
+        PS ``k`` sits on the server of worker ``k mod W`` (PSs spread over the job's worker
+        servers, DL²-style bundles).  Each iteration every worker pushes ``M / P`` MB to every
+        PS and pulls as much back; traffic between a worker and a PS on the same server is
+        free.  NICs are full duplex: server ``s`` carries ``v_s = max(in_s, out_s)`` MB.  The
+        exchange is one communication task over the servers with ``v_s > 0``, moving
+        ``max_s v_s`` MB at the rate its busiest NIC allows (``_speed``).
+        """
+        spec = job.spec
+        per = self.cluster.gpus_per_server
+        worker_srv = [g // per for g in job.gpus]
+        ps_srv = [worker_srv[k % len(worker_srv)] for k in range(spec.num_ps)]
+        share = spec.model.model_size_mb / spec.num_ps
+        inn: dict[int, float] = {}
+        out: dict[int, float] = {}
+        for sw in worker_srv:
+            for sp in ps_srv:
+                if sw != sp:  # push sw -> sp, pull sp -> sw
+                    out[sw] = out.get(sw, 0.0) + share
+                    inn[sp] = inn.get(sp, 0.0) + share
+                    out[sp] = out.get(sp, 0.0) + share
+                    inn[sw] = inn.get(sw, 0.0) + share
+        vol = {s: max(inn.get(s, 0.0), out.get(s, 0.0)) for s in set(inn) | set(out)}
+        job.servers = [s for s in dict.fromkeys(worker_srv + ps_srv) if vol.get(s, 0.0) > 0]
+        job.multi = bool(job.servers)
+        job.comm_mb = max(vol.values()) if vol else 0.0
+        job.factors = {s: vol[s] / job.comm_mb for s in job.servers} if vol else None
+
+    def _speed(self, task: CommTask) -> float:
+        """MB/ms over the task's busiest NIC: all-reduce ``1/(k b + (k-1) η)`` with ``k`` the
+        most tasks on any of its servers; a PS exchange ``1 / max_s f_s (k_s b + (k_s-1) η)``
+        where ``f_s`` is server ``s``'s share of the busiest NIC's bytes."""
+        nic = self.nic_tasks
+        if task.factors is None:
+            return self.network.rate(max(len(nic[s]) for s in task.servers))
+        b, eta = self.network.b_ms_per_mb, self.network.eta_ms_per_mb
+        worst = 0.0
+        for s, f in task.factors.items():
+            k = len(nic[s])
+            worst = max(worst, f * (k * b + (k - 1) * eta))
+        return 1.0 / worst
 
     # ------------------------------------------------------------------ phase 5
     def _communicate(self, t: float) -> None:
@@ -609,15 +662,13 @@ class Simulator:
             tasks.update(nic[s])
         self.changed_servers.clear()
         self.touched.clear()
-        rate = self.network.rate
         tick = self.tick
         for task in sorted(tasks, key=lambda x: x.job.placed_order):
-            k = max(len(nic[s]) for s in task.servers)
             if tick is None:
                 if task.start_t != t:
                     task.trans += (t - task.bank_t) * task.speed
                 task.bank_t = t
-                task.speed = rate(k)
+                task.speed = self._speed(task)
                 rest = max(task.size_mb - task.trans, 0.0)
                 end = t + rest / task.speed
             else:
@@ -625,7 +676,7 @@ class Simulator:
                     self._bank_to(task, t - tick)
                     task.trans += task.speed * tick  # this tick, at the old rate
                 task.bank_t = t
-                task.speed = rate(k)
+                task.speed = self._speed(task)
                 task.w = task.probes
                 task.probes = 0
                 if task.w:
@@ -787,9 +838,11 @@ class Simulator:
             if len(set(map(id, tasks))) != len(tasks):
                 raise SimulationError(f"NIC {s} lists a task twice at t={self.now}")
             for task in tasks:
-                if task.speed > self.network.rate(len(tasks)) * (1 + 1e-9):
+                f = 1.0 if task.factors is None else task.factors[s]
+                if task.speed * f > self.network.rate(len(tasks)) * (1 + 1e-9):
                     raise SimulationError(f"NIC {s}: task of job {task.job.spec.job_id} too fast")
-            if sum(x.speed for x in tasks) > inv_b * (1 + 1e-9):
+            load = sum(x.speed * (1.0 if x.factors is None else x.factors[s]) for x in tasks)
+            if load > inv_b * (1 + 1e-9):
                 raise SimulationError(f"NIC {s} carries more than its capacity at t={self.now}")
 
     def _result(self, wall: float) -> SimResult:

@@ -105,13 +105,32 @@ class ModelProfile:
         """Forward plus backward time of one iteration on one worker, ms."""
         return self.forward_ms + self.backward_ms
 
+    def with_batch(self, per_worker_batch: float) -> ModelProfile:
+        """The same model at another per-worker batch size: forward and backward time scale
+        linearly with the batch (DL² §3.1 keeps a job's global batch fixed, so a job with
+        ``W`` workers runs ``global_batch / W`` samples per worker and iteration)."""
+        if not per_worker_batch > 0:
+            raise WorkloadError(f"model {self.name!r}: batch must be > 0, got {per_worker_batch}")
+        f = per_worker_batch / self.batch_size
+        return ModelProfile(
+            self.name,
+            self.model_size_mb,
+            self.gpu_memory_mb,
+            max(1, round(per_worker_batch)),
+            self.forward_ms * f,
+            self.backward_ms * f,
+        )
+
 
 @dataclass(frozen=True)
 class JobSpec:
     """One data-parallel training job: ``num_gpus`` workers, one per GPU.
 
-    ``iterations`` training iterations, each forward -> backward on every worker, then one
-    all-reduce of ``model.model_size_mb`` with a barrier across the job's workers.
+    ``iterations`` training iterations, each forward -> backward on every worker, then a
+    barrier and the gradient exchange: with ``CommArch.ALLREDUCE`` one all-reduce of
+    ``model.model_size_mb`` across the job's servers; with ``CommArch.PS`` every worker pushes
+    ``M / num_ps`` to each of ``num_ps`` parameter servers and pulls as much back (see
+    :mod:`envs.sim.engine` for where PSs sit and what crosses each NIC).
     ``submit_ms`` is the arrival time.
     """
 
@@ -122,6 +141,7 @@ class JobSpec:
     num_gpus: int
     comm: CommArch = CommArch.ALLREDUCE
     name: str = ""
+    num_ps: int = 0  # parameter servers (CommArch.PS only)
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
@@ -132,6 +152,12 @@ class JobSpec:
             raise WorkloadError(f"job {self.job_id}: num_gpus must be >= 1, got {self.num_gpus}")
         if not self.submit_ms >= 0:
             raise WorkloadError(f"job {self.job_id}: submit_ms must be >= 0, got {self.submit_ms}")
+        if self.comm is CommArch.PS and self.num_ps < 1:
+            raise WorkloadError(f"job {self.job_id}: a parameter-server job needs num_ps >= 1")
+        if self.comm is CommArch.ALLREDUCE and self.num_ps != 0:
+            raise WorkloadError(
+                f"job {self.job_id}: num_ps={self.num_ps} given for an all-reduce job"
+            )
 
     @property
     def total_compute_ms(self) -> float:
