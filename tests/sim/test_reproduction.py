@@ -3,7 +3,7 @@
 Oracle: ``load_reference_results(seed)``, the per-job JCTs printed by the original reference
 simulator (HKBU-HPML/dl-scheduling ``d5398bd``, ``original:<algo>``) and by the same code with
 a side-effect-free AdaDUAL probe (``fixed_probe:<algo>``), on the shipped workloads of seeds
-0-2 (see /work/shared/reference/ada-srsf.md).
+0-2 (see the reference-code notes in docs/design.md).
 
 Exact where the engine reproduces the reference exactly; within a stated tolerance on the
 average JCT where a known gap remains (the probe side effect is not reproduced exactly in

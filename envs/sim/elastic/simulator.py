@@ -221,6 +221,10 @@ class SlotSimulator:
         """Every job has finished."""
         return self._done == len(self._runs)
 
+    def finish_time(self, job_id: int) -> float | None:
+        """When job ``job_id`` finished (in slots, fractional), or ``None`` while it runs."""
+        return self._runs[job_id].finish
+
     @property
     def active_jobs(self) -> list[JobState]:
         """Views of the jobs active in the current slot, by arrival then id."""

@@ -3,7 +3,7 @@
 :func:`generate_dl2_workload` draws a tuple of :class:`~envs.sim.elastic.spec.ElasticJob`
 with ``numpy.random.default_rng(seed)`` only; :data:`DL2_SMALL` and :data:`DL2_LARGE` are the
 "small" setting of DL²'s experiment scripts and the "large" default of its ``parameters.py``
-(see ``/work/shared/reference/dl2.md`` §2.5 and §0).
+(see the DL² reference-code notes §2.5 and §0).
 """
 
 from __future__ import annotations

@@ -1,0 +1,17 @@
+"""Gymnasium environments of dlsched; importing this package registers their ids.
+
+``import envs.gym`` then ``gymnasium.make("dlsched/Cluster-v0", **kwargs)``, or directly
+``gymnasium.make("envs.gym:dlsched/Cluster-v0", **kwargs)`` (Gymnasium imports the module).
+``envs.sim`` never imports this package (it must stay free of gymnasium).
+"""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+from envs.gym.cluster_env import ENV_ID, ClusterEnv
+
+__all__ = ["ENV_ID", "ClusterEnv"]
+
+if ENV_ID not in registry:
+    register(id=ENV_ID, entry_point="envs.gym.cluster_env:ClusterEnv")

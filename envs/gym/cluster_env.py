@@ -1,0 +1,511 @@
+"""``dlsched/Cluster-v0``: DL²'s scheduling problem as a Gymnasium environment.
+
+The environment wraps the elastic layer (:class:`~envs.sim.elastic.simulator.SlotSimulator`,
+measured-speed mode by default) with DL²'s state encoding and incremental actions
+(the DL² reference-code notes §3-5, DL² paper §4.1 and §4.3).
+
+**Episode.**  ``reset`` draws a workload (:meth:`DL2Setting.workload`, or the fixed ``jobs``),
+builds a simulator and opens the first slot that has an active job.  Each ``step`` is one
+*decision* inside the current time slot; many decisions make one slot.  The slot closes on
+the void action or automatically when no non-void action is valid any more (every window job
+at its caps or nothing of theirs fits); the simulator then trains every job for the slot
+(:meth:`SlotSimulator.end_slot`) and the next slot opens.  Slots with no active job (waiting
+for arrivals) are run empty automatically (``info["empty_slots"]`` counts them).
+``terminated`` when every job has finished; ``truncated`` when the slot count reaches
+``max_slots`` (default :data:`DEFAULT_MAX_SLOTS`).  A ``step`` after the episode ended raises
+:class:`gymnasium.error.ResetNeeded`.
+
+**Window** (``J`` rows, default ``setting.J``).  The rows are the first ``J`` active jobs in
+arrival order (ties by job id, the simulator's order).  Jobs beyond the window get nothing in
+this slot: they wait and enter the window, in arrival order, as earlier jobs finish (DL²'s
+"invisible backlog").  *Difference from DL²:* its RL env gives every uncompleted job, in or
+out of the window, one worker + one PS at the start of every slot (``ASSIGN_BUNDLE``) and
+leaves out of the window the jobs at both caps; here nothing is pre-allocated (the policy
+decides every task) and the window keeps capped jobs (their rows are fully masked).  With
+``allocator_for_unused`` (any :class:`~envs.sim.elastic.allocators.Allocator`, e.g. ``DRF()``)
+the jobs beyond the window are instead allocated by it, on the capacity the window left, when
+the slot closes.
+
+**Observation**: a flat ``Box(0, 1, (J * (L + 5),), float32)``; row ``j`` (entries
+``j*(L+5) .. j*(L+5)+L+4``) describes window job ``j``; rows without a job are zero:
+
+=============  ======================================================================
+columns        value
+=============  ======================================================================
+``0 .. L-1``   one-hot job type (``JobType.index``; ``L`` = number of types, 8 in DL²)
+``L``          slots since arrival ``(t - arrival) / STAY_SCALE`` clipped to 1 (DL²'s
+               ``STAY``; :data:`STAY_SCALE` = 100 slots, DL²'s disabled rescale constant)
+``L + 1``      remaining declared epochs ``max(1 - progress / num_epochs, 0)``
+``L + 2``      dominant-resource share of the allocation built so far in this slot
+               (over the cluster's total CPU and GPU slots; in [0, 1] by construction)
+``L + 3``      workers allocated so far in this slot / ``max_workers``
+``L + 4``      PS allocated so far in this slot / ``max_ps`` (0 when ``max_ps`` is 0)
+=============  ======================================================================
+
+*Difference from DL²:* its input is raw integers (type 1..8, stay, workers, PS;
+``INPUT_RESCALE = False``); here the type is one-hot and the counts are scaled to [0, 1] by
+the constants above so that off-the-shelf policies see bounded inputs.
+
+**Action**: ``Discrete(3J + 1)``.  ``a = 3j`` adds one worker to window job ``j``, ``3j + 1``
+one PS, ``3j + 2`` one worker and one PS on the same node (bundle); ``a = 3J`` is void (close
+the slot).  Tasks go to the least-loaded node they fit on (:class:`SlotCluster`).
+:meth:`ClusterEnv.action_masks` (True = valid; sb3-contrib's convention) masks rows without a
+job, a role at its cap (``max_workers`` / ``max_ps``; the bundle when either is), and a task
+(or bundle) that fits on no node.  Void is always valid.  **Invalid actions** (masked, out of
+range, or not an integer) are a no-op: nothing is placed, the slot stays open, the step's
+reward is 0, ``info["invalid_action"]`` is True and ``info["invalid_actions"]`` counts them
+over the episode.
+
+**Reward** (``reward=``):
+
+* ``"dl2"`` (default): DL²'s slot reward, the sum over jobs that ran in the slot of epochs
+  trained / declared ``num_epochs`` (:attr:`SlotRecord.reward`).
+* ``"jct"``: minus the job-time spent in the system during the slot, ``-sum over active jobs
+  (active or waiting beyond the window) of (min(finish, t + 1) - t)`` divided by
+  ``jct_scale`` (default 1): 1 slot for a job that does not finish, the used fraction of the
+  slot for one that does.  Over a complete episode the sum is exactly ``-(sum of JCTs in
+  slots) / jct_scale`` with the simulator's fractional finish times.
+
+Both are given on the step that closes the slot and 0 on the other steps (DL²: the env returns
+the slot reward on the decision that closes it).  ``info["slot_ended"]`` is True on that step
+and ``info["slot_reward"]`` carries the reward, so that an algorithm can credit every decision
+of the slot with it (DL²'s training rule).  Empty slots have reward 0 in both modes.
+
+**info** (every step): ``slot`` (index of the open slot, or of the next one once the episode
+ended), ``slot_ended``, ``slot_reward``, ``closed_slot`` (index of the slot closed at this step,
+-1 if none), ``empty_slots`` (empty slots run at this step; ``empty_slots_total`` over the episode),
+``invalid_action``,
+``invalid_actions``, ``jobs_finished``, ``num_jobs``; when ``terminated``: ``avg_jct_slots``,
+``avg_jct_s``, ``makespan_slots``.
+
+**Seeding.**  ``reset(seed=s)`` uses workload seed ``s`` (the same jobs as
+``setting.workload(s)``); ``reset()`` without a seed uses the constructor's ``seed`` on the
+very first reset and afterwards draws a fresh workload seed from ``self.np_random`` (seeded by
+the last seed given), so every episode is a new, reproducible workload.  With ``jobs=`` the
+workload is fixed.  Everything else is deterministic.
+
+**Render**: ``"ansi"`` returns a text table of the window rows; ``"rgb_array"`` a uint8 image
+with one band of :data:`CELL_PX` pixels per node, ``cpu_slots`` CPU cells (used: blue), a gap,
+then ``gpu_slots`` GPU cells (used: green), free cells grey; it shows the allocation built so
+far in the open slot.
+
+**Registration**: importing :mod:`envs.gym` registers :data:`ENV_ID`; ``gymnasium.make(
+"envs.gym:dlsched/Cluster-v0", ...)`` imports it on demand (Gymnasium 1.x's ``module:id``
+syntax; Gymnasium 1.x no longer loads ``gymnasium.envs`` entry-point plugins).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+
+from envs.sim.elastic.allocators import Allocator, JobState, dominant_share
+from envs.sim.elastic.simulator import SlotSimulator
+from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
+from envs.sim.elastic.speed import MeasuredSpeed
+from envs.sim.elastic.types import dl2_job_types
+from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
+from envs.sim.errors import ConfigError
+
+__all__ = [
+    "CELL_PX",
+    "DEFAULT_MAX_SLOTS",
+    "ENV_ID",
+    "FEATURES_PER_JOB",
+    "STAY_SCALE",
+    "ClusterEnv",
+]
+
+#: The registered id.
+ENV_ID = "dlsched/Cluster-v0"
+#: Slots since arrival are divided by this and clipped to 1 (DL²'s disabled ``stay / 100``).
+STAY_SCALE = 100.0
+#: Per-job features after the ``L`` one-hot type columns.
+FEATURES_PER_JOB = 5
+#: Default truncation horizon in slots (DL²'s heuristics need up to ~1140 slots in the small
+#: setting, reference notes §13.9).
+DEFAULT_MAX_SLOTS = 2000
+#: Pixels per cell side in the ``rgb_array`` picture.
+CELL_PX = 4
+
+_SETTINGS = {"small": DL2_SMALL, "large": DL2_LARGE}
+_FREE = np.array([60, 60, 60], dtype=np.uint8)
+_CPU = np.array([66, 133, 244], dtype=np.uint8)
+_GPU = np.array([52, 168, 83], dtype=np.uint8)
+_GAP = np.array([0, 0, 0], dtype=np.uint8)
+
+Obs = npt.NDArray[np.float32]
+
+
+@functools.lru_cache(maxsize=8)
+def _measured_speed(max_ps: int, max_workers: int) -> MeasuredSpeed:
+    """One measured-speed table per caps (its fit is the slow part of construction)."""
+    return MeasuredSpeed(max_ps=max_ps, max_workers=max_workers)
+
+
+class ClusterEnv(gym.Env[Obs, np.int64]):
+    """DL²'s per-slot incremental worker/PS allocation (see the module docstring).
+
+    Keyword arguments: ``setting`` (``"small"``, ``"large"`` or a :class:`DL2Setting`), ``seed``
+    (workload seed of the first unseeded reset), ``J`` (window, default ``setting.J``), ``L``
+    (number of job types, default the type table's length), ``reward`` (``"dl2"`` or
+    ``"jct"``), ``jct_scale``, ``max_slots`` (truncation horizon), ``jobs`` (a fixed workload
+    instead of the generator), ``workload_options`` (other arguments of the generator:
+    ``arrival``, ``fixed_length``, errors), ``slot_s`` (default: the setting's cluster),
+    ``speed`` (default :class:`MeasuredSpeed` with the setting's caps),
+    ``scaling_overhead_s``, ``strict_reference_placement``, ``allocator_for_unused`` and
+    ``render_mode``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+
+    def __init__(
+        self,
+        setting: str | DL2Setting = "small",
+        *,
+        seed: int = 0,
+        J: int | None = None,
+        L: int | None = None,
+        reward: str = "dl2",
+        jct_scale: float = 1.0,
+        max_slots: int = DEFAULT_MAX_SLOTS,
+        jobs: Sequence[ElasticJob] | None = None,
+        workload_options: Mapping[str, Any] | None = None,
+        slot_s: float | None = None,
+        speed: SpeedModel | None = None,
+        scaling_overhead_s: float = 0.0,
+        strict_reference_placement: bool = False,
+        allocator_for_unused: Allocator | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if isinstance(setting, str):
+            if setting not in _SETTINGS:
+                raise ConfigError(f"unknown setting {setting!r}; known: {sorted(_SETTINGS)}")
+            setting = _SETTINGS[setting]
+        if not isinstance(setting, DL2Setting):
+            raise ConfigError(f"setting must be 'small', 'large' or a DL2Setting, got {setting!r}")
+        self.setting = setting
+        self.J = setting.J if J is None else int(J)
+        types = dl2_job_types()
+        if workload_options and "types" in workload_options:
+            types = tuple(workload_options["types"])
+        self.L = len(types) if L is None else int(L)
+        if self.J < 1 or self.L < 1:
+            raise ConfigError(f"J and L must be >= 1, got J={self.J}, L={self.L}")
+        if reward not in ("dl2", "jct"):
+            raise ConfigError(f"reward must be 'dl2' or 'jct', got {reward!r}")
+        if not jct_scale > 0:
+            raise ConfigError(f"jct_scale must be > 0, got {jct_scale}")
+        if max_slots < 1:
+            raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.reward_mode = reward
+        self.jct_scale = float(jct_scale)
+        self.max_slots = int(max_slots)
+        self.default_seed = int(seed)
+        self.fixed_jobs = None if jobs is None else tuple(jobs)
+        self.workload_options = dict(workload_options or {})
+        base = setting.cluster()
+        self.cluster_spec = (
+            base
+            if slot_s is None
+            else ElasticCluster(base.num_nodes, base.cpu_slots, base.gpu_slots, float(slot_s))
+        )
+        self.speed: SpeedModel = (
+            _measured_speed(setting.max_ps, setting.max_workers) if speed is None else speed
+        )
+        self.scaling_overhead_s = float(scaling_overhead_s)
+        self.strict_reference_placement = strict_reference_placement
+        self.allocator_for_unused = allocator_for_unused
+        self.render_mode = render_mode
+
+        self.observation_space = spaces.Box(
+            0.0, 1.0, shape=(self.J * (self.L + FEATURES_PER_JOB),), dtype=np.float32
+        )
+        self.action_space = spaces.Discrete(3 * self.J + 1)
+        self.void_action = 3 * self.J
+
+        self.sim: SlotSimulator | None = None
+        self.jobs: tuple[ElasticJob, ...] = ()
+        self.workload_seed: int | None = None
+        self._views: list[JobState] = []  # every active job of the open slot
+        self._window: list[JobState] = []
+        self._alloc: dict[int, list[int]] = {}  # window job id -> [workers, ps] this slot
+        self._slot_open = False
+        self._ended = True
+        self._invalid = 0
+        self._empty_total = 0
+        self._finished = 0
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Obs, dict[str, Any]]:
+        if seed is not None:
+            super().reset(seed=seed)
+            wl_seed = int(seed)
+        elif self._np_random is None:
+            super().reset(seed=self.default_seed)
+            wl_seed = self.default_seed
+        else:
+            wl_seed = int(self.np_random.integers(2**31 - 1))
+        self.workload_seed = wl_seed
+        if self.fixed_jobs is not None:
+            self.jobs = self.fixed_jobs
+        else:
+            self.jobs = self.setting.workload(wl_seed, **self.workload_options)
+        for job in self.jobs:
+            if not 0 <= job.type.index < self.L:
+                raise ConfigError(
+                    f"job {job.job_id} has type index {job.type.index}, outside L={self.L}"
+                )
+        self.sim = SlotSimulator(
+            self.cluster_spec,
+            self.jobs,
+            None,
+            self.speed,
+            scaling_overhead_s=self.scaling_overhead_s,
+            max_slots=self.max_slots + 1,
+            strict_reference_placement=self.strict_reference_placement,
+        )
+        self._invalid = 0
+        self._empty_total = 0
+        self._finished = 0
+        self._ended = False
+        empty = self._open_next_slot()
+        info = self._info(slot_ended=False, slot_reward=0.0, closed=-1, empty=empty)
+        info["invalid_action"] = False
+        return self._obs(), info
+
+    def step(self, action: Any) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        sim = self._require_sim()
+        if self._ended:
+            raise ResetNeeded("the episode has ended; call reset()")
+        reward = 0.0
+        closed = -1
+        empty = 0
+        invalid = False
+        if self._slot_open:
+            a = self._parse(action)
+            if a == self.void_action:
+                closed = sim.t
+                reward = self._close_slot()
+            elif a is not None and self._apply(a):
+                if not self._any_valid():
+                    closed = sim.t
+                    reward = self._close_slot()
+            else:
+                invalid = True
+                self._invalid += 1
+            if closed >= 0:
+                empty = self._open_next_slot()
+        terminated = sim.done
+        truncated = not terminated and not self._slot_open
+        self._ended = terminated or truncated
+        info = self._info(slot_ended=closed >= 0, slot_reward=reward, closed=closed, empty=empty)
+        info["invalid_action"] = invalid
+        return self._obs(), reward, terminated, truncated, info
+
+    def action_masks(self) -> npt.NDArray[np.bool_]:
+        """Valid actions (True), length ``3J + 1``; void (last) always True."""
+        mask = np.zeros(3 * self.J + 1, dtype=bool)
+        mask[-1] = True
+        if not self._slot_open:
+            return mask
+        cluster = self._require_sim().cluster
+        fits: dict[tuple[int, int], bool] = {}
+
+        def fit(cpu: int, gpu: int) -> bool:
+            key = (cpu, gpu)
+            if key not in fits:
+                fits[key] = cluster.find_node(cpu, gpu) is not None
+            return fits[key]
+
+        for j, job in enumerate(self._window):
+            w, p = self._alloc[job.job_id]
+            (wc, wg), (pc, pg) = job.worker_demand, job.ps_demand
+            w_ok = w < job.spec.max_workers
+            p_ok = p < job.spec.max_ps
+            mask[3 * j] = w_ok and fit(wc, wg)
+            mask[3 * j + 1] = p_ok and fit(pc, pg)
+            mask[3 * j + 2] = w_ok and p_ok and fit(wc + pc, wg + pg)
+        return mask
+
+    def render(self) -> str | npt.NDArray[np.uint8] | None:
+        if self.render_mode == "ansi":
+            return self._render_ansi()
+        if self.render_mode == "rgb_array":
+            return self._render_rgb()
+        return None
+
+    # ------------------------------------------------------------------ internals
+    def _require_sim(self) -> SlotSimulator:
+        if self.sim is None:
+            raise ResetNeeded("call reset() before step()")
+        return self.sim
+
+    def _parse(self, action: Any) -> int | None:
+        """The action as an int in range, or ``None`` (invalid)."""
+        try:
+            arr = np.asarray(action)
+            if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer):
+                return None
+            a = int(arr.reshape(()))
+        except (TypeError, ValueError):
+            return None
+        return a if 0 <= a <= self.void_action else None
+
+    def _apply(self, a: int) -> bool:
+        """Place the task(s) of non-void action ``a`` if valid; whether it was."""
+        j, kind = divmod(a, 3)
+        if j >= len(self._window):
+            return False
+        job = self._window[j]
+        counts = self._alloc[job.job_id]
+        cluster = self._require_sim().cluster
+        w_ok = counts[0] < job.spec.max_workers
+        p_ok = counts[1] < job.spec.max_ps
+        if kind == 0:
+            if not w_ok or cluster.place_least_loaded(*job.worker_demand) is None:
+                return False
+            counts[0] += 1
+        elif kind == 1:
+            if not p_ok or cluster.place_least_loaded(*job.ps_demand) is None:
+                return False
+            counts[1] += 1
+        else:
+            if (
+                not (w_ok and p_ok)
+                or cluster.place_bundle(job.worker_demand, job.ps_demand) is None
+            ):
+                return False
+            counts[0] += 1
+            counts[1] += 1
+        return True
+
+    def _any_valid(self) -> bool:
+        return bool(self.action_masks()[:-1].any())
+
+    def _close_slot(self) -> float:
+        """Run the open slot with the decided allocation; its reward."""
+        sim = self._require_sim()
+        decided: dict[int, tuple[int, int]] = {jid: (c[0], c[1]) for jid, c in self._alloc.items()}
+        backlog = self._views[self.J :]
+        if self.allocator_for_unused is not None and backlog:
+            extra = self.allocator_for_unused.allocate(
+                backlog, sim.cluster, self.speed, self.cluster_spec.slot_s
+            )
+            for jid, alloc in extra.items():
+                if jid in decided:
+                    raise ConfigError(f"allocator_for_unused allocated window job {jid}")
+                decided[jid] = alloc
+        t = sim.t
+        record = sim.end_slot(decided)
+        self._slot_open = False
+        self._finished += len(record.finished)
+        if self.reward_mode == "dl2":
+            return float(record.reward)
+        in_system = 0.0
+        for view in self._views:
+            finish = sim.finish_time(view.job_id)
+            in_system += 1.0 if finish is None else finish - t
+        return -in_system / self.jct_scale
+
+    def _open_next_slot(self) -> int:
+        """Begin the next slot with an active job (running empty slots); empty slots run."""
+        sim = self._require_sim()
+        empty = 0
+        self._views, self._window, self._alloc = [], [], {}
+        while not sim.done and sim.t < self.max_slots:
+            views = sim.begin_slot()
+            if views:
+                self._views = views
+                self._window = views[: self.J]
+                self._alloc = {v.job_id: [0, 0] for v in self._window}
+                self._slot_open = True
+                break
+            sim.end_slot({})
+            empty += 1
+        self._empty_total += empty
+        return empty
+
+    def _obs(self) -> Obs:
+        width = self.L + FEATURES_PER_JOB
+        obs = np.zeros((self.J, width), dtype=np.float32)
+        if self._slot_open:
+            sim = self._require_sim()
+            t = sim.t
+            for j, job in enumerate(self._window):
+                w, p = self._alloc[job.job_id]
+                spec = job.spec
+                row = obs[j]
+                row[spec.type.index] = 1.0
+                row[self.L] = min((t - job.arrival) / STAY_SCALE, 1.0)
+                row[self.L + 1] = min(job.remaining_fraction, 1.0)
+                row[self.L + 2] = min(dominant_share(job, w, p, sim.cluster), 1.0)
+                row[self.L + 3] = w / spec.max_workers
+                row[self.L + 4] = p / spec.max_ps if spec.max_ps > 0 else 0.0
+        return obs.reshape(-1)
+
+    def _info(self, *, slot_ended: bool, slot_reward: float, closed: int, empty: int) -> dict:
+        sim = self._require_sim()
+        info: dict[str, Any] = {
+            "slot": sim.t,
+            "slot_ended": slot_ended,
+            "slot_reward": slot_reward,
+            "closed_slot": closed,
+            "empty_slots": empty,
+            "empty_slots_total": self._empty_total,
+            "invalid_actions": self._invalid,
+            "jobs_finished": self._finished,
+            "num_jobs": len(self.jobs),
+        }
+        if sim.done:
+            result = sim.result()
+            info["avg_jct_slots"] = result.avg_jct_slots
+            info["avg_jct_s"] = result.avg_jct_s
+            info["makespan_slots"] = result.makespan_slots
+        return info
+
+    def _render_ansi(self) -> str:
+        sim = self._require_sim()
+        mask = self.action_masks()
+        lines = [
+            f"slot {sim.t}  open={self._slot_open}  window {len(self._window)}/{self.J}  "
+            f"active {len(self._views)}  finished "
+            f"{self._finished}/{len(self.jobs)}  invalid {self._invalid}",
+            f"{'row':>3} {'job':>5} {'type':<12} {'stay':>5} {'remain':>7} {'dom':>6} "
+            f"{'W':>3} {'PS':>3}  valid(W,PS,B)",
+        ]
+        for j, job in enumerate(self._window):
+            w, p = self._alloc[job.job_id]
+            dom = dominant_share(job, w, p, sim.cluster)
+            valid = "".join("x" if mask[3 * j + k] else "." for k in range(3))
+            lines.append(
+                f"{j:>3} {job.job_id:>5} {job.spec.type.model:<12} {sim.t - job.arrival:>5} "
+                f"{job.remaining_fraction:>7.3f} {dom:>6.3f} {w:>3} {p:>3}  {valid}"
+            )
+        if len(self._views) > self.J:
+            lines.append(f"    + {len(self._views) - self.J} job(s) waiting beyond the window")
+        return "\n".join(lines) + "\n"
+
+    def _render_rgb(self) -> npt.NDArray[np.uint8]:
+        cluster = self._require_sim().cluster
+        ncpu, ngpu = cluster.cpu_capacity, cluster.gpu_capacity
+        cols = ncpu + 1 + ngpu
+        grid = np.empty((cluster.num_nodes, cols, 3), dtype=np.uint8)
+        grid[:] = _FREE
+        grid[:, ncpu] = _GAP
+        cpu_idx = np.arange(ncpu)[None, :]
+        gpu_idx = np.arange(ngpu)[None, :]
+        grid[:, :ncpu][cpu_idx < cluster.used_cpu[:, None]] = _CPU
+        grid[:, ncpu + 1 :][gpu_idx < cluster.used_gpu[:, None]] = _GPU
+        return np.repeat(np.repeat(grid, CELL_PX, axis=0), CELL_PX, axis=1)
