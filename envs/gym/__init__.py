@@ -10,8 +10,9 @@ from __future__ import annotations
 from gymnasium.envs.registration import register, registry
 
 from envs.gym.cluster_env import ENV_ID, ClusterEnv
+from envs.gym.heuristic import HeuristicDriver
 
-__all__ = ["ENV_ID", "ClusterEnv"]
+__all__ = ["ENV_ID", "ClusterEnv", "HeuristicDriver"]
 
 if ENV_ID not in registry:
     register(id=ENV_ID, entry_point="envs.gym.cluster_env:ClusterEnv")

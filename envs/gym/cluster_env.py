@@ -89,6 +89,12 @@ with one band of :data:`CELL_PX` pixels per node, ``cpu_slots`` CPU cells (used:
 then ``gpu_slots`` GPU cells (used: green), free cells grey; it shows the allocation built so
 far in the open slot.
 
+**Speed.**  The observation rows, the mask and the placement search are kept incrementally
+within a slot (rebuilt when a slot opens): a placement updates its row, the mask row of its
+job, and, only when some window demand stopped fitting on every node, the whole mask.  Nodes
+are bucketed by free (CPU, GPU) state so that the least-loaded fitting node (the rule of
+:meth:`SlotCluster.find_node`, same choice) is found without scanning every node.
+
 **Registration**: importing :mod:`envs.gym` registers :data:`ENV_ID`; ``gymnasium.make(
 "envs.gym:dlsched/Cluster-v0", ...)`` imports it on demand (Gymnasium 1.x's ``module:id``
 syntax; Gymnasium 1.x no longer loads ``gymnasium.envs`` entry-point plugins).
@@ -97,6 +103,7 @@ syntax; Gymnasium 1.x no longer loads ``gymnasium.envs`` entry-point plugins).
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -107,6 +114,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from envs.sim.elastic.allocators import Allocator, JobState, dominant_share
+from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
@@ -241,6 +249,25 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self._alloc: dict[int, list[int]] = {}  # window job id -> [workers, ps] this slot
         self._slot_open = False
         self._ended = True
+        # Per-slot caches (rebuilt when a slot opens, updated incrementally per placement).
+        self._cap_cpu = int(self.cluster_spec.cpu_slots)
+        self._cap_gpu = int(self.cluster_spec.gpu_slots)
+        self._total_cpu = self.cluster_spec.num_nodes * self._cap_cpu
+        self._total_gpu = self.cluster_spec.num_nodes * self._cap_gpu
+        self._mask = self._closed_mask()
+        self._obs_buf = np.zeros((self.J, self.L + FEATURES_PER_JOB), dtype=np.float32)
+        self._rows: list[tuple[int, int, int, int, int, int]] = []  # wc, wg, pc, pg, max_w, max_p
+        self._counts: list[list[int]] = []  # the _alloc lists, by window row
+        self._row_demands: list[tuple[int, int, int]] = []  # indices into the demand arrays
+        # Distinct window demands (cpu, gpu) that fit somewhere, with how many nodes they fit.
+        self._demands: list[tuple[int, int]] = []
+        self._fit_nodes: list[int] = []
+        self._fits: list[bool] = []
+        # Nodes by free state ``fc * (gpu_slots + 1) + fg``: heaps of node indices.
+        self._free_cpu: list[int] = []
+        self._free_gpu: list[int] = []
+        self._buckets: list[list[int]] = []
+        self._candidates: dict[tuple[int, int], list[list[int]]] = {}
         self._invalid = 0
         self._empty_total = 0
         self._finished = 0
@@ -316,28 +343,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
 
     def action_masks(self) -> npt.NDArray[np.bool_]:
         """Valid actions (True), length ``3J + 1``; void (last) always True."""
-        mask = np.zeros(3 * self.J + 1, dtype=bool)
-        mask[-1] = True
-        if not self._slot_open:
-            return mask
-        cluster = self._require_sim().cluster
-        fits: dict[tuple[int, int], bool] = {}
-
-        def fit(cpu: int, gpu: int) -> bool:
-            key = (cpu, gpu)
-            if key not in fits:
-                fits[key] = cluster.find_node(cpu, gpu) is not None
-            return fits[key]
-
-        for j, job in enumerate(self._window):
-            w, p = self._alloc[job.job_id]
-            (wc, wg), (pc, pg) = job.worker_demand, job.ps_demand
-            w_ok = w < job.spec.max_workers
-            p_ok = p < job.spec.max_ps
-            mask[3 * j] = w_ok and fit(wc, wg)
-            mask[3 * j + 1] = p_ok and fit(pc, pg)
-            mask[3 * j + 2] = w_ok and p_ok and fit(wc + pc, wg + pg)
-        return mask
+        return self._mask.copy()
 
     def render(self) -> str | npt.NDArray[np.uint8] | None:
         if self.render_mode == "ansi":
@@ -354,6 +360,9 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
 
     def _parse(self, action: Any) -> int | None:
         """The action as an int in range, or ``None`` (invalid)."""
+        if type(action) is int or isinstance(action, np.integer):
+            a = int(action)
+            return a if 0 <= a <= self.void_action else None
         try:
             arr = np.asarray(action)
             if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer):
@@ -364,35 +373,186 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         return a if 0 <= a <= self.void_action else None
 
     def _apply(self, a: int) -> bool:
-        """Place the task(s) of non-void action ``a`` if valid; whether it was."""
-        j, kind = divmod(a, 3)
-        if j >= len(self._window):
+        """Place the task(s) of non-void action ``a`` if valid; whether it was.
+
+        The maintained mask is exactly the validity rule (caps, and a node the task fits on).
+        """
+        if not self._mask[a]:
             return False
-        job = self._window[j]
-        counts = self._alloc[job.job_id]
+        j, kind = divmod(a, 3)
+        wc, wg, pc, pg, _, _ = self._rows[j]
+        counts = self._counts[j]
         cluster = self._require_sim().cluster
-        w_ok = counts[0] < job.spec.max_workers
-        p_ok = counts[1] < job.spec.max_ps
-        if kind == 0:
-            if not w_ok or cluster.place_least_loaded(*job.worker_demand) is None:
+        if self.strict_reference_placement:
+            if kind == 0:
+                node = cluster.place_least_loaded(wc, wg)
+            elif kind == 1:
+                node = cluster.place_least_loaded(pc, pg)
+            else:
+                node = cluster.place_bundle((wc, wg), (pc, pg))
+            if node is None:  # pragma: no cover - the mask used the same rule
                 return False
-            counts[0] += 1
-        elif kind == 1:
-            if not p_ok or cluster.place_least_loaded(*job.ps_demand) is None:
-                return False
-            counts[1] += 1
         else:
-            if (
-                not (w_ok and p_ok)
-                or cluster.place_bundle(job.worker_demand, job.ps_demand) is None
-            ):
-                return False
+            if kind == 0:
+                cpu, gpu = wc, wg
+            elif kind == 1:
+                cpu, gpu = pc, pg
+            else:
+                cpu, gpu = wc + pc, wg + pg
+            node = self._place(cpu, gpu, cluster)
+        if kind != 1:
             counts[0] += 1
+        if kind != 0:
             counts[1] += 1
+        self._update_obs_row(j)
+        if self.strict_reference_placement or node < 0:
+            self._refresh_mask()
+        else:
+            self._mask_row(j)
         return True
 
+    def _place(self, cpu: int, gpu: int, cluster: SlotCluster) -> int:
+        """Put ``(cpu, gpu)`` on the node :meth:`SlotCluster.find_node` would choose (least
+        used CPU + GPU among the nodes it fits on, ties by index); the node, negated minus one
+        (``-node - 1``) when a window demand stopped fitting anywhere.
+
+        The search uses buckets of nodes by free state (a placement moves the smallest index of
+        its bucket, so every bucket is a heap); the mask's fit state is kept by counting, per
+        distinct window demand, the nodes it fits on.  The caller checked the mask, so the task
+        fits (:meth:`SlotSimulator.end_slot` checks the cluster again)."""
+        buckets = self._buckets
+        node = -1
+        for group in self._candidate_states(cpu, gpu):
+            for state in group:
+                bucket = buckets[state]
+                if bucket and (node < 0 or bucket[0] < node):
+                    node = bucket[0]
+            if node >= 0:
+                break
+        if node < 0:  # pragma: no cover - the mask said it fits
+            raise ConfigError(f"no node fits ({cpu}, {gpu}); the mask is out of date")
+        ofc, ofg = self._free_cpu[node], self._free_gpu[node]
+        nfc, nfg = ofc - cpu, ofg - gpu
+        stride = self._cap_gpu + 1
+        heapq.heappop(buckets[ofc * stride + ofg])
+        heapq.heappush(buckets[nfc * stride + nfg], node)
+        self._free_cpu[node], self._free_gpu[node] = nfc, nfg
+        cluster.used_cpu[node] += cpu
+        cluster.used_gpu[node] += gpu
+        lost = False
+        fit_nodes, fits = self._fit_nodes, self._fits
+        for d, (c, g) in enumerate(self._demands):
+            if fits[d] and (c > nfc or g > nfg) and c <= ofc and g <= ofg:
+                fit_nodes[d] -= 1
+                if fit_nodes[d] == 0:
+                    fits[d] = False
+                    lost = True
+        return -node - 1 if lost else node
+
+    def _candidate_states(self, cpu: int, gpu: int) -> list[list[int]]:
+        """Free states that hold ``(cpu, gpu)``, grouped by equal load, least load first."""
+        key = (cpu, gpu)
+        groups = self._candidates.get(key)
+        if groups is None:
+            by_free: dict[int, list[int]] = {}
+            for fc in range(cpu, self._cap_cpu + 1):
+                for fg in range(gpu, self._cap_gpu + 1):
+                    by_free.setdefault(fc + fg, []).append(fc * (self._cap_gpu + 1) + fg)
+            groups = [by_free[k] for k in sorted(by_free, reverse=True)]
+            self._candidates[key] = groups
+        return groups
+
     def _any_valid(self) -> bool:
-        return bool(self.action_masks()[:-1].any())
+        return bool(self._mask_body.any())
+
+    def _closed_mask(self) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(3 * self.J + 1, dtype=bool)
+        mask[-1] = True
+        self._mask_body = mask[:-1]
+        return mask
+
+    def _build_slot_cache(self) -> None:
+        """Rows, demands, fit counts, observation and mask of a newly opened slot."""
+        cluster = self._require_sim().cluster
+        self._rows = []
+        self._counts = []
+        self._row_demands = []
+        index: dict[tuple[int, int], int] = {}
+
+        def demand(cpu: int, gpu: int) -> int:
+            return index.setdefault((cpu, gpu), len(index))
+
+        for job in self._window:
+            (wc, wg), (pc, pg) = job.worker_demand, job.ps_demand
+            self._rows.append((wc, wg, pc, pg, job.spec.max_workers, job.spec.max_ps))
+            self._counts.append(self._alloc[job.job_id])
+            self._row_demands.append((demand(wc, wg), demand(pc, pg), demand(wc + pc, wg + pg)))
+        self._demands = list(index)
+        n_nodes = cluster.num_nodes
+        stride = self._cap_gpu + 1
+        self._buckets = [[] for _ in range((self._cap_cpu + 1) * stride)]
+        if not (cluster.used_cpu.any() or cluster.used_gpu.any()):  # the usual empty cluster
+            cap_c, cap_g = self._cap_cpu, self._cap_gpu
+            self._fit_nodes = [n_nodes if c <= cap_c and g <= cap_g else 0 for c, g in index]
+            self._free_cpu, self._free_gpu = [cap_c] * n_nodes, [cap_g] * n_nodes
+            self._buckets[-1] = list(range(n_nodes))
+        else:
+            free_cpu = self._cap_cpu - cluster.used_cpu
+            free_gpu = self._cap_gpu - cluster.used_gpu
+            self._fit_nodes = [int(((free_cpu >= c) & (free_gpu >= g)).sum()) for c, g in index]
+            self._free_cpu, self._free_gpu = free_cpu.tolist(), free_gpu.tolist()
+            for node, (fc, fg) in enumerate(zip(self._free_cpu, self._free_gpu, strict=True)):
+                self._buckets[fc * stride + fg].append(node)  # ascending: already heaps
+        self._fits = [n > 0 for n in self._fit_nodes]
+        self._refresh_mask()
+        self._obs_buf.fill(0.0)
+        t = self._require_sim().t
+        for j, job in enumerate(self._window):
+            row = self._obs_buf[j]
+            row[job.spec.type.index] = 1.0
+            row[self.L] = min((t - job.arrival) / STAY_SCALE, 1.0)
+            row[self.L + 1] = min(job.remaining_fraction, 1.0)
+            self._update_obs_row(j)
+
+    def _update_obs_row(self, j: int) -> None:
+        """The allocation-dependent columns of window row ``j``."""
+        wc, wg, pc, pg, max_w, max_p = self._rows[j]
+        w, p = self._counts[j]
+        # dominant_share(), same arithmetic
+        share = 0.0
+        if self._total_cpu > 0:
+            share = (w * wc + p * pc) / self._total_cpu
+        if self._total_gpu > 0:
+            share = max(share, (w * wg + p * pg) / self._total_gpu)
+        row = self._obs_buf[j]
+        row[self.L + 2] = min(share, 1.0)
+        row[self.L + 3] = w / max_w
+        row[self.L + 4] = p / max_p if max_p > 0 else 0.0
+
+    def _mask_row(self, j: int) -> None:
+        """Mask entries of window row ``j`` from its counts and the fit state."""
+        _, _, _, _, max_w, max_p = self._rows[j]
+        w, p = self._counts[j]
+        iw, ip, ib = self._row_demands[j]
+        w_ok = w < max_w
+        p_ok = p < max_p
+        if self.strict_reference_placement:
+            cluster = self._require_sim().cluster
+            wc, wg, pc, pg, _, _ = self._rows[j]
+            fw = cluster.find_node(wc, wg) is not None
+            fp = cluster.find_node(pc, pg) is not None
+            fb = cluster.find_node(wc + pc, wg + pg) is not None
+        else:
+            fits = self._fits
+            fw, fp, fb = fits[iw], fits[ip], fits[ib]
+        mask = self._mask
+        mask[3 * j] = w_ok and fw
+        mask[3 * j + 1] = p_ok and fp
+        mask[3 * j + 2] = w_ok and p_ok and fb
+
+    def _refresh_mask(self) -> None:
+        for j in range(len(self._rows)):
+            self._mask_row(j)
 
     def _close_slot(self) -> float:
         """Run the open slot with the decided allocation; its reward."""
@@ -410,6 +570,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         t = sim.t
         record = sim.end_slot(decided)
         self._slot_open = False
+        self._mask = self._closed_mask()
         self._finished += len(record.finished)
         if self.reward_mode == "dl2":
             return float(record.reward)
@@ -424,6 +585,8 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         sim = self._require_sim()
         empty = 0
         self._views, self._window, self._alloc = [], [], {}
+        self._mask = self._closed_mask()
+        self._rows, self._counts, self._row_demands = [], [], []
         while not sim.done and sim.t < self.max_slots:
             views = sim.begin_slot()
             if views:
@@ -431,6 +594,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
                 self._window = views[: self.J]
                 self._alloc = {v.job_id: [0, 0] for v in self._window}
                 self._slot_open = True
+                self._build_slot_cache()
                 break
             sim.end_slot({})
             empty += 1
@@ -438,22 +602,9 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         return empty
 
     def _obs(self) -> Obs:
-        width = self.L + FEATURES_PER_JOB
-        obs = np.zeros((self.J, width), dtype=np.float32)
-        if self._slot_open:
-            sim = self._require_sim()
-            t = sim.t
-            for j, job in enumerate(self._window):
-                w, p = self._alloc[job.job_id]
-                spec = job.spec
-                row = obs[j]
-                row[spec.type.index] = 1.0
-                row[self.L] = min((t - job.arrival) / STAY_SCALE, 1.0)
-                row[self.L + 1] = min(job.remaining_fraction, 1.0)
-                row[self.L + 2] = min(dominant_share(job, w, p, sim.cluster), 1.0)
-                row[self.L + 3] = w / spec.max_workers
-                row[self.L + 4] = p / spec.max_ps if spec.max_ps > 0 else 0.0
-        return obs.reshape(-1)
+        if not self._slot_open:
+            return np.zeros(self.J * (self.L + FEATURES_PER_JOB), dtype=np.float32)
+        return self._obs_buf.reshape(-1).copy()
 
     def _info(self, *, slot_ended: bool, slot_reward: float, closed: int, empty: int) -> dict:
         sim = self._require_sim()

@@ -1,0 +1,153 @@
+"""Environment speed benchmark: ``dlsched/Cluster-v0`` decisions (env steps) per second.
+
+Usage::
+
+    python benchmarks/bench_env.py                    # random valid + DRF driver, small + large
+    python benchmarks/bench_env.py --steps 200000     # more steps per measurement
+    python benchmarks/bench_env.py --fuzz-steps 1000000   # + the long fuzz run (0 crashes)
+
+*Random valid*: a seeded generator picks uniformly among the valid actions of
+``env.action_masks()`` (void included); the mask and the choice are part of the timed loop.
+*DRF driver*: :class:`~envs.gym.heuristic.HeuristicDriver` with DRF decides every action.
+Resets (episode ends) are inside the timed loop.  The issue's target is 10x DL²'s reference
+decision rate (about 8.7k decisions per CPU-second), i.e. 87k steps/s.
+
+``--fuzz-steps N`` drives a tiny setting with a seeded mix of valid, masked and out-of-range
+actions for ``N`` steps, checking the invariants after every step (no node over capacity,
+window jobs within caps, observation in its Box, void valid, info counters monotone), and
+reports the crashes and invariant violations (both must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.heuristic import HeuristicDriver
+from envs.sim.elastic.allocators import DRF
+from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
+
+FUZZ_SETTING = DL2Setting(
+    num_nodes=3, num_jobs=5, max_arrivals_per_slot=2, J=3, max_epochs=30, max_workers=3, max_ps=3
+)
+
+
+def random_valid(env: ClusterEnv, steps: int, seed: int) -> float:
+    """Steps per second with random valid actions."""
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        valid = np.flatnonzero(env.action_masks())
+        a = valid[rng.integers(valid.size)]
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def driven(env: ClusterEnv, steps: int, seed: int) -> float:
+    """Steps per second with the DRF heuristic driver."""
+    driver = HeuristicDriver(DRF(), env)
+    env.reset(seed=seed)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, _, term, trunc, _ = env.step(driver.act())
+        if term or trunc:
+            env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def fuzz_action(env: ClusterEnv, rng: np.random.Generator) -> Any:
+    """A seeded mix: 60% valid, 20% masked (any in-range action), 10% out of range, 10% odd."""
+    u = rng.random()
+    n = env.void_action + 1
+    if u < 0.6:
+        valid = np.flatnonzero(env.action_masks())
+        return valid[rng.integers(valid.size)]
+    if u < 0.8:
+        return int(rng.integers(n))
+    if u < 0.9:
+        return int(rng.choice([-1, n, n + 7, -100]))
+    odd = [None, 1.5, "x", np.array([0, 1]), np.int8(0), True, -1]
+    return odd[int(rng.integers(len(odd)))]
+
+
+def check_invariants(env: ClusterEnv, obs: np.ndarray, info: dict[str, Any], prev: dict) -> None:
+    """Raise ``AssertionError`` when a per-step invariant does not hold."""
+    sim = env.sim
+    assert sim is not None
+    c = sim.cluster
+    assert (c.used_cpu <= c.cpu_capacity).all() and (c.used_gpu <= c.gpu_capacity).all()
+    assert (c.used_cpu >= 0).all() and (c.used_gpu >= 0).all()
+    for job in env._window:
+        w, p = env._alloc[job.job_id]
+        assert 0 <= w <= job.spec.max_workers and 0 <= p <= job.spec.max_ps
+    assert env.observation_space.contains(obs)
+    mask = env.action_masks()
+    assert mask.shape == (env.void_action + 1,) and bool(mask[-1])
+    for key in ("invalid_actions", "jobs_finished", "empty_slots_total", "slot"):
+        assert info[key] >= prev.get(key, 0), key
+        prev[key] = info[key]
+
+
+def fuzz(steps: int, seed: int = 0) -> tuple[int, int, int]:
+    """``(steps run, crashes, invariant violations)`` of the fuzz loop."""
+    rng = np.random.default_rng(seed)
+    env = ClusterEnv(FUZZ_SETTING, max_slots=60)
+    crashes = violations = 0
+    episode = 0
+    obs, info = env.reset(seed=episode)
+    prev: dict[str, Any] = {}
+    for _ in range(steps):
+        try:
+            obs, _, term, trunc, info = env.step(fuzz_action(env, rng))
+        except Exception as exc:  # counting crashes is the point
+            crashes += 1
+            print(f"crash in episode {episode}: {type(exc).__name__}: {exc}")
+            term = True
+        else:
+            try:
+                check_invariants(env, obs, info, prev)
+            except AssertionError as exc:
+                violations += 1
+                print(f"invariant violated in episode {episode}: {exc}")
+        if term or trunc:
+            episode += 1
+            obs, info = env.reset(seed=episode)
+            prev = {}
+    return steps, crashes, violations
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=50_000, help="steps per measurement")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fuzz-steps", type=int, default=0, help="fuzz-loop steps (0: none)")
+    args = parser.parse_args()
+    print(f"# env steps/s ({platform.python_implementation()} {platform.python_version()})\n")
+    print("| setting | random valid steps/s | DRF driver steps/s |")
+    print("|---|---|---|")
+    for name, setting in (("small", DL2_SMALL), ("large", DL2_LARGE)):
+        rv = random_valid(ClusterEnv(setting), args.steps, args.seed)
+        dr = driven(ClusterEnv(setting), args.steps, args.seed)
+        print(f"| {name} | {rv:,.0f} | {dr:,.0f} |")
+    if args.fuzz_steps > 0:
+        t0 = time.perf_counter()
+        n, crashes, violations = fuzz(args.fuzz_steps, args.seed)
+        wall = time.perf_counter() - t0
+        print(
+            f"\nfuzz: {n} steps in {wall:.1f} s, {crashes} crashes, "
+            f"{violations} invariant violations"
+        )
+        if crashes or violations:
+            raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

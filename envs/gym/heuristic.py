@@ -1,0 +1,132 @@
+"""Heuristics through the environment: an allocator's slot decision as incremental actions.
+
+:class:`HeuristicDriver` makes any :class:`~envs.sim.elastic.allocators.Allocator` (DRF, FIFO,
+SRTF, Tetris, Optimus, FixedDemand, ...) drive a :class:`~envs.gym.cluster_env.ClusterEnv`.
+At the start of every slot it runs the allocator on a *scratch copy* of the slot (the same
+active-job views, an empty :class:`~envs.sim.elastic.cluster.SlotCluster` of the same spec and
+placement rule, the same speed model and slot length), takes its per-job ``(workers, ps)``
+target and its ordered increments (``last_decisions``: ``(job_id, role, node)``), and emits
+one env action per increment (``3 * row + 0/1/2`` for worker/PS/bundle of the job's window
+row) followed by void.
+
+**Placement.**  The env places every task on the least-loaded node it fits on; the allocator
+may have chosen another node (Tetris fills node by node; Optimus releases the tasks of a job
+whose first worker/PS does not fit).  The simulator's outcome depends only on the per-job
+``(workers, ps)`` counts, so results are identical whenever every increment can still be
+placed by the env.  An increment the env masks (no node fits under the env's placement) is
+skipped; the slot then runs with less than the allocator's target for that job
+(:attr:`HeuristicDriver.shortfalls` counts such skipped increments).
+
+**Window restriction.**  The allocator is given only the window jobs (the first ``J`` active
+jobs): the env cannot act for jobs beyond the window.  With ``J`` at least the number of
+simultaneously active jobs (e.g. ``J >= num_jobs``) the driver reproduces
+``SlotSimulator(..., allocator).run()`` exactly (per-job finish times); with a smaller window
+the jobs beyond it wait (or get the env's ``allocator_for_unused``) and results differ.
+
+:meth:`HeuristicDriver.predict` follows Stable-Baselines3's ``predict`` signature so heuristics
+run through the same evaluation code as trained policies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+
+from envs.gym.cluster_env import ClusterEnv
+from envs.sim.elastic.allocators import Allocator
+from envs.sim.elastic.cluster import SlotCluster
+from envs.sim.elastic.simulator import SlotSimulator
+from envs.sim.errors import ConfigError
+
+__all__ = ["ROLE_OFFSET", "HeuristicDriver"]
+
+#: Action offset inside a window row for each role of ``Allocator.last_decisions``.
+ROLE_OFFSET = {"worker": 0, "ps": 1, "bundle": 2}
+
+
+class HeuristicDriver:
+    """Drives ``env`` (a :class:`ClusterEnv`, possibly wrapped) with ``allocator``.
+
+    ``act()`` returns the next action for the env's current state; ``predict(obs, ...)`` is the
+    SB3-style adapter (the observation is not needed: the driver reads the env's state).
+    """
+
+    def __init__(self, allocator: Allocator, env: gym.Env[Any, Any] | ClusterEnv) -> None:
+        base = env.unwrapped if isinstance(env, gym.Env) else env
+        if not isinstance(base, ClusterEnv):
+            raise ConfigError(f"HeuristicDriver needs a ClusterEnv, got {type(base).__name__}")
+        if not hasattr(allocator, "last_decisions"):
+            raise ConfigError(
+                f"allocator {allocator!r} records no last_decisions (ordered increments)"
+            )
+        self.allocator = allocator
+        self.env: ClusterEnv = base
+        self.shortfalls = 0
+        self._plan: list[int] = []
+        self._pos = 0
+        self._plan_sim: SlotSimulator | None = None
+        self._plan_t = -1
+        self.last_target: dict[int, tuple[int, int]] = {}
+
+    # ------------------------------------------------------------------ planning
+    def _plan_slot(self) -> None:
+        env = self.env
+        sim = env._require_sim()
+        window = list(env._window)
+        scratch = SlotCluster(env.cluster_spec, strict_reference=env.strict_reference_placement)
+        self.last_target = dict(
+            self.allocator.allocate(window, scratch, env.speed, env.cluster_spec.slot_s)
+        )
+        rows = {job.job_id: j for j, job in enumerate(window)}
+        decisions = self.allocator.last_decisions
+        self._plan = [3 * rows[jid] + ROLE_OFFSET[role] for jid, role, _node in decisions]
+        self._pos = 0
+        self._plan_sim = sim
+        self._plan_t = sim.t
+
+    def act(self) -> int:
+        """The next action: the slot plan's next placeable increment, else void."""
+        env = self.env
+        if not env._slot_open:
+            return env.void_action
+        sim = env._require_sim()
+        if self._plan_sim is not sim or self._plan_t != sim.t:
+            self._plan_slot()
+        if self._pos < len(self._plan):
+            mask = env.action_masks()
+            while self._pos < len(self._plan):
+                a = self._plan[self._pos]
+                self._pos += 1
+                if mask[a]:
+                    return a
+                self.shortfalls += 1
+        return env.void_action
+
+    # ------------------------------------------------------------------ SB3 adapter
+    def predict(
+        self,
+        observation: Any,
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[npt.NDArray[np.int64], tuple[np.ndarray, ...] | None]:
+        """SB3's ``predict``: ``(action, state)``; a batched observation (leading dimension 1)
+        gets a batched action.  ``state``, ``episode_start`` and ``deterministic`` are unused."""
+        a = np.int64(self.act())
+        obs = np.asarray(observation)
+        if obs.ndim > 1:
+            if obs.shape[0] != 1:
+                raise ConfigError("HeuristicDriver drives one env; got a batch of observations")
+            return np.array([a], dtype=np.int64), state
+        return np.asarray(a, dtype=np.int64), state
+
+    def run_episode(self, seed: int | None = None) -> dict[str, Any]:
+        """Reset the env (``seed``) and drive it to the end; the last step's ``info``."""
+        self.env.reset(seed=seed)
+        while True:
+            _, _, term, trunc, info = self.env.step(self.act())
+            if term or trunc:
+                return info
