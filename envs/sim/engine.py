@@ -211,7 +211,6 @@ class Simulator:
         self._pass_dirty: set[int] = set()
         self._asking: Job | None = None
         self.force_pass = False
-        self.released_in_step = False
         self.placed_count = 0
         self._ran = False
         self.windows = self.cfg.compute_windows
@@ -424,7 +423,6 @@ class Simulator:
             for g in job.gpus:
                 self.free_mem_mb[g] += need_mem
                 self.residents[g] = [rw for rw in self.residents[g] if rw[0] is not job]
-        self.released_in_step = True
 
     # ------------------------------------------------------------------ phase 4
     def _allocate(self, t: float) -> None:
