@@ -296,3 +296,25 @@ def test_render_modes():
     assert isinstance(img, np.ndarray) and img.dtype == np.uint8 and img.ndim == 3
     assert img.shape[0] == TINY.num_nodes * 4 and img.shape[2] == 3
     assert make().render() is None
+
+
+def test_trace_workload() -> None:
+    from pathlib import Path
+
+    import gymnasium
+
+    import envs.gym  # noqa: F401
+
+    trace = Path(__file__).parents[1] / "envs/sim/data/traces/philly_vc_6c71a0_public.csv"
+    env = gymnasium.make("dlsched/Cluster-v0", setting="small", trace=str(trace))
+    obs, info = env.reset(seed=0)
+    assert info["num_jobs"] == 200
+    assert env.observation_space.contains(obs)
+    steps = 0
+    while steps < 200:
+        mask = env.unwrapped.action_masks()  # type: ignore[attr-defined]
+        obs, _, term, trunc, info = env.step(int(mask.nonzero()[0][0]))
+        steps += 1
+        if term or trunc:
+            break
+    assert info["invalid_actions"] == 0

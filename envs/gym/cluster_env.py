@@ -4,7 +4,8 @@ The environment wraps the elastic layer (:class:`~envs.sim.elastic.simulator.Slo
 measured-speed mode by default) with DL²'s state encoding and incremental actions
 (the DL² reference-code notes §3-5, DL² paper §4.1 and §4.3).
 
-**Episode.**  ``reset`` draws a workload (:meth:`DL2Setting.workload`, or the fixed ``jobs``),
+**Episode.**  ``reset`` draws a workload (:meth:`DL2Setting.workload`, or the fixed ``jobs``, or
+the jobs of a normalised trace CSV given as ``trace=`` (:mod:`envs.sim.elastic.trace`)),
 builds a simulator and opens the first slot that has an active job.  Each ``step`` is one
 *decision* inside the current time slot; many decisions make one slot.  The slot closes on
 the void action or automatically when no non-void action is valid any more (every window job
@@ -118,6 +119,7 @@ from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
+from envs.sim.elastic.trace import elastic_jobs_from_trace
 from envs.sim.elastic.types import dl2_job_types
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
 from envs.sim.errors import ConfigError
@@ -185,6 +187,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         jct_scale: float = 1.0,
         max_slots: int = DEFAULT_MAX_SLOTS,
         jobs: Sequence[ElasticJob] | None = None,
+        trace: str | None = None,
         workload_options: Mapping[str, Any] | None = None,
         slot_s: float | None = None,
         speed: SpeedModel | None = None,
@@ -219,7 +222,8 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self.jct_scale = float(jct_scale)
         self.max_slots = int(max_slots)
         self.default_seed = int(seed)
-        self.fixed_jobs = None if jobs is None else tuple(jobs)
+        if jobs is not None and trace is not None:
+            raise ConfigError("give either jobs= or trace=, not both")
         self.workload_options = dict(workload_options or {})
         base = setting.cluster()
         self.cluster_spec = (
@@ -230,6 +234,12 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self.speed: SpeedModel = (
             _measured_speed(setting.max_ps, setting.max_workers) if speed is None else speed
         )
+        if trace is not None:
+            # a normalised trace CSV (envs/sim/elastic/trace.py rules), model draws seeded
+            jobs = elastic_jobs_from_trace(
+                trace, seed=int(seed), slot_s=self.cluster_spec.slot_s, speed=self.speed
+            )
+        self.fixed_jobs = None if jobs is None else tuple(jobs)
         self.scaling_overhead_s = float(scaling_overhead_s)
         self.strict_reference_placement = strict_reference_placement
         self.allocator_for_unused = allocator_for_unused
