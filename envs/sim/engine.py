@@ -367,14 +367,17 @@ class Simulator:
         n = len(job.gpus)
         job.wstate = [FW_READY] * n
         job.pending = n
-        ready = self.gpu_ready
-        window = self.gpu_window
         for w, g in enumerate(job.gpus):
-            other = window[g]
-            if other is not None:
-                self._materialise(other)
-            ready[g].append((job, w))
+            self._make_ready(job, w, g)
         self.dirty_gpus.update(job.gpus)
+
+    def _make_ready(self, job: Job, w: int, g: int) -> None:
+        """Worker ``w`` of ``job`` has its next forward ready on GPU ``g``; a compute window
+        holding ``g`` is split first, since another job now competes for the GPU."""
+        other = self.gpu_window[g]
+        if other is not None:
+            self._materialise(other)
+        self.gpu_ready[g].append((job, w))
 
     def _set_chunk(self, job: Job) -> None:
         """FAST fidelity: the next ``chunk`` iterations run as one step whose forward,
@@ -403,13 +406,14 @@ class Simulator:
             done = sorted(self.unreleased, key=lambda j: pos[id(j)])
             released: set[int] = set()
             keep: list[Job] = []
+            out: list[Job] = []
             for job in done:
                 p = pos[id(job)]
                 if p - 1 in released:
                     keep.append(job)
-                    continue
-                released.add(p)
-            out = [j for j in done if pos[id(j)] in released]
+                else:
+                    released.add(p)
+                    out.append(job)
             self.unreleased = keep
             if keep:
                 self._wake_next_tick(t)
@@ -417,11 +421,10 @@ class Simulator:
             out, self.unreleased = self.unreleased, []
         gone = {id(j) for j in out}
         self.running = [j for j in self.running if id(j) not in gone]
-        need_mem = 0.0
         for job in out:
-            need_mem = job.spec.model.gpu_memory_mb
+            mem = job.spec.model.gpu_memory_mb
             for g in job.gpus:
-                self.free_mem_mb[g] += need_mem
+                self.free_mem_mb[g] += mem
                 self.residents[g] = [rw for rw in self.residents[g] if rw[0] is not job]
 
     # ------------------------------------------------------------------ phase 4
@@ -433,14 +436,14 @@ class Simulator:
         remaining: list[Job] = []
         skip = False
         skipped = False
+        if self.placer_reads_load:
+            self._settle_window_loads()  # nothing else changes loads during this loop
         for job in queue:
             if skip:
                 skip = False
                 skipped = True
                 remaining.append(job)
                 continue
-            if self.placer_reads_load:
-                self._settle_window_loads()
             gpus = self.placer.place(job.spec, self, self.rng)
             if gpus is None:
                 remaining.append(job)
@@ -482,10 +485,7 @@ class Simulator:
             self.free_mem_mb[g] -= mem
             self.load_ms[g] += load
             self.residents[g].append((job, w))
-            other = self.gpu_window[g]
-            if other is not None:
-                self._materialise(other)
-            self.gpu_ready[g].append((job, w))
+            self._make_ready(job, w, g)
         job.wstate = [FW_READY] * len(gpus)
         job.pending = len(gpus)
         if self.chunk_max > 1:
