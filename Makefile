@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint bench demo
+.PHONY: setup test lint bench demo evaluate
 
 setup: $(STAMP)
 
@@ -27,5 +27,9 @@ lint: setup
 bench:
 	$(VPY) benchmarks/bench_sim.py
 
+# The main job: pretrain (clone DRF) + RL fine-tuning on DL2's small setting, a few minutes.
 demo: setup
+	$(VPY) train.py +agent=a2c
+
+evaluate: setup
 	$(VPY) evaluate.py

@@ -16,6 +16,7 @@ import envs.gym
 from envs.gym.cluster_env import FEATURES_PER_JOB, STAY_SCALE, ClusterEnv
 from envs.sim.elastic.allocators import DRF
 from envs.sim.elastic.workload import DL2Setting
+from envs.sim.errors import ConfigError
 
 # 4 nodes, 6 jobs (up to 2 per slot), window 4: episodes of a few hundred decisions.
 TINY = DL2Setting(
@@ -246,8 +247,32 @@ def test_pickle_mid_episode_continues_identically():
         o2, r2, te2, tr2, i2 = clone.step(a)
         np.testing.assert_array_equal(o1, o2)
         assert (r1, te1, tr1, i1) == (r2, te2, tr2, i2)
+        # the clone's mask is its own (rebuilt over its own state, not the original's)
+        np.testing.assert_array_equal(env.action_masks(), clone.action_masks())
         if te1 or tr1:
             break
+
+
+def test_placement_kwarg_selects_the_rule():
+    """Two workers for window row 0 on an empty 4-node cluster: least-loaded rules spread
+    them (nodes 0 and 1), first fit and packing stack them on node 0."""
+    used = {}
+    for placement in ("least_loaded", "reference", "first_fit", "packing"):
+        env = make(placement=placement)
+        env.reset(seed=0)
+        for _ in range(2):
+            assert not env.step(0)[4]["invalid_action"]
+        assert env.sim is not None
+        used[placement] = np.flatnonzero(env.sim.cluster.used_cpu).tolist()
+    assert used == {
+        "least_loaded": [0, 1],
+        "reference": [0, 1],
+        "first_fit": [0],
+        "packing": [0],
+    }
+    assert make(strict_reference_placement=True).placement == "reference"
+    with pytest.raises(ConfigError, match="unknown placement"):
+        make(placement="random")
 
 
 def test_truncation_and_step_after_end():

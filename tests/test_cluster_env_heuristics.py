@@ -46,6 +46,20 @@ def test_driver_reproduces_simulator_jcts(alloc_cls, seed):
     assert info["makespan_slots"] == pytest.approx(ref.makespan_slots, abs=1e-9)
 
 
+@pytest.mark.parametrize("placement", ["reference", "first_fit", "packing"])
+@pytest.mark.parametrize("alloc_cls", [DRF, Optimus], ids=lambda c: c.__name__)
+def test_driver_reproduces_simulator_under_each_placement(alloc_cls, placement):
+    """The env's placement= rule is the simulator's: same per-job finish times."""
+    env = ClusterEnv(SMALL, placement=placement)
+    driver = HeuristicDriver(alloc_cls(), env)
+    driver.run_episode(2)
+    assert env.sim is not None and env.sim.done and driver.shortfalls == 0
+    ref = SlotSimulator(
+        env.cluster_spec, SMALL.workload(2), alloc_cls(), env.speed, placement=placement
+    ).run()
+    assert [env.sim.finish_time(r.job_id) for r in ref.jobs] == [r.finish for r in ref.jobs]
+
+
 def test_driver_reaches_each_slot_target():
     """Every closed slot's allocation equals the allocator's target for that slot."""
     env = ClusterEnv(SMALL)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -23,7 +25,7 @@ def _evaluate(*overrides: str) -> subprocess.CompletedProcess[str]:
 
 def test_one_stack_writes_the_run_dir(tmp_path: Path) -> None:
     run_dir = tmp_path / "r"
-    proc = _evaluate("stacks=[lwf1_srsf1]", "seeds=[0]", f"out_dir={run_dir}")
+    proc = _evaluate("stacks=[lwf1_srsf1]", "seeds=[0]", "workers=1", f"out_dir={run_dir}")
     assert proc.returncode == 0, proc.stderr
 
     assert "| lwf1_srsf1 | LWF-1 + SRSF(1) | 0 |" in proc.stdout
@@ -39,11 +41,24 @@ def test_one_stack_writes_the_run_dir(tmp_path: Path) -> None:
     with open(run_dir / "jobs_lwf1_srsf1_seed0.csv", newline="") as f:
         jobs = list(csv.DictReader(f))
     assert len(jobs) == 160
-    assert {"job_id", "jct_ms", "queue_ms"} <= set(jobs[0])
+    assert {"job_id", "submit_s", "start_s", "finish_s", "jct_s", "queue_s", "slowdown"} <= set(
+        jobs[0]
+    )
+    for job in jobs:
+        jct = float(job["finish_s"]) - float(job["submit_s"])
+        assert float(job["jct_s"]) == pytest.approx(jct)
+        assert float(job["slowdown"]) >= 1 - 1e-9  # nothing runs faster than alone
+    mean_jct = sum(float(j["jct_s"]) for j in jobs) / len(jobs)
+    assert float(summary[0]["avg_jct_s"]) == pytest.approx(mean_jct)
 
-    png = run_dir / "jct_cdf.png"
-    assert png.stat().st_size > 0
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for png in (run_dir / "jct_cdf.png", run_dir / "utilisation.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the utilisation series averages to the run's utilisation
+    with open(run_dir / "utilisation.csv", newline="") as f:
+        util = list(csv.DictReader(f))
+    area = sum((float(u["t1_s"]) - float(u["t0_s"])) * float(u["gpu_util"]) for u in util)
+    span = float(util[-1]["t1_s"])
+    assert 100 * area / span == pytest.approx(float(summary[0]["gpu_util_pct"]), rel=1e-6)
 
     record = json.loads((run_dir / "run.json").read_text())
     assert record["git_commit"]
@@ -73,3 +88,84 @@ def test_unknown_mode_is_a_clear_error(tmp_path: Path) -> None:
     assert "bogus" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "r" / "summary.csv").exists()
+
+
+TRACE = [
+    "job_id,submit_time_s,duration_s,num_gpus,job_type,status,vc,gpu_milli",
+    "a,0,900,1,resnet50,,v1,1000",
+    "cpu,30,50,0,,,v1,1000",
+    "b,60,1800,8,vgg16,,v1,1000",
+    "c,100,300,2,,,v2,1000",
+    "d,400,2500,4,lstm,,v1,1000",
+    "e,900,100,1,,,v1,500",
+]
+
+
+def test_trace_engine_and_elastic_over_seeds(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("\n".join(TRACE) + "\n")
+    run_dir = tmp_path / "r"
+    proc = _evaluate(
+        "workload=trace",
+        f"workload.path={trace}",
+        "workload.time_unit=10",
+        "workload.trace.repairs.zero_gpus=skip",
+        "workload.trace.duration_cap_s=2000",
+        "stacks=[lwf1_srsf1,elastic:drf,elastic:fifo]",
+        "baseline=elastic:fifo",
+        "seeds=[0,1]",
+        "workers=2",
+        f"out_dir={run_dir}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # nothing silently dropped: the summary counts what was read and skipped, and why
+    assert "6 rows read, 5 jobs kept" in out and "1 num_gpus: zero (CPU-only job)" in out
+    assert "Step `cap_durations`" in out and "capped=1" in out
+    assert "Mean ± 95% CI over 2 seeds" in out and "Paired difference vs `elastic:fifo`" in out
+    assert "5/6" in proc.stderr or "6/6" in proc.stderr  # progress
+
+    record = json.loads((run_dir / "run.json").read_text())
+    w0 = record["workloads"]["0"]
+    assert w0["read"]["skipped"] == {"num_gpus: zero (CPU-only job)": 1}
+    assert [s["op"] for s in w0["steps"]] == ["cap_durations", "fit_to_cluster"]
+    assert w0["conversion"]["time_unit"] == 10 and w0["conversion"]["fractional_whole_gpu"] == 1
+    assert len(record["runs"]) == 6
+
+    with open(run_dir / "summary.csv", newline="") as f:
+        summary = {(r["stack"], r["seed"]): r for r in csv.DictReader(f)}
+    for stack in ("lwf1_srsf1", "elastic:drf", "elastic:fifo"):
+        per_seed = [float(summary[(stack, s)]["avg_jct_s"]) for s in ("0", "1")]
+        mean = summary[(stack, "mean(0,1)")]
+        assert float(mean["avg_jct_s"]) == pytest.approx(sum(per_seed) / 2)
+    with open(run_dir / "paired.csv", newline="") as f:
+        paired = {r["stack"]: r for r in csv.DictReader(f)}
+    diffs = [
+        float(summary[("elastic:drf", s)]["avg_jct_s"])
+        - float(summary[("elastic:fifo", s)]["avg_jct_s"])
+        for s in ("0", "1")
+    ]
+    assert float(paired["elastic:drf"]["d_avg_jct_s"]) == pytest.approx(sum(diffs) / 2)
+
+    # the engine sees real trace seconds: job d (capped to 2000 s, 4 GPUs) runs >= 2000 s
+    with open(run_dir / "jobs_lwf1_srsf1_seed0.csv", newline="") as f:
+        jobs = {r["name"]: r for r in csv.DictReader(f)}
+    assert set(jobs) == {"a", "b", "c", "d", "e"}
+    assert float(jobs["d"]["jct_s"]) >= 2000 - 10
+    with open(run_dir / "jobs_elastic-drf_seed1.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == 5
+
+
+def test_bad_trace_row_is_a_clear_error(tmp_path: Path) -> None:
+    trace = tmp_path / "bad.csv"
+    trace.write_text("\n".join(TRACE[:3]) + "\n")
+    proc = _evaluate("workload=trace", f"workload.path={trace}", f"out_dir={tmp_path / 'r'}")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: bad.csv, line 3, column 'num_gpus'")
+    assert "Traceback" not in proc.stderr
+
+
+def test_dl2_workload_needs_elastic_schedulers(tmp_path: Path) -> None:
+    proc = _evaluate("workload=dl2", "stacks=[lwf1_srsf1]", f"out_dir={tmp_path / 'r'}")
+    assert proc.returncode == 2
+    assert "elastic:<allocator>" in proc.stderr and "Traceback" not in proc.stderr

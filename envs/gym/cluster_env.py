@@ -49,10 +49,12 @@ the constants above so that off-the-shelf policies see bounded inputs.
 
 **Action**: ``Discrete(3J + 1)``.  ``a = 3j`` adds one worker to window job ``j``, ``3j + 1``
 one PS, ``3j + 2`` one worker and one PS on the same node (bundle); ``a = 3J`` is void (close
-the slot).  Tasks go to the least-loaded node they fit on (:class:`SlotCluster`).
+the slot).  Tasks go to the node chosen by the cluster's placement rule (``placement=``; by
+default the least-loaded node they fit on, :class:`SlotCluster`).
 :meth:`ClusterEnv.action_masks` (True = valid; sb3-contrib's convention) masks rows without a
 job, a role at its cap (``max_workers`` / ``max_ps``; the bundle when either is), and a task
-(or bundle) that fits on no node.  Void is always valid.  **Invalid actions** (masked, out of
+(or bundle) that the placement rule cannot place (fits on no node; with ``"reference"``,
+does not fit on the least-loaded node).  Void is always valid.  **Invalid actions** (masked, out of
 range, or not an integer) are a no-op: nothing is placed, the slot stays open, the step's
 reward is 0, ``info["invalid_action"]`` is True and ``info["invalid_actions"]`` counts them
 over the episode.
@@ -92,9 +94,13 @@ far in the open slot.
 
 **Speed.**  The observation rows, the mask and the placement search are kept incrementally
 within a slot (rebuilt when a slot opens): a placement updates its row, the mask row of its
-job, and, only when some window demand stopped fitting on every node, the whole mask.  Nodes
-are bucketed by free (CPU, GPU) state so that the least-loaded fitting node (the rule of
-:meth:`SlotCluster.find_node`, same choice) is found without scanning every node.
+job, and, only when some demand stopped fitting on every node, the whole mask (fit counts per
+distinct demand of the episode).  The mask lives in a bytearray seen through a numpy view,
+the observation is written through a memoryview, and the node search is the cluster's
+(:meth:`SlotCluster.take`: nodes indexed by free state and load level, no scan over the
+nodes).  ``info`` holds every documented key on every step; the episode's results
+(``sim.result()``) are computed only on the terminating step.  ``benchmarks/bench_env.py``
+measures the rate (EXPERIMENTS.md).
 
 **Registration**: importing :mod:`envs.gym` registers :data:`ENV_ID`; ``gymnasium.make(
 "envs.gym:dlsched/Cluster-v0", ...)`` imports it on demand (Gymnasium 1.x's ``module:id``
@@ -104,8 +110,8 @@ syntax; Gymnasium 1.x no longer loads ``gymnasium.envs`` entry-point plugins).
 from __future__ import annotations
 
 import functools
-import heapq
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -115,7 +121,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from envs.sim.elastic.allocators import Allocator, JobState, dominant_share
-from envs.sim.elastic.cluster import SlotCluster
+from envs.sim.elastic.cluster import Placement, placement_rule
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
@@ -154,6 +160,25 @@ _GAP = np.array([0, 0, 0], dtype=np.uint8)
 Obs = npt.NDArray[np.float32]
 
 
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """What a window row needs of its job: worker and PS demands (CPU, GPU slots), caps,
+    indices of its worker, PS and bundle demands in ``ClusterEnv._demands``, type index."""
+
+    wc: int
+    wg: int
+    pc: int
+    pg: int
+    max_w: int
+    max_p: int
+    iw: int
+    ip: int
+    ib: int
+    type_index: int
+    open_mask: bytes  # the row's mask entries with nothing allocated on an empty cluster
+    open_valid: int  # how many of them are True
+
+
 @functools.lru_cache(maxsize=8)
 def _measured_speed(max_ps: int, max_workers: int) -> MeasuredSpeed:
     """One measured-speed table per caps (its fit is the slow part of construction)."""
@@ -170,8 +195,10 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
     instead of the generator), ``workload_options`` (other arguments of the generator:
     ``arrival``, ``fixed_length``, errors), ``slot_s`` (default: the setting's cluster),
     ``speed`` (default :class:`MeasuredSpeed` with the setting's caps),
-    ``scaling_overhead_s``, ``strict_reference_placement``, ``allocator_for_unused`` and
-    ``render_mode``.
+    ``scaling_overhead_s``, ``placement`` (a :class:`~envs.sim.elastic.cluster.Placement`
+    name: ``"least_loaded"`` (default), ``"reference"`` (DL²'s: the least-loaded node or
+    nothing), ``"first_fit"``, ``"packing"``), ``strict_reference_placement`` (the same as
+    ``placement="reference"``), ``allocator_for_unused`` and ``render_mode``.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
@@ -193,6 +220,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         speed: SpeedModel | None = None,
         scaling_overhead_s: float = 0.0,
         strict_reference_placement: bool = False,
+        placement: str | None = None,
         allocator_for_unused: Allocator | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -241,7 +269,8 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
             )
         self.fixed_jobs = None if jobs is None else tuple(jobs)
         self.scaling_overhead_s = float(scaling_overhead_s)
-        self.strict_reference_placement = strict_reference_placement
+        self.placement = placement_rule(placement, strict_reference_placement)
+        self.strict_reference_placement = self.placement is Placement.REFERENCE
         self.allocator_for_unused = allocator_for_unused
         self.render_mode = render_mode
 
@@ -264,23 +293,45 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self._cap_gpu = int(self.cluster_spec.gpu_slots)
         self._total_cpu = self.cluster_spec.num_nodes * self._cap_cpu
         self._total_gpu = self.cluster_spec.num_nodes * self._cap_gpu
-        self._mask = self._closed_mask()
-        self._obs_buf = np.zeros((self.J, self.L + FEATURES_PER_JOB), dtype=np.float32)
-        self._rows: list[tuple[int, int, int, int, int, int]] = []  # wc, wg, pc, pg, max_w, max_p
+        self._width = self.L + FEATURES_PER_JOB
+        # The mask lives in a bytearray (cheap item writes) seen by numpy through ``_mask``;
+        # ``_n_valid`` counts its True non-void entries.
+        self._closed_bytes = bytes(3 * self.J) + b"\x01"
+        self._mbytes = bytearray(self._closed_bytes)
+        self._mask = np.frombuffer(self._mbytes, dtype=bool)
+        self._n_valid = 0
+        self._obs_flat = np.zeros(self.J * self._width, dtype=np.float32)
+        self._obs_buf = self._obs_flat.reshape(self.J, self._width)  # a view: rows
+        # Item writes through a memoryview cost half of numpy's; both round a Python float
+        # to float32 by the same C cast, so the values are the same.  (Any: typeshed types a
+        # memoryview's items as int, this one's format is "f".)
+        self._obs_mv: Any = self._obs_flat.data
+        # Per job of the episode (built at reset): demands, caps, demand indices, type index.
+        self._static: dict[int, _Row] = {}
+        self._rows: list[_Row] = []  # the window's, by row
         self._counts: list[list[int]] = []  # the _alloc lists, by window row
-        self._row_demands: list[tuple[int, int, int]] = []  # indices into the demand arrays
-        # Distinct window demands (cpu, gpu) that fit somewhere, with how many nodes they fit.
+        # Distinct demands (cpu, gpu) of the episode's jobs (worker, PS, bundle), with how
+        # many nodes each fits on in the open slot, and whether that is > 0.
         self._demands: list[tuple[int, int]] = []
         self._fit_nodes: list[int] = []
         self._fits: list[bool] = []
-        # Nodes by free state ``fc * (gpu_slots + 1) + fg``: heaps of node indices.
-        self._free_cpu: list[int] = []
-        self._free_gpu: list[int] = []
-        self._buckets: list[list[int]] = []
-        self._candidates: dict[tuple[int, int], list[list[int]]] = {}
+        # (old free state, new free state) of a node -> demands that stopped fitting on it.
+        self._lost_by_move: dict[tuple[int, int], tuple[int, ...]] = {}
         self._invalid = 0
         self._empty_total = 0
         self._finished = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_obs_mv"]  # a memoryview does not pickle; rebuilt by __setstate__
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # views do not survive pickling as views: rebuild them over the unpickled data
+        self.__dict__.update(state)
+        self._mask = np.frombuffer(self._mbytes, dtype=bool)
+        self._obs_buf = self._obs_flat.reshape(self.J, self._width)
+        self._obs_mv = self._obs_flat.data
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -311,32 +362,41 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
             self.speed,
             scaling_overhead_s=self.scaling_overhead_s,
             max_slots=self.max_slots + 1,
-            strict_reference_placement=self.strict_reference_placement,
+            placement=self.placement,
         )
+        self._prepare_jobs()
         self._invalid = 0
         self._empty_total = 0
         self._finished = 0
         self._ended = False
         empty = self._open_next_slot()
-        info = self._info(slot_ended=False, slot_reward=0.0, closed=-1, empty=empty)
+        info = self._info(False, 0.0, -1, empty, self.sim.done)
         info["invalid_action"] = False
         return self._obs(), info
 
     def step(self, action: Any) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
-        sim = self._require_sim()
         if self._ended:
+            self._require_sim()
             raise ResetNeeded("the episode has ended; call reset()")
+        sim = self.sim
+        assert sim is not None  # not ended: reset() built it
         reward = 0.0
         closed = -1
         empty = 0
         invalid = False
         if self._slot_open:
-            a = self._parse(action)
+            kind = type(action)
+            if kind is int or kind is np.int64:  # the usual cases, without _parse
+                as_int = int(action)
+                a = as_int if 0 <= as_int <= self.void_action else None
+            else:
+                a = self._parse(action)
             if a == self.void_action:
                 closed = sim.t
                 reward = self._close_slot()
-            elif a is not None and self._apply(a):
-                if not self._any_valid():
+            elif a is not None and self._mbytes[a]:
+                self._apply(a)
+                if not self._n_valid:
                     closed = sim.t
                     reward = self._close_slot()
             else:
@@ -347,9 +407,10 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         terminated = sim.done
         truncated = not terminated and not self._slot_open
         self._ended = terminated or truncated
-        info = self._info(slot_ended=closed >= 0, slot_reward=reward, closed=closed, empty=empty)
+        info = self._info(closed >= 0, reward, closed, empty, terminated)
         info["invalid_action"] = invalid
-        return self._obs(), reward, terminated, truncated, info
+        obs = self._obs_flat.copy() if self._slot_open else self._obs_flat_closed()
+        return obs, reward, terminated, truncated, info
 
     def action_masks(self) -> npt.NDArray[np.bool_]:
         """Valid actions (True), length ``3J + 1``; void (last) always True."""
@@ -382,183 +443,188 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
             return None
         return a if 0 <= a <= self.void_action else None
 
-    def _apply(self, a: int) -> bool:
-        """Place the task(s) of non-void action ``a`` if valid; whether it was.
+    def _prepare_jobs(self) -> None:
+        """Per-job rows (demands, caps, indices of the distinct demands, type) and the fit
+        counts of the distinct demands on an empty node, for the episode's jobs."""
+        index: dict[tuple[int, int], int] = {}
+        self._static = {}
+        cap_c, cap_g = self._cap_cpu, self._cap_gpu
+        for job in self.jobs:
+            t = job.type
+            wc, wg, pc, pg = t.worker_cpu, t.worker_gpu, t.ps_cpu, t.ps_gpu
+            demands = ((wc, wg), (pc, pg), (wc + pc, wg + pg))
+            ids = [index.setdefault(d, len(index)) for d in demands]
+            # on an empty cluster every rule places a task iff it fits on an empty node
+            fw, fp, fb = (c <= cap_c and g <= cap_g for c, g in demands)
+            w_ok, p_ok = job.max_workers > 0, job.max_ps > 0
+            bits = (w_ok and fw, p_ok and fp, w_ok and p_ok and fb)
+            self._static[job.job_id] = _Row(
+                wc,
+                wg,
+                pc,
+                pg,
+                job.max_workers,
+                job.max_ps,
+                ids[0],
+                ids[1],
+                ids[2],
+                t.index,
+                bytes(bits),
+                sum(bits),
+            )
+        self._demands = list(index)
+        self._lost_by_move = {}
 
-        The maintained mask is exactly the validity rule (caps, and a node the task fits on).
-        """
-        if not self._mask[a]:
-            return False
-        j, kind = divmod(a, 3)
-        wc, wg, pc, pg, _, _ = self._rows[j]
-        counts = self._counts[j]
-        cluster = self._require_sim().cluster
-        if self.strict_reference_placement:
-            if kind == 0:
-                node = cluster.place_least_loaded(wc, wg)
-            elif kind == 1:
-                node = cluster.place_least_loaded(pc, pg)
-            else:
-                node = cluster.place_bundle((wc, wg), (pc, pg))
-            if node is None:  # pragma: no cover - the mask used the same rule
-                return False
+    def _apply(self, a: int) -> None:
+        """Place the task(s) of non-void action ``a``, valid by the mask (the mask is exactly
+        the validity rule: caps, and a node the task fits on under the placement rule)."""
+        j = a // 3  # (builtins divmod/min/max cost more than the arithmetic here)
+        kind = a - 3 * j
+        row = self._rows[j]
+        wc, wg, pc, pg = row.wc, row.wg, row.pc, row.pg
+        if kind == 0:
+            cpu, gpu = wc, wg
+        elif kind == 1:
+            cpu, gpu = pc, pg
         else:
-            if kind == 0:
-                cpu, gpu = wc, wg
-            elif kind == 1:
-                cpu, gpu = pc, pg
-            else:
-                cpu, gpu = wc + pc, wg + pg
-            node = self._place(cpu, gpu, cluster)
+            cpu, gpu = wc + pc, wg + pg
+        cluster = self.sim.cluster  # type: ignore[union-attr]  # a slot is open
+        node = cluster.take(cpu, gpu)  # the rule of SlotCluster.find_node
+        if node < 0:  # pragma: no cover - the mask used the same rule
+            raise ConfigError(f"no node fits ({cpu}, {gpu}); the mask is out of date")
+        counts = self._counts[j]
         if kind != 1:
             counts[0] += 1
         if kind != 0:
             counts[1] += 1
-        self._update_obs_row(j)
-        if self.strict_reference_placement or node < 0:
-            self._refresh_mask()
-        else:
-            self._mask_row(j)
-        return True
-
-    def _place(self, cpu: int, gpu: int, cluster: SlotCluster) -> int:
-        """Put ``(cpu, gpu)`` on the node :meth:`SlotCluster.find_node` would choose (least
-        used CPU + GPU among the nodes it fits on, ties by index); the node, negated minus one
-        (``-node - 1``) when a window demand stopped fitting anywhere.
-
-        The search uses buckets of nodes by free state (a placement moves the smallest index of
-        its bucket, so every bucket is a heap); the mask's fit state is kept by counting, per
-        distinct window demand, the nodes it fits on.  The caller checked the mask, so the task
-        fits (:meth:`SlotSimulator.end_slot` checks the cluster again)."""
-        buckets = self._buckets
-        node = -1
-        for group in self._candidate_states(cpu, gpu):
-            for state in group:
-                bucket = buckets[state]
-                if bucket and (node < 0 or bucket[0] < node):
-                    node = bucket[0]
-            if node >= 0:
-                break
-        if node < 0:  # pragma: no cover - the mask said it fits
-            raise ConfigError(f"no node fits ({cpu}, {gpu}); the mask is out of date")
-        ofc, ofg = self._free_cpu[node], self._free_gpu[node]
-        nfc, nfg = ofc - cpu, ofg - gpu
-        stride = self._cap_gpu + 1
-        heapq.heappop(buckets[ofc * stride + ofg])
-        heapq.heappush(buckets[nfc * stride + nfg], node)
-        self._free_cpu[node], self._free_gpu[node] = nfc, nfg
-        cluster.used_cpu[node] += cpu
-        cluster.used_gpu[node] += gpu
-        lost = False
-        fit_nodes, fits = self._fit_nodes, self._fits
-        for d, (c, g) in enumerate(self._demands):
-            if fits[d] and (c > nfc or g > nfg) and c <= ofc and g <= ofg:
-                fit_nodes[d] -= 1
-                if fit_nodes[d] == 0:
-                    fits[d] = False
-                    lost = True
-        return -node - 1 if lost else node
-
-    def _candidate_states(self, cpu: int, gpu: int) -> list[list[int]]:
-        """Free states that hold ``(cpu, gpu)``, grouped by equal load, least load first."""
-        key = (cpu, gpu)
-        groups = self._candidates.get(key)
-        if groups is None:
-            by_free: dict[int, list[int]] = {}
-            for fc in range(cpu, self._cap_cpu + 1):
-                for fg in range(gpu, self._cap_gpu + 1):
-                    by_free.setdefault(fc + fg, []).append(fc * (self._cap_gpu + 1) + fg)
-            groups = [by_free[k] for k in sorted(by_free, reverse=True)]
-            self._candidates[key] = groups
-        return groups
-
-    def _any_valid(self) -> bool:
-        return bool(self._mask_body.any())
-
-    def _closed_mask(self) -> npt.NDArray[np.bool_]:
-        mask = np.zeros(3 * self.J + 1, dtype=bool)
-        mask[-1] = True
-        self._mask_body = mask[:-1]
-        return mask
-
-    def _build_slot_cache(self) -> None:
-        """Rows, demands, fit counts, observation and mask of a newly opened slot."""
-        cluster = self._require_sim().cluster
-        self._rows = []
-        self._counts = []
-        self._row_demands = []
-        index: dict[tuple[int, int], int] = {}
-
-        def demand(cpu: int, gpu: int) -> int:
-            return index.setdefault((cpu, gpu), len(index))
-
-        for job in self._window:
-            (wc, wg), (pc, pg) = job.worker_demand, job.ps_demand
-            self._rows.append((wc, wg, pc, pg, job.spec.max_workers, job.spec.max_ps))
-            self._counts.append(self._alloc[job.job_id])
-            self._row_demands.append((demand(wc, wg), demand(pc, pg), demand(wc + pc, wg + pg)))
-        self._demands = list(index)
-        n_nodes = cluster.num_nodes
-        stride = self._cap_gpu + 1
-        self._buckets = [[] for _ in range((self._cap_cpu + 1) * stride)]
-        if not (cluster.used_cpu.any() or cluster.used_gpu.any()):  # the usual empty cluster
-            cap_c, cap_g = self._cap_cpu, self._cap_gpu
-            self._fit_nodes = [n_nodes if c <= cap_c and g <= cap_g else 0 for c, g in index]
-            self._free_cpu, self._free_gpu = [cap_c] * n_nodes, [cap_g] * n_nodes
-            self._buckets[-1] = list(range(n_nodes))
-        else:
-            free_cpu = self._cap_cpu - cluster.used_cpu
-            free_gpu = self._cap_gpu - cluster.used_gpu
-            self._fit_nodes = [int(((free_cpu >= c) & (free_gpu >= g)).sum()) for c, g in index]
-            self._free_cpu, self._free_gpu = free_cpu.tolist(), free_gpu.tolist()
-            for node, (fc, fg) in enumerate(zip(self._free_cpu, self._free_gpu, strict=True)):
-                self._buckets[fc * stride + fg].append(node)  # ascending: already heaps
-        self._fits = [n > 0 for n in self._fit_nodes]
-        self._refresh_mask()
-        self._obs_buf.fill(0.0)
-        t = self._require_sim().t
-        for j, job in enumerate(self._window):
-            row = self._obs_buf[j]
-            row[job.spec.type.index] = 1.0
-            row[self.L] = min((t - job.arrival) / STAY_SCALE, 1.0)
-            row[self.L + 1] = min(job.remaining_fraction, 1.0)
-            self._update_obs_row(j)
-
-    def _update_obs_row(self, j: int) -> None:
-        """The allocation-dependent columns of window row ``j``."""
-        wc, wg, pc, pg, max_w, max_p = self._rows[j]
-        w, p = self._counts[j]
-        # dominant_share(), same arithmetic
+        w, p = counts
+        # the allocation columns of the row; dominant_share(), same arithmetic
         share = 0.0
         if self._total_cpu > 0:
             share = (w * wc + p * pc) / self._total_cpu
         if self._total_gpu > 0:
-            share = max(share, (w * wg + p * pg) / self._total_gpu)
-        row = self._obs_buf[j]
-        row[self.L + 2] = min(share, 1.0)
-        row[self.L + 3] = w / max_w
-        row[self.L + 4] = p / max_p if max_p > 0 else 0.0
+            gpu_share = (w * wg + p * pg) / self._total_gpu
+            if gpu_share > share:  # max(share, gpu_share)
+                share = gpu_share
+        base = j * self._width + self.L + 2
+        obs = self._obs_mv
+        obs[base] = 1.0 if share > 1.0 else share  # min(share, 1.0)
+        obs[base + 1] = w / row.max_w
+        obs[base + 2] = p / row.max_p if row.max_p > 0 else 0.0
+        if self.strict_reference_placement:
+            self._refresh_mask()  # the least-loaded node overall may have changed for anyone
+            return
+        # demands that no longer fit on ``node`` (usually none): update the fit counts
+        nfc, nfg = cluster.free_cpu[node], cluster.free_gpu[node]
+        stride = self._cap_gpu + 1
+        key = ((nfc + cpu) * stride + nfg + gpu, nfc * stride + nfg)
+        moved_out = self._lost_by_move.get(key)
+        if moved_out is None:
+            moved_out = self._lost_by_move[key] = self._moved_out(nfc + cpu, nfg + gpu, nfc, nfg)
+        if moved_out and self._lose_fits(moved_out):
+            self._refresh_mask()
+            return
+        # _mask_row(j), inlined (this is the hot path): the fit state of the row's demands
+        # only changed if some demand stopped fitting anywhere (handled above)
+        fits = self._fits
+        w_ok = w < row.max_w
+        p_ok = p < row.max_p
+        vw = w_ok and fits[row.iw]
+        vp = p_ok and fits[row.ip]
+        vb = w_ok and p_ok and fits[row.ib]
+        mb = self._mbytes
+        k = 3 * j
+        self._n_valid += vw + vp + vb - mb[k] - mb[k + 1] - mb[k + 2]
+        mb[k] = vw
+        mb[k + 1] = vp
+        mb[k + 2] = vb
+
+    def _moved_out(self, ofc: int, ofg: int, nfc: int, nfg: int) -> tuple[int, ...]:
+        """Indices of the demands that fit in free ``(ofc, ofg)`` but not in ``(nfc, nfg)``."""
+        return tuple(
+            d
+            for d, (c, g) in enumerate(self._demands)
+            if c <= ofc and g <= ofg and (c > nfc or g > nfg)
+        )
+
+    def _lose_fits(self, moved_out: tuple[int, ...]) -> bool:
+        """One node fewer for each demand of ``moved_out``; whether one now fits nowhere."""
+        lost = False
+        fits, fit_nodes = self._fits, self._fit_nodes
+        for d in moved_out:
+            if fits[d]:
+                fit_nodes[d] -= 1
+                if not fit_nodes[d]:
+                    fits[d] = False
+                    lost = True
+        return lost
+
+    def _any_valid(self) -> bool:
+        return self._n_valid > 0
+
+    def _close_mask(self) -> None:
+        self._mbytes[:] = self._closed_bytes
+        self._n_valid = 0
+
+    def _build_slot_cache(self) -> None:
+        """Rows, fit counts, observation and mask of a newly opened slot."""
+        cluster = self._require_sim().cluster
+        static = self._static
+        self._rows = [static[v.spec.job_id] for v in self._window]
+        self._counts = list(self._alloc.values())
+        rows = self._rows
+        if cluster.is_empty():  # the usual case (begin_slot emptied it)
+            n_nodes, cap_c, cap_g = cluster.num_nodes, self._cap_cpu, self._cap_gpu
+            self._fit_nodes = [
+                n_nodes if c <= cap_c and g <= cap_g else 0 for c, g in self._demands
+            ]
+            self._fits = [n > 0 for n in self._fit_nodes]
+            self._mbytes[: 3 * len(rows)] = b"".join([row.open_mask for row in rows])
+            self._n_valid = sum([row.open_valid for row in rows])
+        else:
+            free = list(zip(cluster.free_cpu, cluster.free_gpu, strict=True))
+            self._fit_nodes = [
+                sum(c <= fc and g <= fg for fc, fg in free) for c, g in self._demands
+            ]
+            self._fits = [n > 0 for n in self._fit_nodes]
+            self._refresh_mask()
+        self._obs_flat.fill(0.0)
+        obs = self._obs_mv
+        t = self._require_sim().t
+        width, L = self._width, self.L
+        for j, (job, row) in enumerate(zip(self._window, rows, strict=True)):
+            base = j * width
+            obs[base + row.type_index] = 1.0
+            stay = (t - job.spec.arrival_slot) / STAY_SCALE
+            obs[base + L] = 1.0 if stay > 1.0 else stay  # min(stay, 1.0)
+            remaining = job.remaining_fraction
+            obs[base + L + 1] = 1.0 if remaining > 1.0 else remaining
+            # the allocation columns are 0: nothing allocated yet
 
     def _mask_row(self, j: int) -> None:
         """Mask entries of window row ``j`` from its counts and the fit state."""
-        _, _, _, _, max_w, max_p = self._rows[j]
+        row = self._rows[j]
         w, p = self._counts[j]
-        iw, ip, ib = self._row_demands[j]
-        w_ok = w < max_w
-        p_ok = p < max_p
+        w_ok = w < row.max_w
+        p_ok = p < row.max_p
         if self.strict_reference_placement:
             cluster = self._require_sim().cluster
-            wc, wg, pc, pg, _, _ = self._rows[j]
-            fw = cluster.find_node(wc, wg) is not None
-            fp = cluster.find_node(pc, pg) is not None
-            fb = cluster.find_node(wc + pc, wg + pg) is not None
+            fw = cluster.find_node(row.wc, row.wg) is not None
+            fp = cluster.find_node(row.pc, row.pg) is not None
+            fb = cluster.find_node(row.wc + row.pc, row.wg + row.pg) is not None
         else:
             fits = self._fits
-            fw, fp, fb = fits[iw], fits[ip], fits[ib]
-        mask = self._mask
-        mask[3 * j] = w_ok and fw
-        mask[3 * j + 1] = p_ok and fp
-        mask[3 * j + 2] = w_ok and p_ok and fb
+            fw, fp, fb = fits[row.iw], fits[row.ip], fits[row.ib]
+        mb = self._mbytes
+        k = 3 * j
+        before = mb[k] + mb[k + 1] + mb[k + 2]
+        vw = w_ok and fw
+        vp = p_ok and fp
+        vb = w_ok and p_ok and fb
+        mb[k] = vw
+        mb[k + 1] = vp
+        mb[k + 2] = vb
+        self._n_valid += vw + vp + vb - before
 
     def _refresh_mask(self) -> None:
         for j in range(len(self._rows)):
@@ -580,7 +646,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         t = sim.t
         record = sim.end_slot(decided)
         self._slot_open = False
-        self._mask = self._closed_mask()
+        self._close_mask()
         self._finished += len(record.finished)
         if self.reward_mode == "dl2":
             return float(record.reward)
@@ -595,14 +661,14 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         sim = self._require_sim()
         empty = 0
         self._views, self._window, self._alloc = [], [], {}
-        self._mask = self._closed_mask()
-        self._rows, self._counts, self._row_demands = [], [], []
+        self._close_mask()
+        self._rows, self._counts = [], []
         while not sim.done and sim.t < self.max_slots:
             views = sim.begin_slot()
             if views:
                 self._views = views
                 self._window = views[: self.J]
-                self._alloc = {v.job_id: [0, 0] for v in self._window}
+                self._alloc = {v.spec.job_id: [0, 0] for v in self._window}
                 self._slot_open = True
                 self._build_slot_cache()
                 break
@@ -612,12 +678,17 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         return empty
 
     def _obs(self) -> Obs:
-        if not self._slot_open:
-            return np.zeros(self.J * (self.L + FEATURES_PER_JOB), dtype=np.float32)
-        return self._obs_buf.reshape(-1).copy()
+        return self._obs_flat.copy() if self._slot_open else self._obs_flat_closed()
 
-    def _info(self, *, slot_ended: bool, slot_reward: float, closed: int, empty: int) -> dict:
-        sim = self._require_sim()
+    def _obs_flat_closed(self) -> Obs:
+        return np.zeros(self.J * self._width, dtype=np.float32)
+
+    def _info(
+        self, slot_ended: bool, slot_reward: float, closed: int, empty: int, done: bool
+    ) -> dict[str, Any]:
+        """Every documented key; the episode's results (``sim.result()``) only when done."""
+        sim = self.sim
+        assert sim is not None
         info: dict[str, Any] = {
             "slot": sim.t,
             "slot_ended": slot_ended,
@@ -629,7 +700,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
             "jobs_finished": self._finished,
             "num_jobs": len(self.jobs),
         }
-        if sim.done:
+        if done:
             result = sim.result()
             info["avg_jct_slots"] = result.avg_jct_slots
             info["avg_jct_s"] = result.avg_jct_s

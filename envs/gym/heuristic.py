@@ -9,8 +9,9 @@ target and its ordered increments (``last_decisions``: ``(job_id, role, node)``)
 one env action per increment (``3 * row + 0/1/2`` for worker/PS/bundle of the job's window
 row) followed by void.
 
-**Placement.**  The env places every task on the least-loaded node it fits on; the allocator
-may have chosen another node (Tetris fills node by node; Optimus releases the tasks of a job
+**Placement.**  The env places every task by its placement rule (``placement=``, by default
+the least-loaded node it fits on); the allocator, run on a scratch cluster with the same
+rule, may have chosen another node (Tetris fills node by node; Optimus releases the tasks of a job
 whose first worker/PS does not fit).  The simulator's outcome depends only on the per-job
 ``(workers, ps)`` counts, so results are identical whenever every increment can still be
 placed by the env.  An increment the env masks (no node fits under the env's placement) is
@@ -69,6 +70,7 @@ class HeuristicDriver:
         self._pos = 0
         self._plan_sim: SlotSimulator | None = None
         self._plan_t = -1
+        self._scratch: SlotCluster | None = None  # reused, emptied for every slot
         self.last_target: dict[int, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ planning
@@ -76,7 +78,15 @@ class HeuristicDriver:
         env = self.env
         sim = env._require_sim()
         window = list(env._window)
-        scratch = SlotCluster(env.cluster_spec, strict_reference=env.strict_reference_placement)
+        scratch = self._scratch
+        if (
+            scratch is None
+            or scratch.spec != env.cluster_spec
+            or scratch.placement != env.placement
+        ):
+            scratch = self._scratch = SlotCluster(env.cluster_spec, placement=env.placement)
+        else:
+            scratch.release_all()
         self.last_target = dict(
             self.allocator.allocate(window, scratch, env.speed, env.cluster_spec.slot_s)
         )
@@ -95,14 +105,13 @@ class HeuristicDriver:
         sim = env._require_sim()
         if self._plan_sim is not sim or self._plan_t != sim.t:
             self._plan_slot()
-        if self._pos < len(self._plan):
-            mask = env.action_masks()
-            while self._pos < len(self._plan):
-                a = self._plan[self._pos]
-                self._pos += 1
-                if mask[a]:
-                    return a
-                self.shortfalls += 1
+        plan, valid = self._plan, env._mbytes  # the mask's bytes (no copy)
+        while self._pos < len(plan):
+            a = plan[self._pos]
+            self._pos += 1
+            if valid[a]:
+                return a
+            self.shortfalls += 1
         return env.void_action
 
     # ------------------------------------------------------------------ SB3 adapter

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import itertools
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -20,6 +22,12 @@ class Fidelity(enum.Enum):
 
     FULL = "full"
     FAST = "fast"
+    #: job-level fluid: a placed job advances at its solo speed (one iteration per
+    #: ``forward + backward`` ms, plus an uncontended all-reduce ``a + M b`` when it spans
+    #: servers) with no per-iteration events; needs exclusive GPUs (no time-sharing) and
+    #: ignores NIC contention.  Exact for jobs that share neither GPUs nor NICs; the mode for
+    #: long traces (Philly, the Tiresias stress traces).  Continuous time only.
+    JOB = "job"
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,17 @@ class SimConfig:
     check_invariants: bool = False
     compute_windows: bool = True
     seed: int = 0
+    #: ms a *resumed* job holds its GPUs before it computes again (checkpoint restore; the
+    #: checkpoint save is folded into it).  Paid only by preemptive stacks' resumptions.
+    preemption_cost_ms: float = 0.0
+    #: how a parameter-server job's iteration time follows from compute and transfers:
+    #: ``"sequential"`` (compute, then the exchange) or TicTac's overlap under a ``"random"``,
+    #: ``"tic"`` or ``"tac"`` transfer order (:mod:`envs.sim.tictac.overlap`; every PS job's
+    #: model needs a shipped op graph).  All-reduce jobs are unaffected.
+    ps_iteration: str = "sequential"
+    #: TIC as the paper's Algorithm 1 is written and the upstream code runs it (an op whose
+    #: only outstanding recv is ``r`` does not set ``M+(r)``; ties the Fig. 1 orders)
+    tictac_upstream_ties: bool = False
 
     def __post_init__(self) -> None:
         if self.tick_ms is not None and self.tick_ms <= 0:
@@ -76,6 +95,21 @@ class SimConfig:
             )
         if self.lagged_release and self.tick_ms is None:
             raise ConfigError("lagged_release needs tick_ms")
+        if self.fidelity is Fidelity.JOB and self.tick_ms is not None:
+            raise ConfigError("JOB fidelity is a fluid model: it needs continuous time")
+        if not (self.preemption_cost_ms >= 0 and math.isfinite(self.preemption_cost_ms)):
+            raise ConfigError(
+                f"preemption_cost_ms must be a finite number >= 0, got {self.preemption_cost_ms}"
+            )
+        if self.ps_iteration not in ("sequential", "random", "tic", "tac"):
+            raise ConfigError(
+                f"ps_iteration must be 'sequential', 'random', 'tic' or 'tac', "
+                f"got {self.ps_iteration!r}"
+            )
+        if self.ps_iteration != "sequential" and self.fidelity is Fidelity.JOB:
+            raise ConfigError(
+                "ps_iteration (TicTac) needs per-iteration exchanges: not JOB fidelity"
+            )
 
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
@@ -111,3 +145,63 @@ class SimConfig:
         d = asdict(self)
         d["fidelity"] = self.fidelity.value
         return d
+
+
+@dataclass(frozen=True)
+class TiresiasConfig:
+    """Tiresias's discretised 2DAS: ``num_queues`` (K) priority queues, demotion thresholds
+    on attained service, and the PROMOTEKNOB starvation rule.
+
+    - ``thresholds_gpu_s``: K - 1 strictly increasing attained-service limits (GPU-seconds;
+      seconds when the age is 1D): a job moves from queue ``q`` to ``q + 1`` when its attained
+      service reaches ``thresholds_gpu_s[q]``.
+    - ``promote_knob``: a pending job in a queue below the top one moves back to Q0 (its
+      attained service counted from zero again) once the time it has waited since it last ran
+      first, summed over pending spells since its last promotion, reaches ``promote_knob`` x
+      its executed time since that promotion (Tiresias's rule; 0 = off).
+    - ``gittins_delta_gpu_s`` / ``gittins_formula``: 2D-Gittins's fixed look-ahead Δ and which
+      index formula (``"upstream"``: the Tiresias code's, E over raw sample sizes with floor;
+      ``"textbook"``: P(S - a <= Δ | S > a) / E[min(S - a, Δ) | S > a]).
+
+    :meth:`paper` and :meth:`upstream` are the two named defaults.
+    """
+
+    num_queues: int = 2
+    thresholds_gpu_s: tuple[float, ...] = (3600.0,)
+    promote_knob: float = 8.0
+    gittins_delta_gpu_s: float = 3600.0
+    gittins_formula: str = "textbook"
+
+    def __post_init__(self) -> None:
+        if self.num_queues < 1:
+            raise ConfigError(f"Tiresias needs K >= 1 queues, got K={self.num_queues}")
+        th = tuple(self.thresholds_gpu_s)
+        if len(th) != self.num_queues - 1:
+            raise ConfigError(
+                f"K={self.num_queues} queues need {self.num_queues - 1} thresholds, "
+                f"got {len(th)}: {list(th)}"
+            )
+        if any(not (x > 0 and math.isfinite(x)) for x in th):
+            raise ConfigError(f"queue thresholds must be finite and > 0, got {list(th)}")
+        if any(b <= a for a, b in itertools.pairwise(th)):
+            raise ConfigError(f"queue thresholds must be strictly increasing, got {list(th)}")
+        if not (self.promote_knob >= 0 and math.isfinite(self.promote_knob)):
+            raise ConfigError(f"promote_knob must be >= 0 (0 = off), got {self.promote_knob}")
+        if not self.gittins_delta_gpu_s > 0:
+            raise ConfigError(f"gittins_delta_gpu_s must be > 0, got {self.gittins_delta_gpu_s}")
+        if self.gittins_formula not in ("textbook", "upstream"):
+            raise ConfigError(
+                f"gittins_formula must be 'textbook' or 'upstream', got {self.gittins_formula!r}"
+            )
+
+    @classmethod
+    def paper(cls) -> TiresiasConfig:
+        """The NSDI'19 paper's defaults as a third party reads them: K = 2, 3,600 GPU-s,
+        PROMOTEKNOB 8 (Gittins: textbook index at a fixed Δ equal to the Q0 threshold)."""
+        return cls(2, (3600.0,), 8.0, 3600.0, "textbook")
+
+    @classmethod
+    def upstream(cls) -> TiresiasConfig:
+        """The public code's defaults (SymbioticLab/Tiresias ``959f9b0``): K = 3 at
+        3,250 / 7,200 GPU-s, knob off, Gittins as coded with Δ = 3,250."""
+        return cls(3, (3250.0, 7200.0), 0.0, 3250.0, "upstream")

@@ -25,22 +25,27 @@ import bisect
 import heapq
 import math
 import time as _time
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from envs.sim.config import Fidelity, SimConfig
 from envs.sim.errors import ConfigError, DlschedError
-from envs.sim.policies.base import CommScheduler, CommTaskView, JobOrder, Placer
+from envs.sim.policies.base import CommScheduler, CommTaskView, JobOrder, Placer, PreemptiveOrder
 from envs.sim.policies.job_order import SRSF
 from envs.sim.results import JobRecord, SimResult
 from envs.sim.spec import ClusterSpec, CommArch, JobSpec, NetworkSpec, Workload
 from envs.sim.stacks import SchedulerStack, make_stack
+from envs.sim.tictac.overlap import make_overlap
 
 # worker states
 FW_READY, BW_READY, RUNNING, DONE = 0, 1, 2, 3
 # event kinds (all phase-1 kinds sort before the others only by being handled first)
 EV_TASK, EV_COMM, EV_SYNC, EV_ARRIVAL, EV_WAKE, EV_WINDOW = 0, 1, 2, 3, 4, 5
+# preemptive stacks and JOB fidelity: a resumed job's restore ends, a job-level run ends, the
+# job order's wake-up (each validated by a version number)
+EV_RESTORE, EV_JOBEND, EV_RESCHED = 6, 7, 8
 # gpu_task kind of a GPU that runs its part of a job's compute window
 WINDOW = 9
 
@@ -53,23 +58,36 @@ class Job:
     """Run-time state of one job (satisfies :class:`envs.sim.policies.base.JobView`)."""
 
     __slots__ = (
+        "aux_ver",
         "bw",
         "chunk",
         "comm",
         "comm_est_once",
         "comm_mb",
+        "executed_ms",
         "factors",
         "finish_ms",
         "fresh",
         "fw",
         "gpus",
+        "held",
         "iterations_done",
+        "jl_iter",
+        "jl_left",
+        "jl_since",
+        "last_sync_ms",
         "multi",
+        "on_gpus",
         "pending",
         "placed_order",
+        "planned",
+        "preempt_pending",
+        "preemptions",
         "prio",
         "probe_target",
         "remaining_compute_ms",
+        "restoring",
+        "run_since",
         "servers",
         "spec",
         "start_ms",
@@ -105,6 +123,20 @@ class Job:
         self.window_t = math.nan  # start of the running compute window (see Simulator)
         self.window_ver = 0
         self.window_fw_done = False
+        # preemption (preemptive job orders) and JOB fidelity
+        self.on_gpus = False  # placed and not evicted or released
+        self.executed_ms = 0.0  # computing time before run_since (JobView.executed_ms)
+        self.run_since = math.nan  # executed time accrues from here (after any restore)
+        self.preempt_pending = False  # evict at the next iteration boundary
+        self.held = False  # stopped at an iteration boundary, waiting for the next pass
+        self.restoring = False  # resumed, paying the restore cost
+        self.preemptions = 0
+        self.planned = 0  # number of the last scheduling pass that chose it
+        self.aux_ver = 0  # version of the job's EV_RESTORE / EV_JOBEND event
+        self.jl_iter = 0.0  # JOB fidelity: solo ms per iteration on the current placement
+        self.jl_left = float(spec.iterations)  # JOB fidelity: iterations left (fractional)
+        self.jl_since = math.nan  # JOB fidelity: progress accounted up to this time
+        self.last_sync_ms = math.nan  # when the job last passed an iteration barrier
 
 
 class CommTask:
@@ -153,9 +185,14 @@ class Simulator:
         workload: Workload,
         stack: SchedulerStack,
         config: SimConfig | None = None,
+        *,
+        ps_servers: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         workload.check_fits(cluster)
         self.cfg = config or SimConfig()
+        # parameter-server jobs whose PSs sit on given servers (job id -> one server per PS,
+        # e.g. where an elastic allocator put them); others use ``_ps_traffic``'s rule
+        self.ps_servers = _check_ps_servers(ps_servers, workload, cluster)
         self.cluster = cluster
         self.spec = cluster  # ClusterView.spec
         self.network: NetworkSpec = cluster.network
@@ -169,6 +206,11 @@ class Simulator:
         self.placer: Placer = stack.placer
         self.commsched: CommScheduler = stack.comm
         self.rng = _make_rng(self.cfg.seed)
+        # TicTac (cfg.ps_iteration): PS exchanges shortened to what compute does not hide
+        c = self.cfg
+        self.overlap = make_overlap(
+            c.ps_iteration, cluster.network, workload, c.seed, c.tictac_upstream_ties
+        )
         g = cluster.num_gpus
         # ClusterView
         self.free_mem_mb = [cluster.gpu_memory_mb] * g
@@ -213,7 +255,26 @@ class Simulator:
         self.force_pass = False
         self.placed_count = 0
         self._ran = False
+        self._started = False
+        self._wall = 0.0  # seconds spent in run()/run_until()
         self.windows = self.cfg.compute_windows
+        # preemptive job orders decide which jobs hold GPUs (see _reschedule)
+        self.preemptive: bool = getattr(stack.order, "preemptive", False)
+        self.porder = cast(PreemptiveOrder, stack.order)
+        # JOB fidelity: bring remaining work up to date before each pass only if it is read
+        self.order_reads_remaining: bool = getattr(stack.order, "reads_remaining", True)
+        self.resched = False
+        self.wake_at = math.inf
+        self.wake_ver = 0
+        self.wake_repeats = 0
+        self.resumes = 0
+        self.passes = 0
+        self.spans: dict[int, list[list[float]]] = {}  # job id -> [start, end] on GPUs, ms
+        self.job_level = self.cfg.fidelity is Fidelity.JOB
+        if self.preemptive and self.tick is not None:
+            raise ConfigError(
+                f"preemptive job order {self.porder.name!r} needs continuous time (tick_ms=None)"
+            )
         self.chunk_max = 1
         if self.cfg.fidelity is Fidelity.FAST:
             shortest = min(j.iterations for j in workload.jobs)
@@ -234,11 +295,46 @@ class Simulator:
             raise SimulationError("a Simulator runs once; build a new one for another run")
         self._ran = True
         wall = _time.perf_counter()
+        self._start()
+        self._loop(math.inf)
+        self._wall += _time.perf_counter() - wall
+        if self.finished != len(self.jobs):
+            stuck = [j.spec.job_id for j in self.jobs if math.isnan(j.finish_ms)]
+            raise SimulationError(
+                f"no events left but {len(stuck)} jobs never finished (first ids {stuck[:10]}); "
+                f"queued={len(self.queue)} waiting-comm={len(self.waiting)}"
+            )
+        return self._result(self._wall)
+
+    def run_until(self, until_ms: float) -> None:
+        """Handle every event at times ``<= until_ms``, then stop with ``now = until_ms``.
+
+        Resumable: later ``run_until`` calls with larger times, and finally ``run()``, give
+        exactly what one ``run()`` gives (the loop only pauses between event times).  Jobs not
+        finished by then keep their state (``iterations_done``, ``last_sync_ms``); nothing is
+        reported stuck.  Used by the elastic slot loop to simulate one time slot."""
+        if self._ran:
+            raise SimulationError("run_until() after run(): the simulation is over")
+        if not until_ms >= self.now:
+            raise SimulationError(f"run_until({until_ms}) is before now={self.now}")
+        wall = _time.perf_counter()
+        self._start()
+        self._loop(until_ms)
+        self.now = until_ms
+        self._wall += _time.perf_counter() - wall
+
+    def _start(self) -> None:
+        """Queue the arrivals, once."""
+        if self._started:
+            return
+        self._started = True
         for job in self.jobs:
             self._push(job.spec.submit_ms, EV_ARRIVAL, job)
+
+    def _loop(self, until_ms: float) -> None:
         heap = self.heap
         pop = heapq.heappop
-        while heap:
+        while heap and heap[0][0] <= until_ms:
             t = heap[0][0]
             if t < self.now:
                 raise SimulationError(f"time went backwards: {t} < {self.now}")
@@ -263,18 +359,21 @@ class Simulator:
                     syncs.append(obj)
                 elif kind == EV_ARRIVAL:
                     arrivals.append(obj)
+                elif kind == EV_RESTORE:
+                    if obj.aux_ver == version:
+                        obj.restoring = False
+                        self._begin_iteration(obj)
+                elif kind == EV_JOBEND:
+                    if obj.aux_ver == version:
+                        self._job_level_end(obj, t)
+                elif kind == EV_RESCHED and version == self.wake_ver:
+                    self.wake_at = math.inf
+                    self.resched = True
             for job in windows:
                 self._end_window(job)
             self._step(t, task_ends, comm_ends, syncs, arrivals)
             if self.cfg.check_invariants:
                 self.check_invariants()
-        if self.finished != len(self.jobs):
-            stuck = [j.spec.job_id for j in self.jobs if math.isnan(j.finish_ms)]
-            raise SimulationError(
-                f"no events left but {len(stuck)} jobs never finished (first ids {stuck[:10]}); "
-                f"queued={len(self.queue)} waiting-comm={len(self.waiting)}"
-            )
-        return self._result(_time.perf_counter() - wall)
 
     def _step(
         self,
@@ -295,10 +394,17 @@ class Simulator:
         if self.unreleased:
             self._release(t)
         # 3. arrivals, 4. placement
-        if arrivals:
-            self.queue.extend(arrivals)
-        if self.queue:
-            self._allocate(t)
+        if self.preemptive:
+            for job in arrivals:
+                self.porder.add(job, t)
+                self.resched = True
+            if self.resched:
+                self._reschedule(t)
+        else:
+            if arrivals:
+                self.queue.extend(arrivals)
+            if self.queue:
+                self._allocate(t)
         # 5. communication
         if self.ready or self.force_pass or (self.nic_dirty and self._waiting_touched()):
             self._communicate(t)
@@ -355,6 +461,7 @@ class Simulator:
     def _sync(self, job: Job, t: float) -> None:
         """The all-reduce of the current iteration is done (barrier passed)."""
         job.iterations_done += job.chunk
+        job.last_sync_ms = t
         if job.comm_est_once:
             est = job.comm_est_once * job.chunk
             for g in job.gpus:
@@ -362,6 +469,15 @@ class Simulator:
         if job.iterations_done >= job.spec.iterations:
             self._finish_job(job, t)
             return
+        if job.preempt_pending:
+            # preempted: it stops at this iteration boundary and the next pass evicts it
+            job.held = True
+            self.resched = True
+            return
+        self._begin_iteration(job)
+
+    def _begin_iteration(self, job: Job) -> None:
+        """Every worker of ``job`` has its next forward ready."""
         if job.chunk > 1:
             self._set_chunk(job)
         n = len(job.gpus)
@@ -394,6 +510,11 @@ class Simulator:
         job.finish_ms = t
         self.finished += 1
         self.unreleased.append(job)
+        if self.preemptive:
+            self._bank(job, t)
+            self.spans[job.spec.job_id][-1][1] = t
+            self.porder.remove(job, t)
+            self.resched = True
         if self.cfg.lagged_release:
             self._wake_next_tick(t)
 
@@ -422,6 +543,7 @@ class Simulator:
         gone = {id(j) for j in out}
         self.running = [j for j in self.running if id(j) not in gone]
         for job in out:
+            job.on_gpus = False
             mem = job.spec.model.gpu_memory_mb
             for g in job.gpus:
                 self.free_mem_mb[g] += mem
@@ -475,26 +597,46 @@ class Simulator:
         m = spec.model
         est = job.comm_mb * self.comm_est if job.multi else 0.0
         job.comm_est_once = est
-        load = m.compute_ms * spec.iterations + est * spec.iterations
+        left = spec.iterations - job.iterations_done  # all of them unless resumed
+        load = m.compute_ms * left + est * left
         mem = m.gpu_memory_mb
+        # JOB fidelity and restoring resumptions compute nothing per task yet
+        hold = self.job_level or (job.preemptions > 0 and self.cfg.preemption_cost_ms > 0)
         for w, g in enumerate(gpus):
             if self.free_mem_mb[g] < mem:
                 raise SimulationError(
                     f"placer {self.placer.name} put job {spec.job_id} on GPU {g} without memory"
                 )
+            if self.job_level and self.residents[g]:
+                raise SimulationError(
+                    f"JOB fidelity needs exclusive GPUs, but placer {self.placer.name} put job "
+                    f"{spec.job_id} on GPU {g} next to job {self.residents[g][0][0].spec.job_id}"
+                )
             self.free_mem_mb[g] -= mem
             self.load_ms[g] += load
             self.residents[g].append((job, w))
-            self._make_ready(job, w, g)
-        job.wstate = [FW_READY] * len(gpus)
-        job.pending = len(gpus)
+            if not hold:
+                self._make_ready(job, w, g)
+        if hold:
+            job.wstate = [DONE] * len(gpus)
+            job.pending = 0
+        else:
+            job.wstate = [FW_READY] * len(gpus)
+            job.pending = len(gpus)
         if self.chunk_max > 1:
             self._set_chunk(job)
         job.placed_order = self.placed_count
         self.placed_count += 1
-        job.start_ms = t
+        if math.isnan(job.start_ms):
+            job.start_ms = t
+        job.on_gpus = True
+        job.run_since = t
+        if self.preemptive:
+            self.spans.setdefault(spec.job_id, []).append([t, math.nan])
         self.running.append(job)
         self.dirty_gpus.update(gpus)
+        if hold:
+            self._hold_start(job, t)
 
     def _ps_traffic(self, job: Job) -> None:
         """Where a parameter-server job's PSs sit and what crosses each server's NIC.
@@ -509,7 +651,11 @@ class Simulator:
         spec = job.spec
         per = self.cluster.gpus_per_server
         worker_srv = [g // per for g in job.gpus]
-        ps_srv = [worker_srv[k % len(worker_srv)] for k in range(spec.num_ps)]
+        given = self.ps_servers.get(spec.job_id)
+        if given is not None:
+            ps_srv = list(given)
+        else:
+            ps_srv = [worker_srv[k % len(worker_srv)] for k in range(spec.num_ps)]
         share = spec.model.model_size_mb / spec.num_ps
         inn: dict[int, float] = {}
         out: dict[int, float] = {}
@@ -540,6 +686,127 @@ class Simulator:
             worst = max(worst, f * (k * b + (k - 1) * eta))
         return 1.0 / worst
 
+    # ------------------------------------------------------------------ preemption
+    # A preemptive job order (``PreemptiveOrder``) decides at each decision point which jobs
+    # hold GPUs.  A running job it leaves out is evicted at once if nothing of its current
+    # iteration has run (or it is restoring, or in JOB fidelity); otherwise it is marked and
+    # stops at its next iteration boundary (``_sync`` holds it there and asks for a new pass),
+    # so no partial iteration is ever lost or double-counted.  Eviction frees its GPUs; on
+    # resumption it pays ``SimConfig.preemption_cost_ms`` with its GPUs held (``_hold_start``).
+
+    def _reschedule(self, t: float) -> None:
+        self.resched = False
+        for job in self.running:  # executed time up to now (what the order reads)
+            if t > job.run_since:  # not while restoring
+                job.executed_ms += t - job.run_since
+                job.run_since = t
+        if self.job_level and self.order_reads_remaining:
+            for job in self.running:
+                self._bank(job, t)
+        plan = cast(list[Job], self.porder.plan(t, self.cluster.num_gpus))  # our own Jobs
+        self.passes += 1
+        mark = self.passes
+        for job in plan:
+            job.planned = mark
+        for job in list(self.running):
+            if job.planned == mark:
+                if job.preempt_pending:  # reprieved before it reached its boundary
+                    job.preempt_pending = False
+                    if job.held:
+                        job.held = False
+                        self._begin_iteration(job)
+            elif (
+                self.job_level
+                or job.held
+                or job.restoring
+                or all(s == FW_READY for s in job.wstate)
+            ):
+                self._evict(job, t)
+            else:
+                job.preempt_pending = True
+        if self.placer_reads_load:
+            self._settle_window_loads()
+        for job in plan:
+            if job.on_gpus:
+                continue
+            gpus = self.placer.place(job.spec, self, self.rng)
+            if gpus is None:
+                continue  # stays pending; asked again at the next decision point
+            if job.preemptions:
+                self.resumes += 1
+            self._place(job, gpus, t)
+            self.porder.on_start(job, t)
+        wake = self.porder.next_wakeup(t)
+        if wake <= t:
+            self.wake_repeats += 1
+            if self.wake_repeats > 1000:
+                raise SimulationError(
+                    f"job order {self.porder.name} keeps asking for a pass at t={t} ms"
+                )
+        else:
+            self.wake_repeats = 0
+        if wake < math.inf and wake != self.wake_at:
+            self.wake_at = wake
+            self.wake_ver += 1
+            self._push(max(wake, t), EV_RESCHED, None, self.wake_ver)
+
+    def _bank(self, job: Job, t: float) -> None:
+        """Bring ``job``'s executed time (and, in JOB fidelity, its progress) up to ``t``."""
+        if not job.on_gpus:
+            return
+        if t > job.run_since:  # not while restoring
+            job.executed_ms += t - job.run_since
+            job.run_since = t
+        if self.job_level and t > job.jl_since:
+            job.jl_left = max(0.0, job.jl_left - (t - job.jl_since) / job.jl_iter)
+            job.jl_since = t
+            job.remaining_compute_ms = job.jl_left * job.spec.model.compute_ms * len(job.gpus)
+
+    def _evict(self, job: Job, t: float) -> None:
+        """Take ``job`` off its GPUs (it has nothing of an iteration in flight)."""
+        self._bank(job, t)
+        job.aux_ver += 1  # its restore or job-level end event is void
+        self.spans[job.spec.job_id][-1][1] = t
+        job.restoring = job.held = job.preempt_pending = job.on_gpus = False
+        job.run_since = math.nan
+        spec = job.spec
+        left = spec.iterations - job.iterations_done
+        load = spec.model.compute_ms * left + job.comm_est_once * left
+        mem = spec.model.gpu_memory_mb
+        for g in job.gpus:
+            self.free_mem_mb[g] += mem
+            self.load_ms[g] -= load
+            self.residents[g] = [rw for rw in self.residents[g] if rw[0] is not job]
+            self.gpu_ready[g] = [rw for rw in self.gpu_ready[g] if rw[0] is not job]
+        job.wstate = [DONE] * len(job.gpus)
+        job.pending = 0
+        self.running.remove(job)
+        self.dirty_gpus.update(job.gpus)
+        job.preemptions += 1
+        self.porder.on_stop(job, t)
+
+    def _hold_start(self, job: Job, t: float) -> None:
+        """A job placed in JOB fidelity, or resumed with a restore cost: schedule the end of
+        its run (JOB) or of its restore."""
+        cost = self.cfg.preemption_cost_ms if job.preemptions else 0.0
+        job.aux_ver += 1
+        job.run_since = t + cost  # a restore is not service: orders see no progress
+        if not self.job_level:
+            job.restoring = True
+            self._push(t + cost, EV_RESTORE, job, job.aux_ver)
+            return
+        m = job.spec.model
+        comm = self.network.a_ms + job.comm_mb * self.network.b_ms_per_mb if job.multi else 0.0
+        job.jl_iter = m.compute_ms + comm
+        job.jl_since = t + cost
+        self._push(job.jl_since + job.jl_left * job.jl_iter, EV_JOBEND, job, job.aux_ver)
+
+    def _job_level_end(self, job: Job, t: float) -> None:
+        job.jl_left = 0.0
+        job.iterations_done = job.spec.iterations
+        job.remaining_compute_ms = 0.0
+        self._finish_job(job, t)
+
     # ------------------------------------------------------------------ phase 5
     def _communicate(self, t: float) -> None:
         ready, self.ready = self.ready, []
@@ -552,7 +819,13 @@ class Simulator:
                     self.waiting_on[s] += 1
             else:
                 self._sync(job, t)  # one server: the all-reduce is free
-        if self.unreleased and not self.cfg.lagged_release:
+        if self.preemptive:
+            # a job finished or reached the boundary where it is preempted: decide again
+            if self.unreleased:
+                self._release(t)
+            if self.resched:
+                self._reschedule(t)
+        elif self.unreleased and not self.cfg.lagged_release:
             # a job just finished: its memory is free now, place again
             self._release(t)
             if self.queue:
@@ -610,6 +883,8 @@ class Simulator:
         job.comm = task
         for s in job.servers:
             self.nic_tasks[s].append(task)
+        if self.overlap is not None and job.factors is not None:
+            task.size_mb *= self.overlap.fraction(job.spec, job.comm_mb, self._speed(task))
         self.changed_servers.update(job.servers)
         if self.reask_on_start:
             self.nic_dirty.update(job.servers)
@@ -859,7 +1134,15 @@ class Simulator:
             )
             for j in self.jobs
         ]
-        extra = {"iterations_per_step": self.chunk_max}
+        extra: dict[str, Any] = {"iterations_per_step": self.chunk_max}
+        if self.preemptive:
+            extra["preemptions"] = sum(j.preemptions for j in self.jobs)
+            extra["resumes"] = self.resumes
+            extra["preemptions_by_job"] = {j.spec.job_id: j.preemptions for j in self.jobs}
+            extra["run_spans_ms"] = {k: [tuple(s) for s in v] for k, v in self.spans.items()}
+            stats = getattr(self.porder, "stats", None)
+            if stats:
+                extra["order_stats"] = dict(stats)
         return SimResult(
             records=records,
             makespan_ms=max(r.finish_ms for r in records),
@@ -872,6 +1155,32 @@ class Simulator:
             wall_s=wall,
             extra=extra,
         )
+
+
+def _check_ps_servers(
+    ps_servers: Mapping[int, Sequence[int]] | None, workload: Workload, cluster: ClusterSpec
+) -> dict[int, list[int]]:
+    """Validated copy of ``Simulator(ps_servers=...)``: only PS jobs of the workload, one
+    server per PS, every server in the cluster."""
+    if not ps_servers:
+        return {}
+    specs = {j.job_id: j for j in workload.jobs}
+    out: dict[int, list[int]] = {}
+    for jid, servers in ps_servers.items():
+        spec = specs.get(jid)
+        if spec is None or spec.comm is not CommArch.PS:
+            raise ConfigError(f"ps_servers names job {jid}, which is not a PS job of the workload")
+        srv = [int(s) for s in servers]
+        if len(srv) != spec.num_ps:
+            raise ConfigError(f"ps_servers gives job {jid} {len(srv)} servers for {spec.num_ps} PSs")
+        bad = [s for s in srv if not 0 <= s < cluster.num_servers]
+        if bad:
+            raise ConfigError(
+                f"ps_servers puts job {jid}'s PSs on servers {bad}; the cluster has "
+                f"{cluster.num_servers}"
+            )
+        out[jid] = srv
+    return out
 
 
 def _waiting_key(job: Job) -> tuple[float, int]:

@@ -36,3 +36,29 @@ def get_model(name: str, table: dict[str, ModelProfile] | None = None) -> ModelP
         return table[name]
     except KeyError:
         raise ConfigError(f"unknown model {name!r}; known: {sorted(table)}") from None
+
+
+def _tiresias(name: str, size_mb: float, iter_ms: float) -> ModelProfile:
+    # forward : backward = 1 : 2, the usual rule of thumb (the trace gives only their sum)
+    return ModelProfile(name, size_mb, 5000.0, 32, iter_ms / 3.0, iter_ms * 2.0 / 3.0)
+
+
+#: Models of Tiresias's 60-job trace (``envs/sim/data/tiresias``).  Size = sum of the
+#: upstream tensor list (MB; googlenet uses Inception-v3's, as upstream does); per-iteration
+#: time = the trace's total duration / total iterations over its 1-GPU jobs of that model;
+#: 5,000 MB per worker (upstream's worker memory); batch 32 is a label only.
+TIRESIAS_MODELS: dict[str, ModelProfile] = {
+    m.name: m
+    for m in (
+        _tiresias("vgg19", 547.1, 270.6),
+        _tiresias("vgg16", 526.8, 235.7),
+        _tiresias("vgg11", 506.5, 156.1),
+        _tiresias("alexnet", 235.8, 54.5),
+        _tiresias("resnet152", 149.6, 370.4),
+        _tiresias("resnet101", 119.7, 260.2),
+        _tiresias("resnet50", 80.6, 153.3),
+        _tiresias("inception4", 132.8, 477.7),
+        _tiresias("inception3", 56.6, 232.3),
+        _tiresias("googlenet", 56.6, 140.1),
+    )
+}

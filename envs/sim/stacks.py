@@ -5,23 +5,55 @@ This module is the only place where config names become policy classes.  Stack n
 (SRSF order, LWF-1 placement, AdaDUAL), ``ff_adasrsf``, ``ls_adasrsf``, ``rand_adasrsf``,
 ``lwf1_srsf1``, ``fifo:lwf4_srsf2``.
 
-- placement: ``rand`` | ``ff`` | ``ls`` | ``lwf<κ>`` (any κ >= 1)
+- placement: ``rand`` | ``ff`` | ``ls`` | ``lwf<κ>`` (any κ >= 1) | ``count`` (Tiresias
+  count-only, exclusive GPUs) | ``skew`` (Tiresias consolidate-if-skewed, exclusive GPUs)
 - comm: ``adasrsf`` (AdaDUAL) | ``srsf<n>`` (n >= 1) | ``fs`` (no admission limit: fair share)
-- order: ``srsf`` (default) | ``fifo``
+- order: ``srsf`` (default) | ``fifo`` | preemptive (``PreemptiveOrder``): ``psrsf``
+  (preemptive SRSF), ``las`` (continuous 2D-LAS, 60 s quantum), ``dlas`` / ``dgittins``
+  (Tiresias's discretised 2D-LAS / 2D-Gittins, the paper's defaults: K = 2, 3,600 GPU-s,
+  PROMOTEKNOB 8), ``dlas-upstream`` / ``dgittins-upstream`` (the public code's defaults:
+  K = 3, 3,250 / 7,200 GPU-s, knob off, Gittins as coded)
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from envs.sim.config import TiresiasConfig
 from envs.sim.errors import ConfigError
 from envs.sim.policies.base import CommScheduler, JobOrder, Placer
 from envs.sim.policies.comm import AdaDual, FairShare, SRSFn
 from envs.sim.policies.job_order import FIFO, SRSF
 from envs.sim.policies.placement import LWF, FirstFit, ListScheduling, RandomPlacer
+from envs.sim.policies.preemptive import LAS2D, PreemptiveSRSF
+from envs.sim.policies.skew import CountPlacer, SkewPlacer
+from envs.sim.policies.tiresias import DiscretizedGittins, DiscretizedLAS
 
-ORDERS: dict[str, type[SRSF] | type[FIFO]] = {"srsf": SRSF, "fifo": FIFO}
+ORDERS: dict[str, Callable[[], JobOrder]] = {
+    "srsf": SRSF,
+    "fifo": FIFO,
+    "psrsf": PreemptiveSRSF,
+    "las": lambda: LAS2D(quantum_ms=60_000.0),
+    "dlas": lambda: DiscretizedLAS(TiresiasConfig.paper()),
+    "dlas-upstream": lambda: DiscretizedLAS(TiresiasConfig.upstream()),
+    "dgittins": lambda: DiscretizedGittins(TiresiasConfig.paper()),
+    "dgittins-upstream": lambda: DiscretizedGittins(TiresiasConfig.upstream()),
+}
+
+#: Tiresias stacks (exclusive GPUs; ``fs``: multi-server all-reduces share NICs freely) and
+#: the baselines they are compared with.
+TIRESIAS_STACKS: dict[str, str] = {
+    "dlas:skew_fs": "Tiresias 2D-LAS, paper defaults, consolidate-if-skewed",
+    "dlas:count_fs": "Tiresias 2D-LAS, paper defaults, count-only",
+    "dlas-upstream:count_fs": "Tiresias 2D-LAS, upstream-code defaults, count-only",
+    "dgittins:skew_fs": "Tiresias 2D-Gittins, paper defaults, consolidate-if-skewed",
+    "dgittins-upstream:count_fs": "Tiresias 2D-Gittins, upstream-code defaults, count-only",
+    "psrsf:count_fs": "preemptive SRSF (Tiresias's shortest-gpu), count-only",
+    "srsf:count_fs": "SRSF order, non-preemptive, count-only",
+    "fifo:count_fs": "FIFO, non-preemptive, skip-ahead (Tiresias's fjf), count-only",
+}
 
 #: The stacks of the Ada-SRSF paper's Tables IV and V, with their paper names.
 STACKS: dict[str, str] = {
@@ -47,7 +79,7 @@ REFERENCE_ALGO: dict[str, str] = {
 TABLE_IV = ("rand_adasrsf", "ff_adasrsf", "ls_adasrsf", "lwf1_adasrsf")
 TABLE_V = ("lwf1_srsf1", "lwf1_srsf2", "lwf1_srsf3", "lwf1_adasrsf")
 
-_NAME = re.compile(r"^(?:(?P<order>[a-z]+):)?(?P<place>[a-z]+\d*)_(?P<comm>[a-z]+\d*)$")
+_NAME = re.compile(r"^(?:(?P<order>[a-z][a-z0-9-]*):)?(?P<place>[a-z]+\d*)_(?P<comm>[a-z]+\d*)$")
 
 
 @dataclass
@@ -65,12 +97,18 @@ def _placer(token: str, lwf_comm_ms_per_mb: float | None) -> Placer:
         return RandomPlacer()
     if token == "ff":
         return FirstFit()
+    if token == "count":
+        return CountPlacer()
+    if token == "skew":
+        return SkewPlacer()
     if token == "ls":
         return ListScheduling(lwf_comm_ms_per_mb)
     m = re.fullmatch(r"lwf(\d+)", token)
     if m:
         return LWF(int(m.group(1)), lwf_comm_ms_per_mb)
-    raise ConfigError(f"unknown placement {token!r}; known: rand, ff, ls, lwf<κ> (e.g. lwf1)")
+    raise ConfigError(
+        f"unknown placement {token!r}; known: rand, ff, ls, lwf<κ> (e.g. lwf1), count, skew"
+    )
 
 
 def _comm(token: str, adadual_inclusive: bool) -> CommScheduler:

@@ -16,10 +16,9 @@ with :func:`importlib.resources.files`.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -30,6 +29,19 @@ import numpy as np
 from envs.sim.errors import ConfigError, WorkloadError
 from envs.sim.models import REFERENCE_MODELS
 from envs.sim.spec import JobSpec, ModelProfile, Workload
+from envs.sim.traces import ConvertOptions, read_normalised_csv, to_workload
+
+# CSV helpers live in envs.sim.traces._csv; re-exported here for the modules that import them
+# from envs.sim.workload (envs.sim.elastic.*).
+from envs.sim.traces._csv import (  # noqa: F401
+    _err,
+    _float_field,
+    _int_field,
+    _number,
+    _read_csv,
+    _round_half_up,
+    _text,
+)
 
 __all__ = [
     "ADA_SRSF_GPU_COUNTS",
@@ -76,118 +88,7 @@ _ADA_REQUIRED = (
     "bw_time",
     "batch_size",
 )
-_TRACE_REQUIRED = ("job_id", "submit_time_s", "num_gpus")
 _PHILLY_SLICE = "philly_vc_6c71a0_public.csv"
-
-
-# --------------------------------------------------------------------------------------------
-# CSV reading and field validation
-# --------------------------------------------------------------------------------------------
-
-
-def _err(path: Path, line: int, column: str | None, cause: str) -> WorkloadError:
-    where = f"{path.name}, line {line}" + (f", column {column!r}" if column else "")
-    return WorkloadError(f"{where}: {cause} (file: {path})")
-
-
-def _read_csv(
-    path: PathLike, required: Sequence[str]
-) -> tuple[Path, list[str], list[tuple[int, dict[str, str]]]]:
-    """Read a headed CSV; return (path, header, [(1-based line, row dict)]).  Validates shape."""
-    p = Path(path)
-    if not p.exists():
-        raise WorkloadError(f"{p.name}: file not found (file: {p})")
-    if not p.is_file():
-        raise WorkloadError(f"{p.name}: not a regular file (file: {p})")
-    rows: list[tuple[int, dict[str, str]]] = []
-    try:
-        with p.open(encoding="utf-8-sig", newline="") as fh:
-            reader = csv.reader(fh)
-            header_row: list[str] | None = None
-            header_line = 0
-            for raw in reader:
-                if header_row is None:
-                    if not any(cell.strip() for cell in raw):
-                        continue
-                    header_row = [cell.strip() for cell in raw]
-                    header_line = reader.line_num
-                    seen: set[str] = set()
-                    for col in header_row:
-                        if not col:
-                            raise _err(p, header_line, None, "header has an empty column name")
-                        if col in seen:
-                            raise _err(p, header_line, col, "column appears twice in the header")
-                        seen.add(col)
-                    missing = [c for c in required if c not in seen]
-                    if missing:
-                        raise _err(
-                            p,
-                            header_line,
-                            missing[0],
-                            f"missing required column(s) {missing}; header is {header_row}",
-                        )
-                    continue
-                if not any(cell.strip() for cell in raw):
-                    continue  # a blank line is not a row
-                if len(raw) != len(header_row):
-                    raise _err(
-                        p,
-                        reader.line_num,
-                        None,
-                        f"expected {len(header_row)} comma-separated fields, got {len(raw)}",
-                    )
-                rows.append((reader.line_num, dict(zip(header_row, raw, strict=True))))
-    except csv.Error as exc:
-        raise WorkloadError(f"{p.name}: malformed CSV: {exc} (file: {p})") from exc
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{p.name}: not UTF-8 text: {exc} (file: {p})") from exc
-    if header_row is None:
-        raise _err(p, 1, None, "empty file: no header line")
-    if not rows:
-        raise _err(p, header_line + 1, None, "no job rows after the header")
-    return p, header_row, rows
-
-
-def _text(p: Path, line: int, row: Mapping[str, str], col: str) -> str:
-    value = row[col].strip()
-    if not value:
-        raise _err(p, line, col, "empty value")
-    return value
-
-
-def _number(p: Path, line: int, row: Mapping[str, str], col: str) -> float:
-    text = _text(p, line, row, col)
-    try:
-        value = float(text)
-    except ValueError:
-        raise _err(p, line, col, f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise _err(p, line, col, f"not a finite number: {text!r}")
-    return value
-
-
-def _float_field(
-    p: Path, line: int, row: Mapping[str, str], col: str, *, zero_ok: bool = False
-) -> float:
-    value = _number(p, line, row, col)
-    if value < 0:
-        raise _err(p, line, col, f"must not be negative, got {row[col].strip()!r}")
-    if value == 0 and not zero_ok:
-        raise _err(p, line, col, f"must be > 0, got {row[col].strip()!r}")
-    return value
-
-
-def _int_field(
-    p: Path, line: int, row: Mapping[str, str], col: str, *, zero_ok: bool = False
-) -> int:
-    value = _float_field(p, line, row, col, zero_ok=zero_ok)
-    if not value.is_integer():
-        raise _err(p, line, col, f"must be an integer, got {row[col].strip()!r}")
-    return int(value)
-
-
-def _round_half_up(x: float) -> int:
-    return math.floor(x + 0.5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -486,68 +387,15 @@ def load_trace_csv(
     ``iterations = max(1, round_half_up(duration_s * time_unit / (forward_ms + backward_ms)))``,
     i.e. the duration is treated as pure compute; communication time is ignored, so under
     contention a job's simulated run time can exceed its traced duration.
+
+    Rows must be sorted by ``submit_time_s`` (the schema's promise).  This is
+    :func:`envs.sim.traces.read_normalised_csv` then :func:`envs.sim.traces.to_workload`; use
+    those (and :mod:`envs.sim.traces.transform`) for the other layouts, repairs, windowing
+    and the record of what was read.
     """
-    if not (time_unit > 0 and math.isfinite(time_unit)):
-        raise ConfigError(f"time_unit must be a finite number > 0, got {time_unit}")
-    table = dict(REFERENCE_MODELS if models is None else models)
-    if not table:
-        raise ConfigError("models must contain at least one ModelProfile")
-    by_name: dict[str, ModelProfile] = {}
-    for key, profile in table.items():
-        by_name.setdefault(key.lower(), profile)
-        by_name.setdefault(profile.name.lower(), profile)
-    choices = list(table.values())
-
-    p, header, rows = _read_csv(path, _TRACE_REQUIRED)
-    if "duration_s" not in header and "iterations" not in header:
-        raise _err(p, 1, "duration_s", "missing required column (need duration_s or iterations)")
-    draws = np.random.default_rng(seed).integers(len(choices), size=len(rows))
-
-    jobs: list[JobSpec] = []
-    first_line: dict[str, int] = {}
-    for idx, (line, row) in enumerate(rows):
-        trace_id = _text(p, line, row, "job_id")
-        if trace_id in first_line:
-            raise _err(
-                p,
-                line,
-                "job_id",
-                f"duplicate job_id {trace_id!r} (first on line {first_line[trace_id]})",
-            )
-        first_line[trace_id] = line
-        submit_s = _float_field(p, line, row, "submit_time_s", zero_ok=True)
-        num_gpus = _int_field(p, line, row, "num_gpus")
-        if row.get("gpu_milli", "").strip():
-            milli = _int_field(p, line, row, "gpu_milli")
-            if milli > 1000:
-                raise _err(p, line, "gpu_milli", f"must be in 1..1000, got {milli}")
-        job_type = row.get("job_type", "").strip()
-        if job_type:
-            model = by_name.get(job_type.lower())
-            if model is None:
-                raise _err(
-                    p, line, "job_type", f"unknown model {job_type!r}; known: {sorted(by_name)}"
-                )
-        else:
-            model = choices[int(draws[idx])]
-        if row.get("iterations", "").strip():
-            iterations = _int_field(p, line, row, "iterations")
-        else:
-            if "duration_s" not in row:
-                raise _err(p, line, "iterations", "empty value and no duration_s column")
-            duration_s = _float_field(p, line, row, "duration_s")
-            iterations = max(1, _round_half_up(duration_s * time_unit / model.compute_ms))
-        jobs.append(
-            JobSpec(
-                job_id=idx,
-                submit_ms=submit_s * time_unit,
-                model=model,
-                iterations=iterations,
-                num_gpus=num_gpus,
-                name=trace_id,
-            )
-        )
-    return Workload(tuple(jobs), name=name or f"trace:{p.stem}", source=str(p))
+    options = ConvertOptions(time_unit=time_unit)  # validates time_unit before reading
+    trace = read_normalised_csv(path)
+    return to_workload(trace, seed=seed, models=models, options=options, name=name)
 
 
 def builtin_philly_trace(
@@ -558,3 +406,30 @@ def builtin_philly_trace(
         return load_trace_csv(
             p, seed=seed, models=models, time_unit=time_unit, name="philly-6c71a0"
         )
+
+
+def builtin_tiresias_trace(
+    *, copies: int = 1, shift_s: float = 7.0, models: Mapping[str, ModelProfile] | None = None
+) -> Workload:
+    """Tiresias's 60-job example trace (``data/tiresias/tiresias_60job.csv``, normalised)
+    with :data:`envs.sim.models.TIRESIAS_MODELS`; ``copies > 1`` stacks that many copies,
+    copy ``k`` shifted by ``k * shift_s`` seconds (the stress traces: 8 copies = 480 jobs,
+    40 = 2,400), ordered by submit time, then copy, then row."""
+    from envs.sim.models import TIRESIAS_MODELS
+
+    if copies < 1 or not shift_s >= 0:
+        raise ConfigError(f"copies must be >= 1 and shift_s >= 0, got {copies}, {shift_s}")
+    with _data_file("tiresias", "tiresias_60job.csv") as p:
+        base = load_trace_csv(p, seed=0, models=models or TIRESIAS_MODELS, name="tiresias-60")
+    if copies == 1:
+        return base
+    rows = sorted(
+        (j.submit_ms + k * shift_s * 1000.0, k, i, j)
+        for k in range(copies)
+        for i, j in enumerate(base.jobs)
+    )
+    jobs = tuple(
+        JobSpec(n, t, j.model, j.iterations, j.num_gpus, name=f"{j.name}#{k}")
+        for n, (t, k, _, j) in enumerate(rows)
+    )
+    return Workload(jobs, name=f"tiresias-60x{copies}", source=f"{base.source} x{copies}")

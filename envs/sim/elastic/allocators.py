@@ -38,6 +38,7 @@ cluster's total capacity.  Standard library + numpy only.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Mapping, Sequence
@@ -86,11 +87,12 @@ class JobState:
         """DL²'s ``1 - progress / num_epochs``, clamped at 0."""
         return max(1.0 - self.progress_epochs / self.spec.num_epochs, 0.0)
 
-    @property
+    # cached: allocators ask for the demands once per task they place (the view is frozen)
+    @functools.cached_property
     def worker_demand(self) -> Demand:
         return (self.spec.type.worker_cpu, self.spec.type.worker_gpu)
 
-    @property
+    @functools.cached_property
     def ps_demand(self) -> Demand:
         return (self.spec.type.ps_cpu, self.spec.type.ps_gpu)
 
@@ -120,7 +122,9 @@ def dominant_share(job: JobState, workers: int, ps: int, cluster: SlotCluster) -
     if cluster.total_cpu > 0:
         share = (workers * wc + ps * pc) / cluster.total_cpu
     if cluster.total_gpu > 0:
-        share = max(share, (workers * wg + ps * pg) / cluster.total_gpu)
+        gpu_share = (workers * wg + ps * pg) / cluster.total_gpu
+        if gpu_share > share:  # max(share, gpu_share) without the builtin's call cost
+            share = gpu_share
     return share
 
 
@@ -482,14 +486,23 @@ class FixedDemand(_Base):
     """
 
     name = "fixed"
+    #: Job orders: ``"fifo"`` arrival (then id); ``"srsf"`` least remaining service first
+    #: (remaining declared epochs x requested workers, ties by arrival, id; Ada-SRSF's order);
+    #: ``"las"`` least attained service first (slots run x requested workers = GPU-slots
+    #: attained under a fixed demand, ties by arrival, id; Tiresias's 2D-LAS, undiscretised).
+    ORDERS = ("fifo", "srsf", "las")
 
     def __init__(
         self,
         requested: Mapping[int, int] | None = None,
         *,
         stop_at_first_failure: bool = False,
+        order: str = "fifo",
     ) -> None:
         super().__init__(stop_at_first_failure=stop_at_first_failure)
+        if order not in self.ORDERS:
+            raise ConfigError(f"FixedDemand: unknown order {order!r}; known: {self.ORDERS}")
+        self.order = order
         self.requested = dict(requested or {})
         for jid, n in self.requested.items():
             if int(n) != n or n < 1:
@@ -497,9 +510,19 @@ class FixedDemand(_Base):
 
     def __repr__(self) -> str:
         return (
-            f"FixedDemand({len(self.requested)} requests, "
+            f"FixedDemand({len(self.requested)} requests, order={self.order!r}, "
             f"stop_at_first_failure={self.stop_at_first_failure})"
         )
+
+    def _demand(self, job: JobState) -> int:
+        return min(self.requested.get(job.job_id, job.spec.max_workers), job.spec.max_workers)
+
+    def _key(self, job: JobState) -> tuple[float, int, int]:
+        if self.order == "srsf":
+            return (job.remaining_epochs * self._demand(job), job.arrival, job.job_id)
+        if self.order == "las":
+            return (float(job.slots_run * self._demand(job)), job.arrival, job.job_id)
+        return (0.0, job.arrival, job.job_id)
 
     def allocate(
         self,
@@ -509,8 +532,8 @@ class FixedDemand(_Base):
         slot_s: float,
     ) -> dict[int, tuple[int, int]]:
         by_id, counts = self._start(jobs)
-        for job in sorted(by_id.values(), key=lambda j: (j.arrival, j.job_id)):
-            n = min(self.requested.get(job.job_id, job.spec.max_workers), job.spec.max_workers)
+        for job in sorted(by_id.values(), key=self._key):
+            n = self._demand(job)
             n_ps = min(n, job.spec.max_ps)
             done: list[Decision] = []
             ok = True

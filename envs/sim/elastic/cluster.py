@@ -7,10 +7,10 @@ cluster is cleared at the start of every time slot and the allocator rebuilds al
 
 **Over-commit is impossible by construction.**  Every method that adds load checks the node's
 capacity first: the searching methods (:meth:`SlotCluster.place_least_loaded`,
-:meth:`SlotCluster.place_bundle` without a node) return ``None`` when nothing fits, and an
-*explicit* request to load a node beyond its capacity (:meth:`SlotCluster.place`, or
-:meth:`SlotCluster.place_bundle` with a node) raises :class:`~envs.sim.errors.ConfigError`
-naming the node, the demand and what is used.
+:meth:`SlotCluster.place_bundle` without a node, :meth:`SlotCluster.take`) return ``None``
+(``-1`` for ``take``) when nothing fits, and an *explicit* request to load a node beyond its
+capacity (:meth:`SlotCluster.place`, or :meth:`SlotCluster.place_bundle` with a node) raises
+:class:`~envs.sim.errors.ConfigError` naming the node, the demand and what is used.
 
 **Least-loaded placement.**  DL² places every task on the node with the fewest used slots,
 ``used CPU + used GPU`` summed, ties broken by node index (a priority queue keyed by
@@ -21,9 +21,31 @@ free GPU).  By default we pick the least-loaded node *among the nodes where the 
 (same tie rule), so a placement fails only when no node can hold the task;
 ``strict_reference=True`` reproduces the try-only-the-least-loaded rule.  When the
 least-loaded node can hold the task both rules choose the same node.
+
+**Other placement rules** (:class:`Placement`, ``placement=``; not DL²'s, for comparing
+stacks): ``first_fit`` puts a task on the lowest-index node it fits on (nodes fill in order),
+``packing`` on the *most* loaded node it fits on, ties by index (best fit by load: keeps
+empty nodes empty).  Both fail only when no node can hold the task.
+
+**Search without scanning the nodes.**  A node's *free state* is its pair (free CPU, free
+GPU); there are at most ``(cpu_slots + 1) x (gpu_slots + 1)`` of them (81 in DL²), and its
+load (``used CPU + used GPU``) is a function of the state.  The cluster keeps, per free state,
+a heap of the nodes in it, and the number of nodes at every load level; a search walks the
+load levels upwards from the least occupied one and, at the first level where some node
+fits, takes the smallest node index among the fitting states' heap heads.  That is the
+rule above (least load among fitting nodes, ties by index) in a cost that does not grow with
+the number of nodes.  Heaps are cleaned lazily (a node that left a state is dropped when
+it reaches the head).  The per-node state is kept in the lists ``free_cpu``/``free_gpu``;
+``used_cpu``/``used_gpu`` are read-only numpy snapshots of it, rebuilt when read after a
+change (so placements, :meth:`check` and the totals cost no numpy call).  Change the state
+only through the methods.
 """
 
 from __future__ import annotations
+
+import functools
+from enum import StrEnum
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -34,81 +56,181 @@ from envs.sim.errors import ConfigError
 Demand = tuple[int, int]  # (CPU slots, GPU slots) of one task
 
 
+class Placement(StrEnum):
+    """Where a searching placement puts a task (see the module docstring)."""
+
+    LEAST_LOADED = "least_loaded"  # least used CPU + GPU among the nodes it fits on (default)
+    REFERENCE = "reference"  # DL²'s reference: the least-loaded node overall, or fail
+    FIRST_FIT = "first_fit"  # the lowest-index node it fits on
+    PACKING = "packing"  # the most loaded node it fits on
+
+
+def placement_rule(placement: str | Placement | None, strict_reference: bool = False) -> Placement:
+    """The rule named by ``placement`` (``None``: from the ``strict_reference`` flag);
+    :class:`ConfigError` for an unknown name or a contradiction with ``strict_reference``."""
+    if placement is None:
+        return Placement.REFERENCE if strict_reference else Placement.LEAST_LOADED
+    try:
+        rule = Placement(placement)
+    except ValueError:
+        raise ConfigError(
+            f"unknown placement {placement!r}; known: {[p.value for p in Placement]}"
+        ) from None
+    if strict_reference and rule is not Placement.REFERENCE:
+        raise ConfigError(f"strict_reference contradicts placement={rule.value!r}")
+    return rule
+
+
 def _check_demand(cpu: int, gpu: int) -> None:
     if cpu < 0 or gpu < 0 or int(cpu) != cpu or int(gpu) != gpu:
         raise ConfigError(f"a task demand must be non-negative integers, got ({cpu}, {gpu})")
 
 
+@functools.lru_cache(maxsize=256)
+def _levels(cpu_cap: int, gpu_cap: int, cpu: int, gpu: int) -> tuple[tuple[int, ...], ...]:
+    """Per load level ``0 .. cpu_cap + gpu_cap``, the free states (``fc * (gpu_cap + 1) +
+    fg``) at that level that hold a ``(cpu, gpu)`` task (all states for ``(0, 0)``)."""
+    stride = gpu_cap + 1
+    by_level: list[list[int]] = [[] for _ in range(cpu_cap + gpu_cap + 1)]
+    for fc in range(cpu, cpu_cap + 1):
+        for fg in range(gpu, gpu_cap + 1):
+            by_level[cpu_cap - fc + gpu_cap - fg].append(fc * stride + fg)
+    return tuple(tuple(states) for states in by_level)
+
+
 class SlotCluster:
-    """Used CPU and GPU slots of every node (numpy ``int64`` arrays ``used_cpu``/``used_gpu``).
+    """Used CPU and GPU slots of every node (read-only numpy ``int64`` arrays
+    ``used_cpu``/``used_gpu``, current when read) and the free slots (lists ``free_cpu``/
+    ``free_gpu``, read-only to callers).
 
     ``strict_reference=True`` makes the searching placements try only the least-loaded node,
-    as DL²'s reference does (see the module docstring).
+    as DL²'s reference does; ``placement`` chooses any :class:`Placement` rule (see the
+    module docstring; ``strict_reference=True`` is ``placement="reference"``).
     """
 
-    def __init__(self, spec: ElasticCluster, *, strict_reference: bool = False) -> None:
+    def __init__(
+        self,
+        spec: ElasticCluster,
+        *,
+        strict_reference: bool = False,
+        placement: str | Placement | None = None,
+    ) -> None:
         self.spec = spec
-        self.strict_reference = strict_reference
+        self.placement = placement_rule(placement, strict_reference)
+        self.strict_reference = self.placement is Placement.REFERENCE
+        self._least_loaded = self.placement is Placement.LEAST_LOADED
         self.cpu_capacity = int(spec.cpu_slots)
         self.gpu_capacity = int(spec.gpu_slots)
-        self.used_cpu = np.zeros(spec.num_nodes, dtype=np.int64)
-        self.used_gpu = np.zeros(spec.num_nodes, dtype=np.int64)
+        #: Number of nodes; CPU and GPU slots of the whole cluster.
+        self.num_nodes = int(spec.num_nodes)
+        self.total_cpu = self.num_nodes * self.cpu_capacity
+        self.total_gpu = self.num_nodes * self.gpu_capacity
+        self._used_cpu = np.zeros(0, dtype=np.int64)  # snapshots, rebuilt when stale
+        self._used_gpu = np.zeros(0, dtype=np.int64)
+        self._synced = False  # whether the snapshots reflect the lists
+        self._stride = self.gpu_capacity + 1
+        self._full = self.cpu_capacity + self.gpu_capacity  # load level of a full node
+        self._empty_state = self.cpu_capacity * self._stride + self.gpu_capacity
+        self._demands: dict[tuple[int, int], tuple[int, int]] = {}  # checked -> as ints
+        self._bundles: dict[tuple[Demand, Demand], tuple[int, int]] = {}  # checked -> summed
+        self._fitting: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
+        self._all_states = _levels(self.cpu_capacity, self.gpu_capacity, 0, 0)
+        self.free_cpu: list[int] = []
+        self.free_gpu: list[int] = []
+        self._state: list[int] = []
+        self._buckets: list[list[int]] = []
+        self._level_count: list[int] = []
+        self._min_level = 0
+        self.release_all()
 
     # ------------------------------------------------------------------ read-only views
     @property
-    def num_nodes(self) -> int:
-        return self.spec.num_nodes
+    def used_cpu(self) -> np.ndarray:
+        """Used CPU slots per node (``int64``)."""
+        if not self._synced:
+            self._sync()
+        return self._used_cpu
 
     @property
-    def total_cpu(self) -> int:
-        """CPU slots of the whole cluster."""
-        return self.spec.num_nodes * self.cpu_capacity
+    def used_gpu(self) -> np.ndarray:
+        """Used GPU slots per node (``int64``)."""
+        if not self._synced:
+            self._sync()
+        return self._used_gpu
+
+    def _sync(self) -> None:
+        self._used_cpu = np.subtract(self.cpu_capacity, self.free_cpu, dtype=np.int64)
+        self._used_gpu = np.subtract(self.gpu_capacity, self.free_gpu, dtype=np.int64)
+        self._used_cpu.setflags(write=False)
+        self._used_gpu.setflags(write=False)
+        self._synced = True
 
     @property
-    def total_gpu(self) -> int:
-        """GPU slots of the whole cluster."""
-        return self.spec.num_nodes * self.gpu_capacity
+    def used_cpu_total(self) -> int:
+        """Used CPU slots of the whole cluster."""
+        return self.total_cpu - sum(self.free_cpu)
+
+    @property
+    def used_gpu_total(self) -> int:
+        """Used GPU slots of the whole cluster."""
+        return self.total_gpu - sum(self.free_gpu)
 
     @property
     def load(self) -> np.ndarray:
         """Per-node ``used CPU + used GPU`` slots, the least-loaded key."""
         return self.used_cpu + self.used_gpu
 
+    def is_empty(self) -> bool:
+        """No task on any node."""
+        return self._level_count[0] == self.num_nodes
+
     def free(self, node: int) -> Demand:
         """Free (CPU, GPU) slots of ``node``."""
         self._check_node(node)
-        return (
-            self.cpu_capacity - int(self.used_cpu[node]),
-            self.gpu_capacity - int(self.used_gpu[node]),
-        )
+        return (self.free_cpu[node], self.free_gpu[node])
 
     # ------------------------------------------------------------------ checks
+    def _demand(self, cpu: int, gpu: int) -> tuple[int, int]:
+        """``(cpu, gpu)`` as ints after :func:`_check_demand` (checked once per demand)."""
+        key = (cpu, gpu)
+        checked = self._demands.get(key)
+        if checked is None:
+            _check_demand(cpu, gpu)
+            checked = self._demands[key] = (int(cpu), int(gpu))
+        return checked
+
     def _check_node(self, node: int) -> None:
-        if not 0 <= node < self.spec.num_nodes:
+        if not 0 <= node < self.num_nodes:
             raise ConfigError(f"node {node} out of range (cluster has {self.num_nodes} nodes)")
 
     def can_place(self, cpu: int, gpu: int, node: int) -> bool:
         """Whether a task of ``cpu`` CPU and ``gpu`` GPU slots fits on ``node`` now."""
-        _check_demand(cpu, gpu)
+        cpu, gpu = self._demand(cpu, gpu)
         self._check_node(node)
-        return (
-            int(self.used_cpu[node]) + cpu <= self.cpu_capacity
-            and int(self.used_gpu[node]) + gpu <= self.gpu_capacity
-        )
+        return cpu <= self.free_cpu[node] and gpu <= self.free_gpu[node]
 
     def check(self) -> None:
         """Raise :class:`SimulationError` if any node is over capacity or negative."""
-        bad = np.flatnonzero(
-            (self.used_cpu > self.cpu_capacity)
-            | (self.used_gpu > self.gpu_capacity)
-            | (self.used_cpu < 0)
-            | (self.used_gpu < 0)
-        )
-        if bad.size:
-            node = int(bad[0])
+        free_cpu, free_gpu = self.free_cpu, self.free_gpu
+        if (
+            min(free_cpu) >= 0
+            and min(free_gpu) >= 0
+            and max(free_cpu) <= self.cpu_capacity
+            and max(free_gpu) <= self.gpu_capacity
+        ):
+            return
+        bad = [
+            n
+            for n, (fc, fg) in enumerate(zip(free_cpu, free_gpu, strict=True))
+            if not (0 <= fc <= self.cpu_capacity and 0 <= fg <= self.gpu_capacity)
+        ]
+        if bad:
+            node = bad[0]
+            used_cpu = self.cpu_capacity - free_cpu[node]
+            used_gpu = self.gpu_capacity - free_gpu[node]
             raise SimulationError(
-                f"node {node} holds ({int(self.used_cpu[node])} CPU, {int(self.used_gpu[node])} "
-                f"GPU) slots, capacity ({self.cpu_capacity}, {self.gpu_capacity})"
+                f"node {node} holds ({used_cpu} CPU, {used_gpu} GPU) slots, capacity "
+                f"({self.cpu_capacity}, {self.gpu_capacity})"
             )
 
     # ------------------------------------------------------------------ placement
@@ -117,50 +239,52 @@ class SlotCluster:
         if not self.can_place(cpu, gpu, node):
             raise ConfigError(
                 f"over-commit refused: task ({cpu} CPU, {gpu} GPU) on node {node} which uses "
-                f"({int(self.used_cpu[node])}, {int(self.used_gpu[node])}) of "
+                f"({self.cpu_capacity - self.free_cpu[node]}, "
+                f"{self.gpu_capacity - self.free_gpu[node]}) of "
                 f"({self.cpu_capacity}, {self.gpu_capacity}) slots"
             )
-        self.used_cpu[node] += cpu
-        self.used_gpu[node] += gpu
+        cpu, gpu = self._demands[(cpu, gpu)]
+        self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
 
     def release(self, cpu: int, gpu: int, node: int) -> None:
         """Take a task off ``node`` (undo of :meth:`place`)."""
-        _check_demand(cpu, gpu)
+        cpu, gpu = self._demand(cpu, gpu)
         self._check_node(node)
-        if int(self.used_cpu[node]) < cpu or int(self.used_gpu[node]) < gpu:
+        used_cpu = self.cpu_capacity - self.free_cpu[node]
+        used_gpu = self.gpu_capacity - self.free_gpu[node]
+        if used_cpu < cpu or used_gpu < gpu:
             raise ConfigError(
                 f"release of ({cpu} CPU, {gpu} GPU) from node {node} which uses only "
-                f"({int(self.used_cpu[node])}, {int(self.used_gpu[node])})"
+                f"({used_cpu}, {used_gpu})"
             )
-        self.used_cpu[node] -= cpu
-        self.used_gpu[node] -= gpu
+        self._set_free(node, self.free_cpu[node] + cpu, self.free_gpu[node] + gpu)
 
     def find_node(self, cpu: int, gpu: int) -> int | None:
         """The node a least-loaded placement of the task would use, or ``None``; places nothing.
 
         Default: least ``used CPU + used GPU`` among nodes where the task fits, ties by node
         index.  ``strict_reference``: the least-loaded node overall, ``None`` if it does not
-        fit there.
+        fit there.  ``first_fit``/``packing``: the lowest-index / most loaded node where it
+        fits (ties by index).
         """
-        _check_demand(cpu, gpu)
-        fits = (self.used_cpu <= self.cpu_capacity - cpu) & (
-            self.used_gpu <= self.gpu_capacity - gpu
-        )
-        load = self.used_cpu + self.used_gpu
-        if self.strict_reference:
-            node = int(np.argmin(load))  # first minimum: ties by node index
-            return node if bool(fits[node]) else None
-        if not fits.any():
-            return None
-        big = np.iinfo(np.int64).max
-        return int(np.argmin(np.where(fits, load, big)))
+        cpu, gpu = self._demand(cpu, gpu)
+        node = self._search(cpu, gpu)
+        return None if node < 0 else node
+
+    def take(self, cpu: int, gpu: int) -> int:
+        """Place a task of ``(cpu, gpu)`` slots, non-negative ``int``\\ s (not checked: the
+        fast path for callers that validated the demand), by the least-loaded rule of
+        :meth:`find_node`; the node, or ``-1`` (nothing placed) when the rule finds none."""
+        node = self._search(cpu, gpu)
+        if node >= 0:
+            self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
+        return node
 
     def place_least_loaded(self, cpu: int, gpu: int) -> int | None:
         """Place one task on the least-loaded node it fits on; the node, or ``None``."""
-        node = self.find_node(cpu, gpu)
-        if node is not None:
-            self.place(cpu, gpu, node)
-        return node
+        cpu, gpu = self._demand(cpu, gpu)
+        node = self.take(cpu, gpu)
+        return None if node < 0 else node
 
     def place_bundle(self, worker: Demand, ps: Demand, node: int | None = None) -> int | None:
         """Place one worker and one PS together on one node; the node, or ``None``.
@@ -169,18 +293,120 @@ class SlotCluster:
         With ``node`` the bundle goes there if it fits (``None`` otherwise); nothing is placed
         on failure.
         """
-        cpu, gpu = worker[0] + ps[0], worker[1] + ps[1]
+        if type(worker) is not tuple or type(ps) is not tuple:  # e.g. lists: hashable keys
+            worker, ps = (worker[0], worker[1]), (ps[0], ps[1])
+        key = (worker, ps)
+        summed = self._bundles.get(key)
+        if summed is None:  # check the three demands once per (worker, PS) pair
+            summed = self._demand(worker[0] + ps[0], worker[1] + ps[1])
+            self._demand(*worker)
+            self._demand(*ps)
+            self._bundles[key] = summed
+        cpu, gpu = summed
         if node is None:
-            node = self.find_node(cpu, gpu)
-            if node is None:
+            found = self._search(cpu, gpu)
+            if found < 0:
                 return None
+            node = found
         elif not self.can_place(cpu, gpu, node):
             return None
-        self.place(worker[0], worker[1], node)
-        self.place(ps[0], ps[1], node)
+        self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
         return node
 
     def release_all(self) -> None:
         """Empty every node (start of a time slot)."""
-        self.used_cpu.fill(0)
-        self.used_gpu.fill(0)
+        n = self.num_nodes
+        self._synced = False
+        self.free_cpu = [self.cpu_capacity] * n
+        self.free_gpu = [self.gpu_capacity] * n
+        self._state = [self._empty_state] * n
+        self._buckets = [[] for _ in range((self.cpu_capacity + 1) * self._stride)]
+        self._buckets[self._empty_state] = list(range(n))  # ascending: a heap
+        self._level_count = [0] * (self._full + 1)
+        self._level_count[0] = n
+        self._min_level = 0
+
+    # ------------------------------------------------------------------ the index
+    def _search(self, cpu: int, gpu: int) -> int:
+        """The node of the placement rule for an ``int`` demand, or ``-1``."""
+        buckets, state = self._buckets, self._state
+        if self.strict_reference:  # the least-loaded node overall, if the task fits there
+            node = self._best_head(self._all_states[self._min_level], buckets, state)
+            return node if cpu <= self.free_cpu[node] and gpu <= self.free_gpu[node] else -1
+        levels = self._fitting.get((cpu, gpu))
+        if levels is None:
+            levels = self._fitting[(cpu, gpu)] = _levels(
+                self.cpu_capacity, self.gpu_capacity, cpu, gpu
+            )
+        counts = self._level_count
+        if not self._least_loaded:
+            return self._search_other(levels)
+        for level in range(self._min_level, self._full + 1):
+            if not counts[level]:
+                continue
+            best = -1  # _best_head(levels[level], ...), inlined: this is the hot loop
+            for s in levels[level]:
+                heap = buckets[s]
+                while heap:
+                    head = heap[0]
+                    if state[head] == s:
+                        if best < 0 or head < best:
+                            best = head
+                        break
+                    heappop(heap)
+            if best >= 0:
+                return best
+        return -1
+
+    def _search_other(self, levels: tuple[tuple[int, ...], ...]) -> int:
+        """``first_fit`` (smallest index over every level) or ``packing`` (the first level,
+        from the most loaded down, with a fitting node)."""
+        buckets, state, counts = self._buckets, self._state, self._level_count
+        occupied = [level for level in range(self._min_level, self._full + 1) if counts[level]]
+        if self.placement is Placement.FIRST_FIT:
+            heads = [self._best_head(levels[level], buckets, state) for level in occupied]
+            return min((h for h in heads if h >= 0), default=-1)
+        for level in reversed(occupied):
+            node = self._best_head(levels[level], buckets, state)
+            if node >= 0:
+                return node
+        return -1
+
+    @staticmethod
+    def _best_head(states: tuple[int, ...], buckets: list[list[int]], state: list[int]) -> int:
+        """Smallest node index over the heaps of ``states`` (dropping stale heads), or -1."""
+        best = -1
+        for s in states:
+            heap = buckets[s]
+            while heap:
+                head = heap[0]
+                if state[head] == s:
+                    if best < 0 or head < best:
+                        best = head
+                    break
+                heappop(heap)
+        return best
+
+    def _set_free(self, node: int, fc: int, fg: int) -> None:
+        """Move ``node`` to free state ``(fc, fg)`` (the caller checked the capacity)."""
+        s = fc * self._stride + fg
+        if self._state[node] == s:
+            return
+        old = self._full - self.free_cpu[node] - self.free_gpu[node]
+        new = self._full - fc - fg
+        self.free_cpu[node] = fc
+        self.free_gpu[node] = fg
+        self._state[node] = s
+        heappush(self._buckets[s], node)
+        self._synced = False
+        if old != new:
+            counts = self._level_count
+            counts[old] -= 1
+            counts[new] += 1
+            if new < self._min_level:
+                self._min_level = new
+            elif old == self._min_level and not counts[old]:
+                level = old
+                while not counts[level]:
+                    level += 1
+                self._min_level = level

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.sim.elastic.allocators import Allocator, JobState
-from envs.sim.elastic.cluster import SlotCluster
+from envs.sim.elastic.cluster import Placement, SlotCluster
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.engine import SimulationError
 from envs.sim.errors import ConfigError, WorkloadError
@@ -130,9 +130,12 @@ class ElasticResult:
         }
 
 
-@dataclass
+@dataclass(eq=False)
 class _Run:
-    """Mutable run-time state of one job (the simulator's own; allocators see ``JobState``)."""
+    """Mutable run-time state of one job (the simulator's own; allocators see ``JobState``).
+
+    ``view()`` is cached until the state changes (``touch()``); ``rates`` caches epochs per
+    second by ``(workers, ps)`` (the speed model is a pure function of the allocation)."""
 
     spec: ElasticJob
     progress: float = 0.0
@@ -140,16 +143,28 @@ class _Run:
     slots_run: int = 0
     num_changes: int = 0
     finish: float | None = None
+    rates: dict[tuple[int, int], float] = field(default_factory=dict)
+    _view: JobState | None = None
 
     def view(self) -> JobState:
-        return JobState(self.spec, self.progress, self.alloc[0], self.alloc[1], self.slots_run)
+        v = self._view
+        if v is None:
+            v = self._view = JobState(
+                self.spec, self.progress, self.alloc[0], self.alloc[1], self.slots_run
+            )
+        return v
+
+    def touch(self) -> None:
+        """Forget the cached view (progress, allocation or slots run changed)."""
+        self._view = None
 
 
 class SlotSimulator:
     """Runs ``jobs`` on ``cluster`` under ``allocator`` and ``speed`` slot by slot.
 
     ``strict_reference_placement`` makes the cluster's least-loaded placement try only the
-    least-loaded node (DL²'s reference; see :mod:`envs.sim.elastic.cluster`).
+    least-loaded node (DL²'s reference; see :mod:`envs.sim.elastic.cluster`); ``placement``
+    picks any :class:`~envs.sim.elastic.cluster.Placement` rule of the cluster.
     """
 
     def __init__(
@@ -163,6 +178,7 @@ class SlotSimulator:
         max_slots: int = 100_000,
         on_slot: Callable[[SlotRecord], None] | None = None,
         strict_reference_placement: bool = False,
+        placement: str | Placement | None = None,
     ) -> None:
         if not jobs:
             raise WorkloadError("elastic simulation needs at least one job")
@@ -195,7 +211,9 @@ class SlotSimulator:
         self.scaling_overhead_s = float(scaling_overhead_s)
         self.max_slots = max_slots
         self.on_slot = on_slot
-        self.cluster = SlotCluster(cluster, strict_reference=strict_reference_placement)
+        self.cluster = SlotCluster(
+            cluster, strict_reference=strict_reference_placement, placement=placement
+        )
         self.reset()
 
     # ------------------------------------------------------------------ stepping API
@@ -209,6 +227,7 @@ class SlotSimulator:
         self._runs = {j.job_id: _Run(j) for j in self.jobs}
         self._next_arrival = 0
         self._active: list[_Run] = []
+        self._active_ids: list[int] = []  # job ids of ``_active``, same order
         self._cpu_util: list[float] = []
         self._gpu_util: list[float] = []
         self._rewards: list[float] = []
@@ -251,7 +270,9 @@ class SlotSimulator:
         while (
             self._next_arrival < len(pending) and pending[self._next_arrival].arrival_slot == self.t
         ):
-            self._active.append(self._runs[pending[self._next_arrival].job_id])
+            jid = pending[self._next_arrival].job_id
+            self._active.append(self._runs[jid])
+            self._active_ids.append(jid)
             self._next_arrival += 1
         self.cluster.release_all()
         self._in_slot = True
@@ -262,24 +283,34 @@ class SlotSimulator:
         allocated job for the slot, finish those that complete; the slot's record."""
         if not self._in_slot:
             raise SimulationError("end_slot() without begin_slot()")
-        cluster, slot_s, t = self.cluster, self.spec.slot_s, self.t
+        slot_s, t = self.spec.slot_s, self.t
         active = self._active
-        allocation = self._check_slot(t, active, decided)
+        allocation, used_cpu, used_gpu = self._check_slot(t, decided)
+        slot_rates = self._slot_rates(t, allocation)
         epochs_done: dict[int, float] = {}
         finished: list[int] = []
         reward = 0.0
+        idle = (0, 0)
         for r in active:
             new = allocation[r.spec.job_id]
-            if new == (0, 0):
-                r.alloc = new
+            if new == idle:
+                if r.alloc != idle:
+                    r.alloc = idle
+                    r.touch()
                 continue
+            r.touch()
             overhead = 0.0
             if r.slots_run > 0 and new != r.alloc:
                 overhead = self.scaling_overhead_s
                 r.num_changes += 1
             r.alloc = new
             r.slots_run += 1
-            rate = self._rate(r, new)  # epochs per second
+            if slot_rates is not None:  # a subclass's slot-specific rates (contention)
+                rate = slot_rates[r.spec.job_id]
+            else:
+                rate = r.rates.get(new)  # epochs per second
+                if rate is None:
+                    rate = r.rates[new] = self._rate(r, new)
             epochs = rate * (slot_s - overhead)
             if not epochs >= 0:  # progress is monotone
                 raise SimulationError(f"slot {t}: job {r.spec.job_id} trained {epochs} epochs")
@@ -298,17 +329,16 @@ class SlotSimulator:
             epochs_done[r.spec.job_id] = epochs
             reward += epochs / r.spec.num_epochs
 
-        used_cpu, used_gpu = int(cluster.used_cpu.sum()), int(cluster.used_gpu.sum())
+        cluster = self.cluster
         self._cpu_util.append(used_cpu / cluster.total_cpu)
         self._gpu_util.append(used_gpu / cluster.total_gpu if cluster.total_gpu else 0.0)
         self._rewards.append(reward)
-        record = SlotRecord(
-            t, dict(allocation), epochs_done, tuple(finished), used_cpu, used_gpu, reward
-        )
+        record = SlotRecord(t, allocation, epochs_done, tuple(finished), used_cpu, used_gpu, reward)
         if self.on_slot is not None:
             self.on_slot(record)
         if finished:
             self._active = [r for r in active if r.finish is None]
+            self._active_ids = [r.spec.job_id for r in self._active]
         self.t += 1
         self._in_slot = False
         return record
@@ -352,6 +382,15 @@ class SlotSimulator:
             self.end_slot(decided)
         return self.result()
 
+    def _slot_rates(
+        self, t: int, allocation: Mapping[int, tuple[int, int]]
+    ) -> Mapping[int, float] | None:
+        """Hook for subclasses whose speed depends on the whole slot (placement, other jobs'
+        traffic): epochs per second of every allocated job over the part of slot ``t`` after
+        its scaling overhead, or ``None`` to use the speed model (called before any job's
+        state changes, so ``_Run.alloc`` is still the previous slot's allocation)."""
+        return None
+
     def _rate(self, r: _Run, alloc: tuple[int, int]) -> float:
         """Epochs per second of ``r`` under ``(workers, ps)``."""
         workers, ps = alloc
@@ -364,20 +403,22 @@ class SlotSimulator:
         return its * r.spec.speed_factor / r.spec.type.iterations_per_epoch
 
     def _check_slot(
-        self, t: int, active: list[_Run], decided: Mapping[int, tuple[int, int]]
-    ) -> dict[int, tuple[int, int]]:
-        """Validate the allocator's answer against the cluster; the full allocation."""
+        self, t: int, decided: Mapping[int, tuple[int, int]]
+    ) -> tuple[dict[int, tuple[int, int]], int, int]:
+        """Validate the allocator's answer against the cluster; the full allocation (every
+        active job, in active order) and the used CPU and GPU slots."""
         cluster = self.cluster
         cluster.check()
-        active_ids = {r.spec.job_id for r in active}
-        stray = sorted(set(decided) - active_ids)
+        allocation: dict[int, tuple[int, int]] = dict.fromkeys(self._active_ids, (0, 0))
+        stray = sorted({jid for jid in decided if jid not in allocation})
         if stray:
             raise SimulationError(f"slot {t}: allocation for inactive job(s) {stray}")
-        allocation: dict[int, tuple[int, int]] = {}
         cpu = gpu = 0
-        for r in active:
-            jid = r.spec.job_id
-            workers, ps = decided.get(jid, (0, 0))
+        runs = self._runs
+        for jid, (workers, ps) in decided.items():
+            if type(workers) is int and type(ps) is int and workers == 0 and ps == 0:
+                continue  # nothing to check (the common "no allocation")
+            r = runs[jid]
             if int(workers) != workers or int(ps) != ps:
                 raise SimulationError(f"slot {t}: job {jid} got non-integer ({workers}, {ps})")
             workers, ps = int(workers), int(ps)
@@ -392,10 +433,10 @@ class SlotSimulator:
             cpu += workers * ty.worker_cpu + ps * ty.ps_cpu
             gpu += workers * ty.worker_gpu + ps * ty.ps_gpu
             allocation[jid] = (workers, ps)
-        used = (int(cluster.used_cpu.sum()), int(cluster.used_gpu.sum()))
+        used = (cluster.used_cpu_total, cluster.used_gpu_total)
         if used != (cpu, gpu):
             raise SimulationError(
                 f"slot {t}: the allocation needs ({cpu} CPU, {gpu} GPU) slots but the cluster "
                 f"holds {used}: every task must be placed through the cluster, once"
             )
-        return allocation
+        return allocation, used[0], used[1]

@@ -174,6 +174,7 @@ class MeasuredSpeed:
         self._measured = load_measured_speeds(path)
         self._source = "dl2/measured_speed.csv" if path is None else str(path)
         self._fits: dict[str, _ModelFit] = {}
+        self._memo: dict[tuple[str, int, int], float] = {}
         for model, points in self._measured.items():
             self._fits[model] = self._fit(model, points)
 
@@ -249,7 +250,15 @@ class MeasuredSpeed:
         )
 
     def speed(self, job_type: JobType, num_ps: int, num_workers: int) -> float:
-        """Total iterations/s of ``job_type`` with ``num_ps`` PS and ``num_workers`` workers."""
+        """Total iterations/s of ``job_type`` with ``num_ps`` PS and ``num_workers`` workers
+        (memoised by ``(model, num_ps, num_workers)``: the lookup below is a pure function)."""
+        key = (job_type.model, num_ps, num_workers)
+        value = self._memo.get(key)
+        if value is None:
+            value = self._memo[key] = self._speed(job_type, num_ps, num_workers)
+        return value
+
+    def _speed(self, job_type: JobType, num_ps: int, num_workers: int) -> float:
         fit = self._fits.get(job_type.model)
         if fit is None:
             self._model(job_type.model)  # raises ConfigError naming the known models

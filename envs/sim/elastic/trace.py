@@ -26,6 +26,7 @@ from envs.sim.elastic.spec import ElasticJob, JobType, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.elastic.types import job_type
 from envs.sim.errors import WorkloadError
+from envs.sim.spec import Workload
 from envs.sim.workload import load_trace_csv
 
 #: trace model name (``envs.sim.models``) -> DL² job type model name
@@ -45,9 +46,25 @@ def elastic_jobs_from_trace(
     speed: SpeedModel | None = None,
 ) -> tuple[ElasticJob, ...]:
     """Jobs of a normalised trace CSV as elastic jobs (see the module docstring)."""
+    return elastic_jobs_from_workload(
+        load_trace_csv(path, seed=seed), slot_s=slot_s, speed=speed, where=str(path)
+    )
+
+
+def elastic_jobs_from_workload(
+    workload: Workload,
+    *,
+    slot_s: float = 1200.0,
+    speed: SpeedModel | None = None,
+    time_unit: float = 1000.0,
+    where: str | None = None,
+) -> tuple[ElasticJob, ...]:
+    """Any workload's jobs as elastic jobs, by the module docstring's rules; ``time_unit`` is
+    simulator ms per second (as in :func:`envs.sim.traces.convert_trace`), so a trace converted
+    with a compressed time keeps its real seconds here."""
     if not slot_s > 0:
         raise WorkloadError(f"slot_s must be > 0, got {slot_s}")
-    workload = load_trace_csv(path, seed=seed)
+    path = where or workload.source or workload.name
     model = speed if speed is not None else MeasuredSpeed()
     jobs = []
     for spec in workload.jobs:
@@ -59,7 +76,7 @@ def elastic_jobs_from_trace(
             )
         jt: JobType = job_type(dl2_name)
         n = spec.num_gpus
-        duration_s = spec.iterations * spec.model.compute_ms / 1000.0
+        duration_s = spec.iterations * spec.model.compute_ms / time_unit
         its = model.speed(jt, n, n)
         if not its > 0:
             raise WorkloadError(
@@ -71,7 +88,7 @@ def elastic_jobs_from_trace(
             ElasticJob(
                 job_id=spec.job_id,
                 type=jt,
-                arrival_slot=math.floor(spec.submit_ms / 1000.0 / slot_s),
+                arrival_slot=math.floor(spec.submit_ms / time_unit / slot_s),
                 num_epochs=epochs,
                 real_num_epochs=epochs,
                 max_workers=n,

@@ -40,6 +40,13 @@ class JobView(Protocol):
         """Distinct servers of the job, in the order of its GPUs."""
         ...
 
+    @property
+    def executed_ms(self) -> float:
+        """Time the job has run on its GPUs, ms, summed over all its runs; a restore after a
+        preemption is not counted (it is no service).  Brought up to date before every
+        :meth:`PreemptiveOrder.plan`."""
+        ...
+
 
 class CommTaskView(Protocol):
     """A running all-reduce."""
@@ -94,6 +101,45 @@ class JobOrder(Protocol):
     name: str
 
     def priority(self, job: JobView) -> float: ...
+
+
+class PreemptiveOrder(Protocol):
+    """A job order that may preempt: it decides which jobs hold GPUs, running ones included.
+
+    The engine tells it about arrivals (``add``), completions (``remove``) and the jobs that
+    actually start or resume (``on_start``) or are evicted (``on_stop``).  At each decision
+    point (an arrival, a completion, a preempted job reaching its iteration boundary, or the
+    time returned by ``next_wakeup``) it calls ``plan``, which returns the jobs that should
+    hold GPUs, in priority order; running jobs left out are preempted, the others are placed
+    in that order (a job the placer cannot place stays pending).  Preempted jobs release their
+    GPUs at their next iteration boundary and pay ``SimConfig.preemption_cost_ms`` on resume.
+    """
+
+    name: str
+    #: always ``True``: tells the engine to run the preemptive scheduling pass
+    preemptive: bool
+
+    def priority(self, job: JobView) -> float:
+        """Key among *running* jobs (GPU time-sharing, communication admission)."""
+        ...
+
+    def add(self, job: JobView, now: float) -> None: ...
+
+    def remove(self, job: JobView, now: float) -> None: ...
+
+    def on_start(self, job: JobView, now: float) -> None: ...
+
+    def on_stop(self, job: JobView, now: float) -> None: ...
+
+    def plan(self, now: float, num_gpus: int) -> list[JobView]:
+        """Jobs that should hold GPUs now, highest priority first (at most ``num_gpus``
+        GPUs in all)."""
+        ...
+
+    def next_wakeup(self, now: float) -> float:
+        """Earliest time ``plan`` may answer differently without any other event (a demotion
+        or promotion, a quantum); ``math.inf`` if none."""
+        ...
 
 
 class Placer(Protocol):

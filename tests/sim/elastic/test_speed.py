@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from envs.sim.elastic.spec import ElasticJob
 from envs.sim.elastic.speed import (
     AnalyticalSpeed,
     MeasuredSpeed,
+    _LinearRbf,
     epochs_per_slot,
     load_measured_speeds,
 )
@@ -160,10 +160,23 @@ def test_unknown_model_is_a_config_error(measured: MeasuredSpeed) -> None:
         measured.table("bert-large")
 
 
-def test_construction_is_fast() -> None:
-    start = time.perf_counter()
-    MeasuredSpeed()
-    assert time.perf_counter() - start < 1.0
+def test_queries_inside_the_table_never_evaluate_the_interpolant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The constructor tabulates every (PS, workers) up to the caps: afterwards a query in
+    range is a lookup (memoised), equal to the table, and the RBF is never evaluated."""
+    speed = MeasuredSpeed(max_ps=6, max_workers=6)
+    tables = {t.model: speed.table(t.model) for t in dl2_job_types()}
+
+    def refuse(self: object, points: np.ndarray) -> np.ndarray:
+        raise AssertionError("the interpolant was evaluated after construction")
+
+    monkeypatch.setattr(_LinearRbf, "__call__", refuse)
+    for t in dl2_job_types():
+        for ps in range(7):
+            for workers in range(7):
+                for _ in range(2):  # the second query is the memoised value
+                    assert speed.speed(t, ps, workers) == tables[t.model][ps, workers]
 
 
 def test_custom_file(tmp_path: Path) -> None:

@@ -1,0 +1,118 @@
+"""Build a learner from an :class:`~agents.config.AgentConfig` (one registry, no string
+dispatch elsewhere)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch as th
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import VecEnv
+
+from agents.config import AgentConfig
+from agents.dl2 import DL2A2C
+from agents.policy import DL2Policy, policy_kwargs
+from envs.sim.errors import ConfigError
+
+__all__ = ["BUILDERS", "build_agent", "load_pretrained_weights"]
+
+
+def _dl2(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+    return DL2A2C(
+        env=env,
+        learning_rate=cfg.learning_rate,
+        n_steps=cfg.n_steps,
+        gamma=cfg.gamma,
+        ent_coef=cfg.ent_coef,
+        vf_coef=cfg.vf_coef,
+        max_grad_norm=cfg.max_grad_norm,
+        returns=cfg.returns,
+        critic=cfg.critic,
+        baseline_momentum=cfg.baseline_momentum,
+        exploration=cfg.exploration,
+        replay=cfg.replay,
+        gradient_steps=cfg.gradient_steps,
+        normalize_advantage=cfg.normalize_advantage,
+        policy_kwargs=kwargs,
+        tensorboard_log=tb,
+        seed=seed,
+    )
+
+
+def _ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+    from stable_baselines3 import PPO
+
+    return PPO(
+        "MlpPolicy",
+        env,
+        learning_rate=cfg.learning_rate,
+        n_steps=cfg.n_steps,
+        batch_size=cfg.ppo.batch_size,
+        n_epochs=cfg.ppo.n_epochs,
+        gamma=cfg.gamma,
+        gae_lambda=cfg.ppo.gae_lambda,
+        clip_range=cfg.ppo.clip_range,
+        ent_coef=cfg.ent_coef,
+        vf_coef=cfg.vf_coef,
+        max_grad_norm=cfg.max_grad_norm,
+        policy_kwargs=kwargs,
+        tensorboard_log=tb,
+        seed=seed,
+        device="cpu",
+    )
+
+
+def _maskable_ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+    from sb3_contrib import MaskablePPO
+
+    return MaskablePPO(
+        DL2Policy,
+        env,
+        learning_rate=cfg.learning_rate,
+        n_steps=cfg.n_steps,
+        batch_size=cfg.ppo.batch_size,
+        n_epochs=cfg.ppo.n_epochs,
+        gamma=cfg.gamma,
+        gae_lambda=cfg.ppo.gae_lambda,
+        clip_range=cfg.ppo.clip_range,
+        ent_coef=cfg.ent_coef,
+        vf_coef=cfg.vf_coef,
+        max_grad_norm=cfg.max_grad_norm,
+        policy_kwargs=kwargs,
+        tensorboard_log=tb,
+        seed=seed,
+        device="cpu",
+    )
+
+
+BUILDERS: dict[str, Callable[..., BaseAlgorithm]] = {
+    "dl2_a2c": _dl2,
+    "ppo": _ppo,
+    "maskable_ppo": _maskable_ppo,
+}
+
+
+def build_agent(
+    cfg: AgentConfig, env: VecEnv, J: int, seed: int, tensorboard_log: str | None = None
+) -> BaseAlgorithm:
+    """A fresh learner on ``env`` whose window is ``J`` jobs."""
+    if cfg.algo not in BUILDERS:
+        raise ConfigError(f"unknown agent.algo {cfg.algo!r}; known: {sorted(BUILDERS)}")
+    return BUILDERS[cfg.algo](cfg, env, policy_kwargs(cfg.policy, J), seed, tensorboard_log)
+
+
+def load_pretrained_weights(model: BaseAlgorithm, path: str | Path) -> None:
+    """Load pretraining's ``policy.pt`` into ``model.policy`` (same class and shape)."""
+    state = th.load(Path(path))
+    try:
+        model.policy.load_state_dict(state)
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"pretrained weights {path} do not fit the agent's policy (different J or "
+            f"network shape?): {exc}"
+        ) from None
+    sync = getattr(model, "_fast", None)
+    if sync is not None:
+        sync.sync()

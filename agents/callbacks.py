@@ -1,0 +1,131 @@
+"""Training callbacks: periodic validation against fixed baselines, checkpoints, hparams."""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+from typing import Any
+
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import HParam
+
+from agents.checkpoint import save_checkpoint
+from agents.evaluation import aggregate, evaluate_policy
+from envs.gym.factory import EnvConfig
+
+__all__ = ["CheckpointCallback", "ValidationCallback"]
+
+
+class ValidationCallback(BaseCallback):
+    """Every ``every`` decisions (and at the start and end of training) evaluate the policy on
+    the fixed validation workloads; log ``eval/avg_jct``, ``eval/median_jct``,
+    ``eval/p95_jct``, ``eval/gpu_util``, ``eval/cpu_util``, ``eval/unfinished`` and
+    ``eval/ratio_to_<baseline>`` (the baselines' average JCTs are computed once, by the
+    caller); append each point to ``curve_csv`` (with wall seconds since the start)."""
+
+    def __init__(
+        self,
+        env_config: EnvConfig,
+        seeds: list[int],
+        every: int,
+        baselines: dict[str, float],
+        *,
+        deterministic: bool,
+        sample_seed: int,
+        curve_csv: Path,
+        hparams: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.env_config = env_config
+        self.seeds = list(seeds)
+        self.every = int(every)
+        self.baselines = dict(baselines)
+        self.deterministic = deterministic
+        self.sample_seed = sample_seed
+        self.curve_csv = curve_csv
+        self.hparams = hparams or {}
+        self._next = 0
+        self._t0 = time.perf_counter()
+        self.history: list[dict[str, float]] = []
+
+    def _on_training_start(self) -> None:
+        self._t0 = time.perf_counter()
+        if self.hparams:
+            metrics = {"eval/avg_jct": 0.0}
+            hp = {
+                k: (v if isinstance(v, int | float | str | bool) else str(v))
+                for k, v in self.hparams.items()
+            }
+            self.logger.record(
+                "hparams", HParam(hp, metrics), exclude=("stdout", "log", "json", "csv")
+            )
+        if not self.history or self.history[-1]["timesteps"] != self.num_timesteps:
+            self.evaluate()
+        self._next = self.num_timesteps + self.every if self.every > 0 else -1
+
+    def _on_step(self) -> bool:
+        if self._next > 0 and self.num_timesteps >= self._next:
+            self.evaluate()
+            self._next += self.every
+        return True
+
+    def _on_training_end(self) -> None:
+        if not self.history or self.history[-1]["timesteps"] != self.num_timesteps:
+            self.evaluate()
+
+    def evaluate(self) -> dict[str, float]:
+        res = aggregate(
+            evaluate_policy(
+                self.model,
+                self.env_config,
+                self.seeds,
+                deterministic=self.deterministic,
+                sample_seed=self.sample_seed,
+            )
+        )
+        row = {
+            "timesteps": float(self.num_timesteps),
+            "wall_s": time.perf_counter() - self._t0,
+            **{k: v for k, v in res.items()},
+        }
+        for name, jct in self.baselines.items():
+            row[f"ratio_to_{name}"] = res["avg_jct"] / jct
+        self.history.append(row)
+        for k, v in row.items():
+            if k not in ("timesteps", "wall_s"):
+                self.logger.record(f"eval/{k}", v)
+        self.logger.dump(self.num_timesteps)
+        new = not self.curve_csv.exists()
+        with self.curve_csv.open("a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(row))
+            if new:
+                w.writeheader()
+            w.writerow(row)
+        return row
+
+
+class CheckpointCallback(BaseCallback):
+    """Every ``every`` decisions (at the next update boundary), save a resumable checkpoint to
+    ``directory`` (overwritten)."""
+
+    def __init__(self, directory: Path, every: int, meta: dict[str, Any]) -> None:
+        super().__init__()
+        self.directory = directory
+        self.every = int(every)
+        self.meta = meta
+        self._next = 0
+
+    def _on_training_start(self) -> None:
+        self._next = self.num_timesteps + self.every if self.every > 0 else -1
+
+    def _on_rollout_start(self) -> None:
+        # Between an update and the next rollout: the only point where a checkpoint captures
+        # everything (no half-collected rollout), so a resumed run continues identically.
+        if self._next > 0 and self.num_timesteps >= self._next:
+            save_checkpoint(self.model, self.directory, self.meta)
+            while self._next <= self.num_timesteps:
+                self._next += self.every
+
+    def _on_step(self) -> bool:
+        return True

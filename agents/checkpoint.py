@@ -1,0 +1,145 @@
+"""Checkpoints of learned schedulers, and loading a policy for evaluation.
+
+A checkpoint is a directory:
+
+=================  ==========================================================================
+``model.zip``      SB3's ``save`` (weights, optimizer state, hyperparameters, counters, the
+                   agent's own run-time state: its numpy generator, pending slot decisions)
+``replay.npz``     the replay buffer (DL²'s agents; SB3 never saves it in ``model.zip``)
+``env.pkl``        the vectorised training env, mid-episode (``ClusterEnv`` pickles), so that
+                   training resumes exactly where it stopped (not written for an env that
+                   says ``picklable = False``: a federated ``RayVecEnv``)
+``rng.pt``         torch's global RNG state
+``meta.json``      agent name and class, env config(s), timesteps, policy config
+=================  ==========================================================================
+
+:func:`load_checkpoint` restores all of it (``learn(..., reset_num_timesteps=False)`` then
+continues identically: a test checks it).  :func:`load_policy` returns just the policy network
+and the metadata, for evaluation; it also accepts a bare ``model.zip`` or a pretraining
+``policy.pt`` (with its ``policy.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch as th
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from envs.sim.errors import ConfigError
+
+__all__ = ["load_checkpoint", "load_policy", "save_checkpoint", "save_policy_weights"]
+
+PathLike = str | os.PathLike[str]
+
+
+def _agent_classes() -> dict[str, type[BaseAlgorithm]]:
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import A2C, PPO
+
+    from agents.dl2 import DL2A2C
+
+    return {"DL2A2C": DL2A2C, "PPO": PPO, "MaskablePPO": MaskablePPO, "A2C": A2C}
+
+
+def save_checkpoint(model: BaseAlgorithm, directory: PathLike, meta: dict[str, Any]) -> Path:
+    """Write ``model`` (and its replay, env and RNG state) to ``directory``."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    model.save(d / "model.zip")
+    replay = getattr(model, "replay", None)
+    if replay is not None and replay.enabled:
+        replay.save(d / "replay.npz")
+    env = model.get_env()
+    if env is not None and getattr(env, "picklable", True):  # not a RayVecEnv (actors)
+        import cloudpickle
+
+        (d / "env.pkl").write_bytes(cloudpickle.dumps(env))
+    th.save(th.get_rng_state(), d / "rng.pt")
+    info = dict(meta)
+    info.update({"class": type(model).__name__, "num_timesteps": int(model.num_timesteps)})
+    (d / "meta.json").write_text(json.dumps(info, indent=2, default=str))
+    return d
+
+
+def _meta(d: Path) -> dict[str, Any]:
+    p = d / "meta.json"
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
+def load_checkpoint(directory: PathLike, env: Any = None) -> BaseAlgorithm:
+    """The model saved in ``directory``, with its replay buffer, env (unless ``env`` is given)
+    and torch RNG state restored."""
+    d = Path(directory)
+    if not (d / "model.zip").is_file():
+        raise ConfigError(f"no checkpoint in {d} (model.zip missing)")
+    meta = _meta(d)
+    classes = _agent_classes()
+    name = meta.get("class", "DL2A2C")
+    if name not in classes:
+        raise ConfigError(f"{d}: unknown agent class {name!r}; known: {sorted(classes)}")
+    restored_env = env is None and (d / "env.pkl").is_file()
+    if restored_env:
+        env = pickle.loads((d / "env.pkl").read_bytes())
+    # with the saved env, keep the saved last observation (SB3 would reset the env)
+    model = classes[name].load(d / "model.zip", env=env, device="cpu", force_reset=not restored_env)
+    replay = getattr(model, "replay", None)
+    if replay is not None and replay.enabled and (d / "replay.npz").is_file():
+        replay.load(d / "replay.npz")
+    if (d / "rng.pt").is_file():
+        th.set_rng_state(th.load(d / "rng.pt"))
+    return model
+
+
+def save_policy_weights(policy: th.nn.Module, path: PathLike, meta: dict[str, Any]) -> Path:
+    """A pretrained policy: ``policy.pt`` (state dict) and ``policy.json`` (how to rebuild)."""
+    p = Path(path).with_suffix(".pt")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    th.save(policy.state_dict(), p)
+    p.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
+    return p
+
+
+def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
+    """``(policy, meta)`` from a checkpoint directory, a ``model.zip`` or a ``policy.pt``.
+
+    ``meta["env"]`` is the env config the policy was trained with (when recorded)."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / "model.zip").is_file():
+            meta = _meta(p)
+            classes = _agent_classes()
+            cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
+            return cls.load(p / "model.zip", device="cpu").policy, meta
+        if (p / "policy.pt").is_file():
+            p = p / "policy.pt"
+        else:
+            raise ConfigError(f"{p}: neither a checkpoint (model.zip) nor pretrained weights")
+    if p.suffix == ".zip":
+        meta = _meta(p.parent)
+        classes = _agent_classes()
+        cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
+        return cls.load(p, device="cpu").policy, meta
+    if p.suffix == ".pt":
+        return _load_pretrained(p)
+    raise ConfigError(f"{p}: expected a checkpoint directory, model.zip or policy.pt")
+
+
+def _load_pretrained(p: Path) -> tuple[Any, dict[str, Any]]:
+    from agents.policy import DL2Policy, PolicyConfig, policy_kwargs
+    from envs.gym.factory import coerce_env_config, make_env
+
+    meta_path = p.with_suffix(".json")
+    if not meta_path.is_file():
+        raise ConfigError(f"{p}: its {meta_path.name} (how to rebuild the policy) is missing")
+    meta = json.loads(meta_path.read_text())
+    env = make_env(coerce_env_config(meta["env"]))
+    kwargs = policy_kwargs(PolicyConfig(**meta.get("policy", {})), env.J)
+    policy = DL2Policy(env.observation_space, env.action_space, lambda _: 1e-4, **kwargs)
+    policy.load_state_dict(th.load(p))
+    policy.set_training_mode(False)
+    return policy, meta

@@ -1,0 +1,156 @@
+"""Typed configs of ``train.py`` and ``python -m pretrain`` (registered with Hydra's
+ConfigStore by :func:`register_configs`; the YAML files under ``conf/`` fill them in, and a key
+that is not a field is an error)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from agents.exploration import ExplorationConfig
+from agents.policy import PolicyConfig
+from agents.replay import ReplayConfig
+from envs.gym.factory import EnvConfig
+from pretrain.bc import BCConfig
+from pretrain.run import PretrainConfig
+
+__all__ = [
+    "ALGOS",
+    "AgentConfig",
+    "EvalConfig",
+    "FederatedConfig",
+    "PretrainRunConfig",
+    "TrainConfig",
+    "register_configs",
+]
+
+#: Agent algorithms ``train.py`` knows (``agent.algo``).
+ALGOS = ("dl2_a2c", "ppo", "maskable_ppo")
+
+
+@dataclass
+class PPOConfig:
+    """PPO/MaskablePPO-only settings (SB3's meaning)."""
+
+    batch_size: int = 256
+    n_epochs: int = 4
+    clip_range: float = 0.2
+    gae_lambda: float = 0.95
+
+
+@dataclass
+class AgentConfig:
+    """One learner.  ``algo``: ``dl2_a2c`` (DL²'s actor-critic; ``critic: false`` makes it
+    REINFORCE with a moving-average baseline), ``ppo`` (SB3, no masks: invalid actions are the
+    env's counted no-ops), ``maskable_ppo`` (sb3-contrib).  The rest as in
+    :class:`agents.dl2.DL2A2C` / SB3."""
+
+    name: str = "a2c"
+    algo: str = "dl2_a2c"
+    learning_rate: float = 3e-4
+    n_steps: int = 256
+    gamma: float = 0.99
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 10.0
+    returns: str = "slot"
+    critic: bool = True
+    baseline_momentum: float = 0.99
+    gradient_steps: int = 1
+    normalize_advantage: bool = False
+    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+
+
+@dataclass
+class EvalConfig:
+    """Periodic validation on fixed held-out workloads (``seeds``; training workloads are
+    drawn with 31-bit seeds from the env's generator and pretraining uses ``1000 ..``):
+    every ``every`` decisions (0: only at start and end), masked argmax (``deterministic``)
+    or sampling with ``sample_seed`` (DL²'s validation samples); ``baselines``: teachers
+    evaluated once at start, each logged as ``eval/ratio_to_<name>``."""
+
+    seeds: list[int] = field(default_factory=lambda: [100, 101, 102])
+    every: int = 20000
+    deterministic: bool = False
+    sample_seed: int = 0
+    baselines: list[str] = field(default_factory=lambda: ["drf", "srtf", "optimus", "adasrsf"])
+
+
+@dataclass
+class ClusterEntry:
+    """One cluster of a federated run: an env config and the seed of its first workload."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    seed: int = 0
+
+
+@dataclass
+class FederatedConfig:
+    """``mode``: ``none`` (one cluster: the top-level env, ``n_envs`` copies), ``local`` (one
+    env per listed cluster in this process), ``ray`` (clusters hosted in Ray actors);
+    ``address``: an existing Ray cluster (``None``: start one locally);
+    ``envs_per_actor``: clusters per Ray actor."""
+
+    mode: str = "none"
+    clusters: list[ClusterEntry] = field(default_factory=list)
+    address: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
+    envs_per_actor: int = 2
+
+
+@dataclass
+class TrainConfig:
+    """``python train.py +agent=<name>``: see ``conf/train.yaml``."""
+
+    agent: Any = None  # AgentConfig, from ``+agent=...`` (not in the defaults list)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    federated: FederatedConfig = field(default_factory=FederatedConfig)
+    seed: int = 0
+    total_timesteps: int = 100_000
+    n_envs: int = 1
+    torch_threads: int = 1
+    progress_bar: bool = True
+    checkpoint_every: int = 50_000
+    resume: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
+    pretrain_cache: Optional[str] = "runs/cache/pretrain"  # noqa: UP045
+    run_name: str = ""
+
+
+@dataclass
+class PretrainRunConfig:
+    """``python -m pretrain teacher=drf``: see ``conf/pretrain_run.yaml``."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    teacher: str = "drf"
+    teacher_options: dict[str, Any] = field(default_factory=dict)
+    num_workloads: int = 8
+    seed_offset: int = 1000
+    val_fraction: float = 0.25
+    shuffle_copies: int = 0
+    bc: BCConfig = field(default_factory=BCConfig)
+    eval_seeds: list[int] = field(default_factory=lambda: [100, 101])
+    jct_every: int = 0
+    deterministic: bool = True
+    dataset: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
+    torch_threads: int = 1
+    progress_bar: bool = True
+
+
+def register_configs() -> None:
+    """Register the schemas with Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="pretrain_run_schema", node=PretrainRunConfig)
+    cs.store(group="agent", name="agent_schema", node=AgentConfig)
+    cs.store(group="env", name="env_schema", node=EnvConfig)
+    cs.store(group="pretrain", name="pretrain_schema", node=PretrainConfig)
+    cs.store(group="eval", name="eval_schema", node=EvalConfig)
+    cs.store(group="federated", name="federated_schema", node=FederatedConfig)
+    cs.store(group="bc", name="bc_schema", node=BCConfig)

@@ -1,0 +1,271 @@
+"""Run schedulers (heuristics or learned policies) through the same env on the same seeds.
+
+Every scheduler is driven through :class:`~envs.gym.cluster_env.ClusterEnv` one decision at a
+time, so heuristics and learned policies face the same window, the same placement rule and the
+same simulator.  :func:`run_episode` returns an :class:`EpisodeResult` with the per-job JCTs;
+an episode that hits the truncation horizon counts its unfinished jobs as finishing at the
+horizon (a lower bound, flagged by ``unfinished``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.factory import EnvConfig, make_env
+from envs.gym.heuristic import HeuristicDriver
+from envs.sim.elastic.allocators import Allocator
+from envs.sim.elastic.simulator import SlotRecord
+
+__all__ = [
+    "EpisodeDetail",
+    "EpisodeResult",
+    "JobOutcome",
+    "aggregate",
+    "evaluate_allocator",
+    "evaluate_policy",
+    "run_episode",
+    "run_episode_detailed",
+]
+
+#: A decision rule: ``(env, obs) -> action``.
+Actor = Callable[[ClusterEnv, np.ndarray], int]
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One workload run to the end (or to the horizon); times in slots."""
+
+    seed: int
+    avg_jct: float
+    median_jct: float
+    p95_jct: float
+    makespan: float
+    cpu_util: float
+    gpu_util: float
+    decisions: int
+    unfinished: int
+    invalid_actions: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _result(env: ClusterEnv, seed: int, decisions: int) -> EpisodeResult:
+    sim = env._require_sim()
+    horizon = float(sim.t)
+    jcts, unfinished = [], 0
+    for job in env.jobs:
+        finish = sim.finish_time(job.job_id)
+        if finish is None:
+            unfinished += 1
+            finish = max(horizon, float(job.arrival_slot))
+        jcts.append(finish - job.arrival_slot)
+    arr = np.asarray(jcts, dtype=float)
+    cpu = sim._cpu_util if hasattr(sim, "_cpu_util") else []
+    gpu = sim._gpu_util if hasattr(sim, "_gpu_util") else []
+    finishes = [sim.finish_time(j.job_id) for j in env.jobs]
+    makespan = max(horizon if f is None else f for f in finishes)
+    return EpisodeResult(
+        seed=int(seed),
+        avg_jct=float(arr.mean()),
+        median_jct=float(np.median(arr)),
+        p95_jct=float(np.percentile(arr, 95)),
+        makespan=float(makespan),
+        cpu_util=float(np.mean(cpu)) if len(cpu) else 0.0,
+        gpu_util=float(np.mean(gpu)) if len(gpu) else 0.0,
+        decisions=int(decisions),
+        unfinished=unfinished,
+        invalid_actions=int(env._invalid),
+    )
+
+
+def run_episode(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeResult:
+    """Reset ``env`` with workload ``seed`` and let ``actor`` decide until the episode ends."""
+    obs, _ = env.reset(seed=int(seed))
+    n = 0
+    while True:
+        obs, _, term, trunc, _ = env.step(actor(env, obs))
+        n += 1
+        if term or trunc:
+            return _result(env, seed, n)
+
+
+def _driver_actor(driver: HeuristicDriver) -> Actor:
+    def actor(_env: ClusterEnv, _obs: np.ndarray) -> int:
+        return driver.act()
+
+    return actor
+
+
+def evaluate_allocator(
+    allocator_factory: Callable[[], Allocator], env_config: EnvConfig, seeds: Sequence[int]
+) -> list[EpisodeResult]:
+    """A heuristic driven through the env (:class:`HeuristicDriver`) on each seed."""
+    env = make_env(env_config)
+    out = []
+    for seed in seeds:
+        driver = HeuristicDriver(allocator_factory(), env)
+        out.append(run_episode(env, _driver_actor(driver), seed))
+    return out
+
+
+def evaluate_policy(
+    policy: Any,
+    env_config: EnvConfig,
+    seeds: Sequence[int],
+    *,
+    deterministic: bool = True,
+    sample_seed: int = 0,
+) -> list[EpisodeResult]:
+    """A :class:`~agents.policy.DL2Policy` (or an SB3 model holding one: ``model.policy``) on
+    each seed: masked argmax (``deterministic``), or masked sampling with a numpy generator
+    seeded by ``sample_seed``."""
+    from agents.policy import NumpyPolicy  # torch only when a learned policy is evaluated
+
+    fast = NumpyPolicy(getattr(policy, "policy", policy))
+    env = make_env(env_config)
+    rng = np.random.default_rng(sample_seed)
+    return [
+        run_episode(
+            env,
+            lambda e, o: fast.act(o, e.action_masks(), deterministic=deterministic, rng=rng),
+            seed,
+        )
+        for seed in seeds
+    ]
+
+
+def aggregate(results: Sequence[EpisodeResult]) -> dict[str, float]:
+    """Means over episodes of every metric (``avg_jct`` is the mean of per-seed averages)."""
+    if not results:
+        return {}
+    keys = ("avg_jct", "median_jct", "p95_jct", "makespan", "cpu_util", "gpu_util")
+    out = {k: float(np.mean([getattr(r, k) for r in results])) for k in keys}
+    out["unfinished"] = float(sum(r.unfinished for r in results))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Per-job records (evaluate.py's per-job tables)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """One job of an episode; times in slots.
+
+    ``first_slot``: the first slot in which it had a worker (``None``: it never ran);
+    ``finish``: its fractional completion slot (``None``: unfinished at the horizon);
+    ``slots_run`` / ``num_changes`` as in :class:`~envs.sim.elastic.simulator.ElasticJobRecord`.
+    """
+
+    job_id: int
+    arrival_slot: int
+    first_slot: int | None
+    finish: float | None
+    slots_run: int
+    num_changes: int
+
+
+@dataclass(frozen=True)
+class EpisodeDetail:
+    """An episode's :class:`EpisodeResult` with its per-job outcomes (in ``env.jobs`` order),
+    the GPU utilisation of every slot from slot 0, and the slot reached (``horizon``)."""
+
+    result: EpisodeResult
+    jobs: tuple[JobOutcome, ...]
+    gpu_util: tuple[float, ...]
+    horizon: float
+
+
+class _SlotLog:
+    """``SlotSimulator.on_slot`` hook: first slot with a worker, slots run and allocation
+    changes per job (the simulator's own rule: a change is a new non-idle allocation that
+    differs from the job's previous one, after its first slot)."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, int] = {}
+        self.runs: dict[int, int] = {}
+        self.changes: dict[int, int] = {}
+        self.last: dict[int, tuple[int, int]] = {}
+
+    def __call__(self, rec: SlotRecord) -> None:
+        for jid, alloc in rec.allocation.items():
+            alloc = (int(alloc[0]), int(alloc[1]))
+            prev = self.last.get(jid, (0, 0))
+            self.last[jid] = alloc
+            if alloc == (0, 0):
+                continue
+            if alloc[0] > 0:
+                self.first.setdefault(jid, rec.t)
+            if self.runs.get(jid, 0) > 0 and alloc != prev:
+                self.changes[jid] = self.changes.get(jid, 0) + 1
+            self.runs[jid] = self.runs.get(jid, 0) + 1
+
+
+def run_episode_detailed(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeDetail:
+    """:func:`run_episode` (the same decisions and result), also recording per-job outcomes;
+    ``env`` holds the episode's jobs (``env.jobs``) afterwards."""
+    obs, _ = env.reset(seed=int(seed))
+    sim = env._require_sim()
+    log = _SlotLog()
+    sim.on_slot = log  # slots run empty during reset have no allocation to record
+    n = 0
+    while True:
+        obs, _, term, trunc, _ = env.step(actor(env, obs))
+        n += 1
+        if term or trunc:
+            break
+    jobs = tuple(
+        JobOutcome(
+            job_id=job.job_id,
+            arrival_slot=job.arrival_slot,
+            first_slot=log.first.get(job.job_id),
+            finish=sim.finish_time(job.job_id),
+            slots_run=log.runs.get(job.job_id, 0),
+            num_changes=log.changes.get(job.job_id, 0),
+        )
+        for job in env.jobs
+    )
+    gpu = tuple(float(u) for u in getattr(sim, "_gpu_util", ()))
+    return EpisodeDetail(_result(env, seed, n), jobs, gpu, float(sim.t))
+
+
+def evaluate_random(
+    env_config: EnvConfig,
+    seeds: Sequence[int],
+    *,
+    exploration: Any = None,
+    sample_seed: int = 0,
+) -> list[EpisodeResult]:
+    """A uniform-random policy over the valid actions (void included), optionally with the
+    job-aware exploration rules applied on top (``exploration``: an
+    :class:`~agents.exploration.ExplorationConfig`; DL²'s "random + rules" baseline)."""
+    from agents.exploration import JobAwareExploration
+
+    env = make_env(env_config)
+    rng = np.random.default_rng(sample_seed)
+    rules = (
+        None
+        if exploration is None
+        else JobAwareExploration(
+            exploration, env.J, env.L, env.setting.max_workers, env.setting.max_ps
+        )
+    )
+    step = [0]
+
+    def actor(e: ClusterEnv, obs: np.ndarray) -> int:
+        mask = e.action_masks()
+        valid = np.flatnonzero(mask)
+        a = int(valid[rng.integers(len(valid))])
+        if rules is not None:
+            a = rules.apply(a, obs, mask, step[0], rng)[0]
+        step[0] += 1
+        return a
+
+    return [run_episode(env, actor, seed) for seed in seeds]

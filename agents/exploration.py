@@ -1,0 +1,138 @@
+"""Job-aware exploration (DL² §4.3): in poor states, replace the sampled action with the
+corrective one, with probability ε, and learn from the replaced action.
+
+A window job is in a *poor state* (the paper's three cases) when it has
+
+1. workers but no PS (corrective action: +1 PS),
+2. PSs but no workers (+1 worker),
+3. a badly unbalanced PS:worker ratio: ``ps > max_ratio * workers`` (+1 worker) or
+   ``workers > max_ratio * ps`` (+1 PS).
+
+The window is scanned in arrival order and the first poor job whose corrective action is
+valid (mask) is the candidate; with probability ε (a schedule: linear from ``eps_start`` to
+``eps_end`` over ``eps_decay_steps`` decisions) the agent's action is replaced by it.
+``resource_balance`` adds the rule of DL²'s reference code (notes §7.5, rule 1): when the
+window job holding the most tasks has more than ``balance_ratio`` times the tasks of the one
+holding the fewest (at least one task), the poorest job gets a bundle (or, if the bundle is
+masked, a worker).  The reference code's other rules (every job pre-assigned a bundle, a PS
+push until PS >= 2 x workers, the action-type floor) are not reproduced: they hard-code a
+PS-heavy allocation, which the measured speed table happens to reward (notes §7.5).
+
+Counts are read from the observation (columns ``L + 3`` and ``L + 4`` are workers / max
+workers and PS / max PS), so the rule needs nothing but what the policy sees and the caps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from envs.gym.cluster_env import FEATURES_PER_JOB
+from envs.sim.errors import ConfigError
+
+__all__ = ["ExplorationConfig", "JobAwareExploration"]
+
+
+@dataclass
+class ExplorationConfig:
+    """``enabled``; ε schedule ``eps_start`` -> ``eps_end`` over ``eps_decay_steps`` decisions
+    (0: constant ``eps_start``); ``max_ratio`` for case 3; ``resource_balance`` and
+    ``balance_ratio`` for the reference code's rule."""
+
+    enabled: bool = True
+    eps_start: float = 0.5
+    eps_end: float = 0.1
+    eps_decay_steps: int = 200_000
+    max_ratio: float = 4.0
+    resource_balance: bool = False
+    balance_ratio: float = 4.0
+
+    def validate(self) -> None:
+        for name in ("eps_start", "eps_end"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ConfigError(f"exploration.{name} must be in [0, 1], got {v}")
+        if self.eps_decay_steps < 0:
+            raise ConfigError("exploration.eps_decay_steps must be >= 0")
+        if self.max_ratio < 1.0 or self.balance_ratio < 1.0:
+            raise ConfigError("exploration ratios must be >= 1")
+
+
+class JobAwareExploration:
+    """The override rule for one env shape: ``J`` window rows of ``L + 5`` features, caps
+    ``max_workers`` / ``max_ps``."""
+
+    def __init__(self, config: ExplorationConfig, J: int, L: int, max_workers: int, max_ps: int):
+        config.validate()
+        self.config = config
+        self.J, self.L = int(J), int(L)
+        self.max_workers, self.max_ps = int(max_workers), int(max_ps)
+        self.width = self.L + FEATURES_PER_JOB
+
+    def epsilon(self, step: int) -> float:
+        c = self.config
+        if not c.enabled:
+            return 0.0
+        if c.eps_decay_steps <= 0:
+            return c.eps_start
+        frac = min(max(step, 0) / c.eps_decay_steps, 1.0)
+        return c.eps_start + frac * (c.eps_end - c.eps_start)
+
+    def counts(self, obs: npt.NDArray[np.floating]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(occupied rows, workers, PS) of the window from one observation."""
+        rows = np.asarray(obs, dtype=np.float64).reshape(self.J, self.width)
+        occupied = rows[:, : self.L].sum(axis=1) > 0.5
+        workers = np.rint(rows[:, self.L + 3] * self.max_workers).astype(int)
+        ps = np.rint(rows[:, self.L + 4] * self.max_ps).astype(int)
+        return occupied, workers, ps
+
+    def corrective(self, obs: npt.NDArray[np.floating], mask: npt.NDArray[np.bool_]) -> int | None:
+        """The corrective action for the first poor window job, or ``None`` (no poor state)."""
+        occupied, workers, ps = self.counts(obs)
+        r = self.config.max_ratio
+        need_ps = occupied & (workers > r * ps)  # includes workers > 0 with no PS
+        need_w = occupied & (ps > r * workers)  # includes PS > 0 with no worker
+        body = mask[:-1].reshape(self.J, 3)
+        candidates = (need_ps & body[:, 1]) | (need_w & body[:, 0])
+        if candidates.any():
+            j = int(np.argmax(candidates))
+            return 3 * j + (1 if need_ps[j] else 0)
+        if self.config.resource_balance:
+            return self._balance(occupied, workers + ps, mask)
+        return None
+
+    def _balance(
+        self, occupied: np.ndarray, tasks: np.ndarray, mask: npt.NDArray[np.bool_]
+    ) -> int | None:
+        idx = np.flatnonzero(occupied)
+        if len(idx) < 2:
+            return None
+        most = int(tasks[idx].max())
+        poorest = int(idx[np.argmin(tasks[idx])])
+        if most <= self.config.balance_ratio * max(int(tasks[poorest]), 1):
+            return None
+        for a in (3 * poorest + 2, 3 * poorest):
+            if mask[a]:
+                return a
+        return None
+
+    def apply(
+        self,
+        action: int,
+        obs: npt.NDArray[np.floating],
+        mask: npt.NDArray[np.bool_],
+        step: int,
+        rng: np.random.Generator,
+    ) -> tuple[int, bool, bool]:
+        """``(action to take, poor state?, overridden?)``; the draw uses ``rng`` only in a poor
+        state, so the random stream does not depend on anything else."""
+        if not self.config.enabled:
+            return action, False, False
+        fix = self.corrective(obs, mask)
+        if fix is None:
+            return action, False, False
+        if rng.random() < self.epsilon(step):
+            return fix, True, fix != action
+        return action, True, False

@@ -1,0 +1,156 @@
+"""The training run behind ``python train.py +agent=<name>`` (the entry point is thin).
+
+Steps: record the run (``run.json``: resolved config, seed, versions, git commit); build the
+training envs (``n_envs`` copies of ``env``, or the federated clusters); build the agent
+(:mod:`agents.build`); pretrain or load cached pretrained weights (``pretrain=...``); evaluate
+the baselines once on the validation workloads; ``learn`` with validation, checkpoints,
+TensorBoard and a progress bar; save the final model and print where everything is.
+``resume=<checkpoint dir>`` continues a run (same config) with ``reset_num_timesteps=False``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+from omegaconf import DictConfig, OmegaConf
+
+from agents.build import build_agent, load_pretrained_weights
+from agents.callbacks import CheckpointCallback, ValidationCallback
+from agents.checkpoint import load_checkpoint, save_checkpoint
+from agents.config import AgentConfig, EvalConfig, TrainConfig
+from agents.evaluation import aggregate, evaluate_allocator
+from agents.runinfo import run_record, write_run_record
+from agents.vec import make_training_vec_env
+from envs.gym.factory import EnvConfig, make_env
+from envs.sim.errors import ConfigError
+from pretrain.run import pretrain
+from pretrain.teachers import make_teacher
+
+__all__ = ["baseline_jcts", "train"]
+
+
+def to_train_config(cfg: DictConfig) -> TrainConfig:
+    """The typed config (validated by OmegaConf against the schema)."""
+    obj = OmegaConf.to_object(cfg)
+    if not isinstance(obj, TrainConfig):
+        raise ConfigError("train config did not resolve to TrainConfig")
+    if not isinstance(obj.agent, AgentConfig):
+        raise ConfigError("agent config missing or malformed")
+    return obj
+
+
+def baseline_jcts(names: list[str], env_config: EnvConfig, seeds: list[int]) -> dict[str, float]:
+    """Average JCT (slots) of each named teacher through the env on the validation seeds."""
+    out: dict[str, float] = {}
+    for name in names:
+        factory = functools.partial(make_teacher, name)
+        out[name] = aggregate(evaluate_allocator(factory, env_config, seeds))["avg_jct"]
+    return out
+
+
+def _training_envs(cfg: TrainConfig) -> tuple[Any, list[EnvConfig]]:
+    from agents.federated import federated_vec_env  # one place for multi-cluster envs
+
+    if cfg.federated.mode != "none":
+        return federated_vec_env(cfg.federated, cfg.seed, reference=cfg.env)
+    if cfg.n_envs < 1:
+        raise ConfigError(f"n_envs must be >= 1, got {cfg.n_envs}")
+    configs = [cfg.env] * cfg.n_envs
+    return make_training_vec_env(configs, [cfg.seed + i for i in range(cfg.n_envs)]), configs
+
+
+def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
+    """Run one training job into ``out``; its summary."""
+    th.set_num_threads(max(int(cfg.torch_threads), 1))
+    th.manual_seed(cfg.seed)
+    write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
+    agent_cfg: AgentConfig = cfg.agent
+    env, env_configs = _training_envs(cfg)
+    J = {c.setting: make_env(c).J for c in env_configs}
+    if len(set(J.values())) != 1:
+        raise ConfigError(f"all training clusters need the same window J; got {J}")
+    window = next(iter(J.values()))
+    tb = str(out / "tb")
+    meta = {"agent": agent_cfg.name, "env": cfg.env.as_dict(), "policy": asdict(agent_cfg.policy)}
+    summary: dict[str, Any] = {"run_dir": str(out), "agent": agent_cfg.name}
+    if cfg.resume:
+        model = load_checkpoint(cfg.resume, env=None)
+        if model.get_env() is None:  # a checkpoint without env.pkl (a Ray run): fresh episodes
+            model.set_env(env)
+        model.tensorboard_log = tb
+        summary["resumed_from"] = cfg.resume
+    else:
+        model = build_agent(agent_cfg, env, window, cfg.seed, tb)
+        if cfg.pretrain.enabled:
+            t0 = time.perf_counter()
+            pre = pretrain(
+                cfg.pretrain,
+                cfg.env,
+                agent_cfg.policy,
+                out / "pretrain",
+                cache_dir=cfg.pretrain_cache,
+                progress=cfg.progress_bar,
+            )
+            load_pretrained_weights(model, pre["policy_path"])
+            summary["pretrain"] = {k: v for k, v in pre.items() if k != "policy_path"}
+            summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
+    ev: EvalConfig = cfg.eval
+    t0 = time.perf_counter()
+    baselines = baseline_jcts(list(ev.baselines), cfg.env, list(ev.seeds))
+    summary["baselines_avg_jct"] = baselines
+    summary["baselines_s"] = round(time.perf_counter() - t0, 1)
+    hparams: dict[str, Any] = getattr(model, "hparams", dict)()
+    validation = ValidationCallback(
+        cfg.env,
+        list(ev.seeds),
+        ev.every,
+        baselines,
+        deterministic=ev.deterministic,
+        sample_seed=ev.sample_seed,
+        curve_csv=out / "learning_curve.csv",
+        hparams={**hparams, "seed": cfg.seed},
+    )
+    ckpt_dir = out / "checkpoints" / "latest"
+    callbacks = [validation, CheckpointCallback(ckpt_dir, cfg.checkpoint_every, meta)]
+    federated = None
+    if cfg.federated.mode != "none":  # per-cluster metrics (agents/federated_callbacks.py)
+        from agents.federated_callbacks import FederatedMetricsCallback
+
+        federated = FederatedMetricsCallback(
+            env_configs,
+            list(ev.seeds),
+            ev.every,
+            deterministic=ev.deterministic,
+            sample_seed=ev.sample_seed,
+            curve_csv=out / "cluster_curves.csv",
+        )
+        callbacks.append(federated)
+    t0 = time.perf_counter()
+    model.learn(
+        cfg.total_timesteps,
+        callback=callbacks,
+        progress_bar=cfg.progress_bar,
+        tb_log_name=agent_cfg.name,
+        reset_num_timesteps=not cfg.resume,
+    )
+    summary["train_s"] = round(time.perf_counter() - t0, 1)
+    save_checkpoint(model, out / "checkpoints" / "final", meta)
+    if federated is not None:
+        summary["federated"] = federated.summary()
+        env.close()  # a RayVecEnv ends its actors (and the Ray it started)
+    curve = validation.history
+    summary["timesteps"] = int(model.num_timesteps)
+    summary["initial"] = curve[0] if curve else None
+    summary["final"] = curve[-1] if curve else None
+    summary["best_avg_jct"] = float(np.min([r["avg_jct"] for r in curve])) if curve else None
+    summary["tensorboard"] = tb
+    summary["checkpoint"] = str(out / "checkpoints" / "final")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary

@@ -1,0 +1,220 @@
+"""The ``evaluate.py`` config schema (YAML defaults under ``conf/``).
+
+Plain dataclasses: the entry point registers :class:`EvaluateConfig` with Hydra's ConfigStore;
+nothing here reads config at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "HEADLINE_STACKS",
+    "WORKLOAD_FIELDS",
+    "WORKLOAD_KEYS",
+    "ClusterConfig",
+    "DL2Config",
+    "ElasticConfig",
+    "EnvSection",
+    "EvaluateConfig",
+    "NetworkConfig",
+    "PolicyEvalConfig",
+    "RepairsConfig",
+    "TraceConfig",
+    "WorkloadConfig",
+]
+
+#: The Ada-SRSF paper's headline comparison.
+HEADLINE_STACKS: tuple[str, ...] = ("lwf1_adasrsf", "lwf1_srsf1", "ff_adasrsf", "ls_adasrsf")
+
+
+@dataclass
+class NetworkConfig:
+    """:class:`envs.sim.NetworkSpec`: ms, ms/MB."""
+
+    a_ms: float = 0.0
+    b_ms_per_mb: float = 0.856
+    eta_ms_per_mb: float = 0.235
+
+
+@dataclass
+class ClusterConfig:
+    """:class:`envs.sim.ClusterSpec`."""
+
+    num_servers: int = 16
+    gpus_per_server: int = 4
+    gpu_memory_mb: float = 32768.0
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+
+
+@dataclass
+class RepairsConfig:
+    """:class:`envs.sim.traces.Repairs`: ``error`` everywhere unless asked."""
+
+    bad_rows: str = "error"  # error | skip
+    zero_gpus: str = "error"  # error | skip
+    unsorted: str = "error"  # error | sort
+    duplicate_ids: str = "error"  # error | skip | rename
+
+
+@dataclass
+class TraceConfig:
+    """How a trace is read, windowed, scaled and converted (kinds ``trace``, ``philly_builtin``).
+
+    Applied in this order: read (``format``, ``repairs``), select (``start_s``, ``end_s`` in
+    trace seconds, ``vcs``, ``statuses``, ``max_jobs``), cap durations (``duration_cap_s``),
+    scale arrivals (``arrival_scale`` or ``target_load`` x cluster GPUs), fit to the cluster
+    (``fit``: error | clip | skip), convert (``unknown_models``, ``fractional_gpus``,
+    ``max_iterations``; see :mod:`envs.sim.traces.convert`).
+    """
+
+    format: str = "auto"
+    repairs: RepairsConfig = field(default_factory=RepairsConfig)
+    start_s: float | None = None
+    end_s: float | None = None
+    vcs: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    max_jobs: int | None = None
+    duration_cap_s: float | None = None
+    arrival_scale: float = 1.0
+    target_load: float | None = None
+    fit: str = "error"
+    unknown_models: str = "error"
+    fractional_gpus: str = "whole"
+    max_iterations: int | None = None
+
+
+@dataclass
+class DL2Config:
+    """:func:`envs.sim.elastic.workload.generate_dl2_workload` (kind ``dl2``)."""
+
+    num_jobs: int = 60
+    max_arrivals_per_slot: int = 3
+    arrival: str = "google"
+    max_epochs: int = 80000
+    max_workers: int = 32
+    max_ps: int = 32
+
+
+@dataclass
+class EnvSection:
+    """The DL² Gymnasium env (:class:`envs.gym.factory.EnvConfig`) of workload kind ``env``.
+
+    A ``None`` (or empty ``overrides``) keeps the value of the first ``policy:`` scheduler's
+    training env (its checkpoint's ``meta["env"]``), or else :class:`EnvConfig`'s default;
+    ``overrides`` are merged key by key.  ``setting``: ``small``, ``large``, ``tiny`` or
+    ``medium``; ``overrides``: :class:`DL2Setting` fields (``num_nodes``, ``num_jobs``, ``J``,
+    ...); ``max_slots``: the truncation horizon (slots); ``arrival``: ``google``, ``poisson``
+    or ``uniform``; ``trace``: a normalised trace CSV instead of the generator.
+    """
+
+    setting: str | None = None
+    overrides: dict[str, int] = field(default_factory=dict)
+    max_slots: int | None = None
+    arrival: str | None = None
+    trace: str | None = None
+
+
+@dataclass
+class WorkloadConfig:
+    """Where the jobs come from; ``kind`` decides which other keys are used
+    (:data:`WORKLOAD_KEYS`; any other key must keep its default).
+
+    - ``ada_srsf_builtin``: shipped ``microsoft160_seed<seed>.csv``; ``iterations_scale``,
+      ``time_scale`` (applied with ``scale_workload`` when not 1).
+    - ``ada_srsf_csv``: ``path`` (Ada-SRSF layout); ``iterations_scale``, ``time_scale``.
+    - ``generator``: ``generate_ada_srsf(seed, num_jobs, iterations_scale, arrival_window_ms)``.
+    - ``trace``: ``path`` in any trace layout; ``time_unit`` (sim ms per trace second) and
+      ``trace.*`` (:class:`TraceConfig`).  Each seed draws the models of jobs without one.
+    - ``philly_builtin``: the shipped Philly slice; ``time_unit``, ``trace.*``.
+    - ``dl2``: DL²'s elastic generator, one draw per seed; ``dl2.*``.
+    - ``env``: the DL² Gymnasium env's own workload (``env.*``, :class:`EnvSection`), one per
+      seed; every scheduler runs through the env (``elastic:`` and ``policy:`` kinds only).
+    """
+
+    kind: str = "ada_srsf_builtin"
+    path: str | None = None
+    iterations_scale: float = 1.0
+    time_scale: float = 1.0
+    num_jobs: int = 160
+    arrival_window_ms: float = 12000.0
+    time_unit: float = 1000.0
+    trace: TraceConfig = field(default_factory=TraceConfig)
+    dl2: DL2Config = field(default_factory=DL2Config)
+    env: EnvSection = field(default_factory=EnvSection)
+
+
+@dataclass
+class ElasticConfig:
+    """The elastic (DL²) world for ``elastic:`` schedulers, mapped from ``cluster``:
+    ``cluster.num_servers`` nodes, each with ``gpus_per_server x gpu_slots_per_gpu`` GPU slots
+    and ``gpus_per_server x cpu_slots_per_gpu`` CPU slots (DL²'s GPU worker takes 4 GPU and 2
+    CPU slots, a PS 2 CPU slots: 4/4 gives every GPU room for one worker and one PS).
+    Jobs of a job-level workload become elastic jobs by :mod:`envs.sim.elastic.trace`'s rules
+    (requested GPUs = caps; work = the traced duration at the request).
+
+    ``through_env``: run ``elastic:`` schedulers through the DL² Gymnasium env (its window of
+    ``J`` jobs and its placement, as a learned policy sees them) instead of the slot simulator
+    on every job; always so when a ``policy:`` scheduler is present or the workload kind is
+    ``env``.  With workload kind ``dl2`` the env is built from ``workload.dl2``,
+    ``cluster.num_servers`` and ``elastic.max_slots`` (see :mod:`evaluation.env_runs`)."""
+
+    slot_s: float = 1200.0
+    speed: str = "measured"  # measured | analytical
+    scaling_overhead_s: float = 0.0
+    gpu_slots_per_gpu: int = 4
+    cpu_slots_per_gpu: int = 4
+    max_slots: int = 100_000
+    through_env: bool = False
+
+
+@dataclass
+class PolicyEvalConfig:
+    """How ``policy:`` schedulers act: masked argmax (``deterministic``) or a draw from the
+    masked softmax with ``numpy.random.default_rng([sample_seed, workload seed])``."""
+
+    deterministic: bool = True
+    sample_seed: int = 0
+
+
+@dataclass
+class EvaluateConfig:
+    """The ``evaluate.py`` command's config (see ``conf/evaluate.yaml``)."""
+
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    elastic: ElasticConfig = field(default_factory=ElasticConfig)
+    policy_eval: PolicyEvalConfig = field(default_factory=PolicyEvalConfig)
+    stacks: list[str] = field(default_factory=lambda: list(HEADLINE_STACKS))
+    baseline: str | None = None
+    mode: str = "correct"
+    fidelity: str = "full"
+    seeds: list[int] = field(default_factory=lambda: [0])
+    workers: int = 0
+    out_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}_evaluate"
+    check_invariants: bool = False
+    plot: bool = True
+
+
+#: Workload keys each kind uses (besides ``kind``); any other key must keep its default.
+WORKLOAD_KEYS: dict[str, tuple[str, ...]] = {
+    "ada_srsf_builtin": ("iterations_scale", "time_scale"),
+    "ada_srsf_csv": ("path", "iterations_scale", "time_scale"),
+    "generator": ("num_jobs", "iterations_scale", "arrival_window_ms"),
+    "trace": ("path", "time_unit", "trace"),
+    "philly_builtin": ("time_unit", "trace"),
+    "dl2": ("dl2",),
+    "env": ("env",),
+}
+#: Every workload key besides ``kind``.
+WORKLOAD_FIELDS = (
+    "path",
+    "iterations_scale",
+    "time_scale",
+    "num_jobs",
+    "arrival_window_ms",
+    "time_unit",
+    "trace",
+    "dl2",
+    "env",
+)

@@ -1,0 +1,222 @@
+"""Env mode: every elastic scheduler runs through the DL² Gymnasium env.
+
+A learned policy sees only the env's window of ``J`` jobs and places tasks by the env's
+placement rule, whereas ``elastic:<allocator>`` on the slot simulator sees every job.  For a
+fair head-to-head, when a ``policy:`` scheduler is present, when ``elastic.through_env`` is
+set, or with workload kind ``env``, every ``elastic:`` scheduler is driven through the same
+env (:class:`~envs.gym.heuristic.HeuristicDriver`, as
+:func:`agents.evaluation.evaluate_allocator` does) on the same workload seeds.
+
+The env (:class:`~envs.gym.factory.EnvConfig`) comes from ``workload.env`` over the first
+policy's training env (workload kind ``env``), or from ``workload.dl2``,
+``cluster.num_servers`` and ``elastic.max_slots`` (kind ``dl2``; the env's nodes have 8 CPU and
+8 GPU slots, 1200-s slots and the measured speeds, so the elastic world must match).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, replace
+from typing import Any
+
+import numpy as np
+from hydra.utils import to_absolute_path
+
+from agents.evaluation import Actor, run_episode_detailed
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.factory import EnvConfig, coerce_env_config, make_env, setting_of
+from envs.gym.heuristic import HeuristicDriver
+from envs.sim import ConfigError
+from envs.sim.elastic.allocators import Allocator
+from envs.sim.elastic.spec import ElasticCluster
+from envs.sim.elastic.workload import DL2_SMALL
+from evaluation.config import EvaluateConfig
+from evaluation.runs import RunOutput, RunTask, slot_utilisation
+from evaluation.workloads import Prepared
+
+__all__ = [
+    "ActorFactory",
+    "allocator_actor",
+    "env_mode",
+    "prepare_env_workloads",
+    "resolve_env_config",
+    "run_in_env",
+]
+
+#: ``(env, workload seed) -> actor`` for one episode.
+ActorFactory = Callable[[ClusterEnv, int], Actor]
+
+
+def env_mode(cfg: EvaluateConfig, needs: set[str]) -> bool:
+    """Whether elastic schedulers run through the env (see the module docstring)."""
+    return "env" in needs or cfg.elastic.through_env or cfg.workload.kind == "env"
+
+
+def _policy_window(meta_env: Mapping[str, Any] | None) -> int | None:
+    return None if meta_env is None else setting_of(coerce_env_config(meta_env)).J
+
+
+def _env_from_dl2(cfg: EvaluateConfig, J: int) -> EnvConfig:
+    c, e, d = cfg.cluster, cfg.elastic, cfg.workload.dl2
+    node = ElasticCluster()
+    bad = []
+    if c.gpus_per_server * e.cpu_slots_per_gpu != node.cpu_slots:
+        bad.append(f"{node.cpu_slots} CPU slots per node (gpus_per_server x cpu_slots_per_gpu)")
+    if c.gpus_per_server * e.gpu_slots_per_gpu != node.gpu_slots:
+        bad.append(f"{node.gpu_slots} GPU slots per node (gpus_per_server x gpu_slots_per_gpu)")
+    if e.slot_s != node.slot_s:
+        bad.append(f"elastic.slot_s={node.slot_s:g}")
+    if e.speed != "measured":
+        bad.append("elastic.speed=measured")
+    if e.scaling_overhead_s != 0.0:
+        bad.append("elastic.scaling_overhead_s=0")
+    if bad:
+        raise ConfigError(
+            "running elastic schedulers through the DL² env with workload kind 'dl2' needs the "
+            f"env's world: {'; '.join(bad)} (e.g. cluster=dl2_small), or use workload=env"
+        )
+    overrides = {
+        "num_nodes": c.num_servers,
+        "num_jobs": d.num_jobs,
+        "max_arrivals_per_slot": d.max_arrivals_per_slot,
+        "max_epochs": d.max_epochs,
+        "max_workers": d.max_workers,
+        "max_ps": d.max_ps,
+        "J": J,
+    }
+    return EnvConfig(setting="small", overrides=overrides, arrival=d.arrival, max_slots=e.max_slots)
+
+
+def _env_from_section(cfg: EvaluateConfig, meta_env: Mapping[str, Any] | None) -> EnvConfig:
+    base = coerce_env_config(meta_env) if meta_env is not None else EnvConfig()
+    s = cfg.workload.env
+    changes: dict[str, Any] = {}
+    if s.setting is not None:
+        changes["setting"] = s.setting
+    if s.max_slots is not None:
+        changes["max_slots"] = s.max_slots
+    if s.arrival is not None:
+        changes["arrival"] = s.arrival
+    if s.trace is not None:
+        changes["trace"] = to_absolute_path(s.trace)
+    if s.overrides:
+        changes["overrides"] = {**(base.overrides or {}), **dict(s.overrides)}
+    return replace(base, **changes)
+
+
+def resolve_env_config(
+    cfg: EvaluateConfig, policy_envs: Mapping[str, Mapping[str, Any] | None]
+) -> EnvConfig:
+    """The env every elastic scheduler runs through; ``policy_envs``: each ``policy:``
+    scheduler's training env (``None`` if its checkpoint records none).  A policy whose window
+    ``J`` differs from the env's is a :class:`ConfigError`."""
+    first = next((m for m in policy_envs.values() if m is not None), None)
+    kind = cfg.workload.kind
+    if kind == "env":
+        env_config = _env_from_section(cfg, first)
+    elif kind == "dl2":
+        env_config = _env_from_dl2(cfg, _policy_window(first) or DL2_SMALL.J)
+    else:
+        raise ConfigError(
+            f"policy: schedulers and elastic.through_env run through the DL² env, which draws "
+            f"its own jobs; use workload=env (workload.env.setting=small|large|tiny|medium) or "
+            f"workload=dl2, not workload kind {kind!r}"
+        )
+    J = setting_of(env_config).J
+    for spec, meta_env in policy_envs.items():
+        trained = _policy_window(meta_env)
+        if trained is not None and trained != J:
+            raise ConfigError(
+                f"{spec} was trained with a window of J={trained} jobs but the evaluation env "
+                f"has J={J}; set workload.env.overrides.J={trained} or use its setting"
+            )
+    return env_config
+
+
+def prepare_env_workloads(cfg: EvaluateConfig, env_config: EnvConfig) -> list[Prepared]:
+    """Every seed's workload as the env draws it (``env.reset(seed=...)``), with its record."""
+    env = make_env(env_config)
+    out = []
+    for seed in cfg.seeds:
+        env.reset(seed=int(seed))
+        kind = cfg.workload.kind
+        name = f"dl2-seed{seed}" if kind == "dl2" else f"env-{env_config.setting}-seed{seed}"
+        record: dict[str, Any] = {
+            "kind": kind,
+            "env": env_config.as_dict(),
+            "window_J": env.J,
+            "cluster": asdict(env.cluster_spec),
+            "jobs": len(env.jobs),
+            "name": name,
+        }
+        out.append(Prepared(seed, name, None, env.jobs, 1000.0, record))
+    return out
+
+
+def allocator_actor(allocator: Callable[[], Allocator]) -> ActorFactory:
+    """A fresh :class:`HeuristicDriver` of a fresh allocator per episode."""
+
+    def make(env: ClusterEnv, seed: int) -> Actor:
+        driver = HeuristicDriver(allocator(), env)
+        return lambda _e, _o: driver.act()
+
+    return make
+
+
+def run_in_env(task: RunTask, make_actor: ActorFactory, info: dict[str, Any]) -> RunOutput:
+    """One episode of ``task``'s seed through the env; per-job times in seconds.
+
+    As :class:`~evaluation.kinds.ElasticKind`: ``submit = arrival_slot x slot_s``, ``start`` =
+    the first slot with a worker, ``finish`` = fractional completion slot x ``slot_s``.  A job
+    unfinished at the horizon counts as finishing there (and, if it never ran, as starting
+    there), as in :class:`agents.evaluation.EpisodeResult`."""
+    assert task.env_config is not None
+    env = make_env(task.env_config)
+    seed = task.prepared.seed
+    t0 = time.perf_counter()
+    detail = run_episode_detailed(env, make_actor(env, seed), seed)
+    wall = time.perf_counter() - t0
+    s = env.cluster_spec.slot_s
+    specs = {j.job_id: j for j in env.jobs}
+    outcomes = detail.jobs
+    finish = [o.finish if o.finish is not None else max(detail.horizon, o.arrival_slot)
+              for o in outcomes]  # fmt: skip
+    start = [float(o.first_slot) if o.first_slot is not None else f
+             for o, f in zip(outcomes, finish, strict=True)]  # fmt: skip
+    ideal = []
+    for o in outcomes:
+        j = specs[o.job_id]
+        its = env.speed.speed(j.type, j.max_ps, j.max_workers) * j.speed_factor
+        ideal.append(j.real_num_epochs * j.type.iterations_per_epoch / its if its > 0 else math.nan)
+    makespan = detail.result.makespan * s
+    util_t, util = slot_utilisation(np.array(detail.gpu_util), s, makespan)
+    return RunOutput(
+        scheduler=task.scheduler,
+        seed=seed,
+        job_id=np.array([o.job_id for o in outcomes]),
+        name=[f"j{o.job_id}" for o in outcomes],
+        num_gpus=np.array([specs[o.job_id].max_workers for o in outcomes]),
+        submit_s=np.array([o.arrival_slot * s for o in outcomes], dtype=float),
+        start_s=np.array(start, dtype=float) * s,
+        finish_s=np.array(finish, dtype=float) * s,
+        ideal_s=np.array(ideal),
+        makespan_s=makespan,
+        gpu_util=detail.result.gpu_util,
+        util_t=util_t,
+        util=util,
+        info={
+            "env": task.env_config.as_dict(),
+            "window_J": env.J,
+            "episode": detail.result.as_dict(),
+            "wall_s": wall,
+            **info,
+        },
+        extra={
+            "type": [specs[o.job_id].type.model for o in outcomes],
+            "slots_run": [o.slots_run for o in outcomes],
+            "num_changes": [o.num_changes for o in outcomes],
+            "finished": [o.finish is not None for o in outcomes],
+        },
+    )

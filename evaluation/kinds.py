@@ -1,0 +1,228 @@
+"""Scheduler kinds: the extension point, and the contention-engine and elastic kinds.
+
+A scheduler spec is ``<kind>:<argument>``; a name with no registered kind prefix is a
+contention-engine stack (``lwf1_adasrsf``, ``fifo:lwf4_srsf2``, see ``envs/sim/stacks.py``).
+:data:`SCHEDULER_KINDS` maps a kind name to its :class:`~evaluation.runs.SchedulerKind`:
+
+- ``stack:<name>`` — the contention engine (:func:`envs.sim.simulate`) with a named stack;
+- ``elastic:<allocator>`` — DL²'s slot simulator with ``drf``, ``fifo``, ``srtf``, ``tetris``,
+  ``optimus`` or ``fixed`` (``envs/sim/elastic``), or the same allocator driven through the DL²
+  Gymnasium env when the run is in env mode (:mod:`evaluation.env_runs`);
+- ``policy:<path>`` — a trained DL²-style policy (:mod:`evaluation.policy`).
+
+A new kind is a class with ``name``, ``needs``, ``check(arg, cfg)`` and ``run(task) ->
+RunOutput``, added with :func:`register_scheduler_kind`; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from typing import cast
+
+import numpy as np
+
+from envs.sim import ConfigError, make_stack, simulate
+from envs.sim.elastic.allocators import ALLOCATORS, Allocator
+from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
+from evaluation.config import EvaluateConfig
+from evaluation.policy import PolicyKind
+from evaluation.runs import RunOutput, RunTask, SchedulerKind, binned_utilisation
+from evaluation.runs import slot_utilisation as _slot_utilisation
+from evaluation.workloads import elastic_cluster, elastic_speed
+
+__all__ = [
+    "SCHEDULER_KINDS",
+    "ElasticKind",
+    "StackKind",
+    "check_stacks",
+    "parse_scheduler",
+    "register_scheduler_kind",
+    "run_task",
+]
+
+
+class StackKind:
+    """The contention engine with a named stack (``envs/sim/stacks.py``)."""
+
+    name = "stack"
+    needs = "workload"
+
+    def check(self, arg: str, cfg: EvaluateConfig) -> None:
+        try:
+            make_stack(arg)
+        except ConfigError as exc:
+            msg = str(exc)
+            raise ConfigError(msg if repr(arg) in msg else f"stack {arg!r}: {msg}") from exc
+
+    def run(self, task: RunTask) -> RunOutput:
+        w = task.prepared.workload
+        assert w is not None
+        res = simulate(task.cluster, w, task.arg, task.sim_config)
+        k = task.prepared.ms_per_s
+        recs = res.records
+        submit = np.array([r.submit_ms for r in recs]) / k
+        start = np.array([r.start_ms for r in recs]) / k
+        finish = np.array([r.finish_ms for r in recs]) / k
+        gpu_s = np.array([r.gpu_ms for r in recs]) / k
+        span = np.maximum(finish - start, 1e-12)
+        times = np.concatenate([start, finish])
+        deltas = np.concatenate([gpu_s / span, -gpu_s / span])
+        util_t, util = binned_utilisation(times, deltas, res.makespan_ms / k, res.num_gpus)
+        ideal = np.array([r.iterations * w.jobs[i].model.compute_ms for i, r in enumerate(recs)])
+        return RunOutput(
+            scheduler=task.scheduler,
+            seed=task.prepared.seed,
+            job_id=np.array([r.job_id for r in recs]),
+            name=[r.name for r in recs],
+            num_gpus=np.array([r.num_gpus for r in recs]),
+            submit_s=submit,
+            start_s=start,
+            finish_s=finish,
+            ideal_s=ideal / k,
+            makespan_s=res.makespan_ms / k,
+            gpu_util=res.gpu_utilisation,
+            util_t=util_t,
+            util=util,
+            info={
+                "sim_config": res.config,
+                "events": res.events,
+                "wall_s": res.wall_s,
+                "extra": res.extra,
+            },
+            extra={
+                "model": [r.model for r in recs],
+                "iterations": [r.iterations for r in recs],
+                "servers": [r.servers for r in recs],
+            },
+        )
+
+
+class ElasticKind:
+    """DL²'s slot simulator with a heuristic allocator (``envs/sim/elastic/allocators.py``).
+
+    Times: ``submit = arrival_slot x slot_s``, ``start`` = start of the first slot with an
+    allocation, ``finish`` = fractional slot of completion x ``slot_s``.  Utilisation =
+    allocated GPU slots / all GPU slots, per slot.  In env mode (``task.env_config`` set) the
+    allocator drives the DL² Gymnasium env instead (:func:`evaluation.env_runs.run_in_env`)."""
+
+    name = "elastic"
+    needs = "elastic"
+
+    def check(self, arg: str, cfg: EvaluateConfig) -> None:
+        if arg not in ALLOCATORS:
+            raise ConfigError(f"unknown elastic allocator {arg!r}; known: {sorted(ALLOCATORS)}")
+        elastic_speed(cfg.elastic)
+
+    def run(self, task: RunTask) -> RunOutput:
+        if task.env_config is not None:
+            from evaluation.env_runs import allocator_actor, run_in_env
+
+            allocator = cast(type[Allocator], ALLOCATORS[task.arg])
+            return run_in_env(task, allocator_actor(allocator), {})
+        return self._run_slot_simulator(task)
+
+    def _run_slot_simulator(self, task: RunTask) -> RunOutput:
+        jobs = task.prepared.elastic_jobs
+        assert jobs is not None
+        e = task.elastic
+        cluster = elastic_cluster(task.cluster, e)
+        speed = elastic_speed(e)
+        first: dict[int, int] = {}
+
+        def on_slot(rec: SlotRecord) -> None:
+            for jid, (workers, _) in rec.allocation.items():
+                if workers > 0 and jid not in first:
+                    first[jid] = rec.t
+
+        t0 = time.perf_counter()
+        sim = SlotSimulator(
+            cluster,
+            jobs,
+            cast(Allocator, ALLOCATORS[task.arg]()),
+            speed,
+            scaling_overhead_s=e.scaling_overhead_s,
+            max_slots=e.max_slots,
+            on_slot=on_slot,
+        )
+        res = sim.run()
+        wall = time.perf_counter() - t0
+        by_id = {j.job_id: j for j in jobs}
+        recs = res.jobs
+        s = e.slot_s
+        ideal = []
+        for r in recs:
+            j = by_id[r.job_id]
+            its = speed.speed(j.type, j.max_ps, j.max_workers) * j.speed_factor
+            work = j.real_num_epochs * j.type.iterations_per_epoch
+            ideal.append(work / its if its > 0 else math.nan)
+        makespan = res.makespan_slots * s
+        util_t, util = _slot_utilisation(np.array(res.gpu_util), s, makespan)
+        return RunOutput(
+            scheduler=task.scheduler,
+            seed=task.prepared.seed,
+            job_id=np.array([r.job_id for r in recs]),
+            name=[f"j{r.job_id}" for r in recs],
+            num_gpus=np.array([by_id[r.job_id].max_workers for r in recs]),
+            submit_s=np.array([r.arrival * s for r in recs], dtype=float),
+            start_s=np.array([first.get(r.job_id, r.arrival) * s for r in recs], dtype=float),
+            finish_s=np.array([r.finish * s for r in recs]),
+            ideal_s=np.array(ideal),
+            makespan_s=makespan,
+            gpu_util=res.mean_gpu_util,
+            util_t=util_t,
+            util=util,
+            info={"elastic": {**asdict(cluster), **res.summary()}, "wall_s": wall},
+            extra={
+                "type": [by_id[r.job_id].type.model for r in recs],
+                "slots_run": [r.slots_run for r in recs],
+                "num_changes": [r.num_changes for r in recs],
+            },
+        )
+
+
+#: kind name -> kind; a scheduler spec ``<kind>:<arg>`` picks one, anything else is a stack.
+SCHEDULER_KINDS: dict[str, SchedulerKind] = {
+    "stack": StackKind(),
+    "elastic": ElasticKind(),
+    "policy": PolicyKind(),
+}
+
+
+def register_scheduler_kind(kind: SchedulerKind) -> None:
+    """Add a scheduler kind (its ``name`` becomes the spec prefix)."""
+    if kind.name in SCHEDULER_KINDS:
+        raise ConfigError(f"scheduler kind {kind.name!r} is already registered")
+    SCHEDULER_KINDS[kind.name] = kind
+
+
+def parse_scheduler(spec: str) -> tuple[str, str]:
+    """``"elastic:drf"`` -> ``("elastic", "drf")``; ``"fifo:lwf4_srsf2"`` -> ``("stack", ...)``."""
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in SCHEDULER_KINDS:
+        if not rest:
+            raise ConfigError(f"scheduler {spec!r}: nothing after {prefix + ':'!r}")
+        return prefix, rest
+    return "stack", spec
+
+
+def check_stacks(cfg: EvaluateConfig) -> dict[str, tuple[str, str]]:
+    """Validate every scheduler spec; ``{spec: (kind, arg)}``."""
+    if not cfg.stacks:
+        raise ConfigError("stacks is empty; give at least one, e.g. stacks=[lwf1_adasrsf]")
+    out: dict[str, tuple[str, str]] = {}
+    for spec in cfg.stacks:
+        if spec in out:
+            raise ConfigError(f"stack {spec!r} is listed twice in stacks")
+        kind, arg = parse_scheduler(spec)
+        SCHEDULER_KINDS[kind].check(arg, cfg)
+        out[spec] = (kind, arg)
+    if cfg.baseline is not None and cfg.baseline not in out:
+        raise ConfigError(f"baseline {cfg.baseline!r} is not one of stacks {list(cfg.stacks)}")
+    return out
+
+
+def run_task(task: RunTask) -> RunOutput:
+    """Run one task with its kind (called in a worker process)."""
+    return SCHEDULER_KINDS[task.kind].run(task)

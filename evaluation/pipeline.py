@@ -1,0 +1,310 @@
+"""The evaluation: validate the config, build the workloads and tasks, run every scheduler on
+every seed, and write the run directory (tables, per-job CSVs, plots, ``run.json``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from envs.sim import ClusterSpec, ConfigError, Fidelity
+from evaluation.config import EvaluateConfig
+from evaluation.kinds import SCHEDULER_KINDS, check_stacks
+from evaluation.provenance import provenance
+from evaluation.report import (
+    ci_table,
+    json_default,
+    markdown_table,
+    paired_table,
+    plot_cdf,
+    plot_utilisation,
+    safe_name,
+    workload_lines,
+    write_csv,
+    write_jobs_csv,
+)
+from evaluation.runner import run_all
+from evaluation.runs import RunOutput, RunTask
+from evaluation.stats import mean_row, paired_rows, result_row, run_metrics
+from evaluation.workloads import (
+    Prepared,
+    build_cluster,
+    check_workload_config,
+    paper_ms_per_s,
+    prepare_workloads,
+    sim_config,
+)
+
+if TYPE_CHECKING:
+    from envs.gym.factory import EnvConfig
+
+__all__ = ["Plan", "evaluate", "make_plan"]
+
+
+@dataclass
+class Plan:
+    """A validated evaluation: what runs on which workloads."""
+
+    cfg: EvaluateConfig
+    kinds: dict[str, tuple[str, str]]  # spec -> (kind, arg)
+    cluster: ClusterSpec
+    prepared: list[Prepared]
+    env_config: EnvConfig | None
+    paper_div: float | None
+    baseline: str
+    workers: int
+    tasks: list[RunTask] = field(default_factory=list)
+
+
+def _check_basics(cfg: EvaluateConfig) -> dict[str, tuple[str, str]]:
+    kinds = check_stacks(cfg)
+    if not cfg.seeds:
+        raise ConfigError("seeds is empty; give at least one, e.g. seeds=[0]")
+    if len(set(cfg.seeds)) != len(cfg.seeds):
+        raise ConfigError(f"seeds has duplicates: {list(cfg.seeds)}")
+    if cfg.workers < 0:
+        raise ConfigError(f"workers must be >= 0 (0 = one per core), got {cfg.workers}")
+    for seed in cfg.seeds:
+        sim_config(cfg, seed)
+    if cfg.fidelity == Fidelity.FAST.value:
+        print(
+            "warning: fidelity=fast merges iterations; its avg JCT differs from full fidelity "
+            "by up to ~5% on the Ada-SRSF workloads (EXPERIMENTS.md). Report full-fidelity runs.",
+            file=sys.stderr,
+        )
+    check_workload_config(cfg.workload)
+    return kinds
+
+
+def _needs(kinds: dict[str, tuple[str, str]], need: str) -> list[str]:
+    return [s for s, (k, _) in kinds.items() if SCHEDULER_KINDS[k].needs == need]
+
+
+def _env_config(cfg: EvaluateConfig, kinds: dict[str, tuple[str, str]]) -> EnvConfig:
+    """The env of env mode (:mod:`evaluation.env_runs`); job-level schedulers cannot run."""
+    from evaluation.env_runs import resolve_env_config
+
+    bad = _needs(kinds, "workload")
+    if bad:
+        raise ConfigError(
+            f"policy: schedulers, elastic.through_env and workload kind 'env' run every "
+            f"scheduler through the DL² env, which has elastic jobs only; {bad} need "
+            "job-level workloads (use elastic:<allocator> schedulers)"
+        )
+    policy_envs: dict[str, dict[str, Any] | None] = {}
+    for spec, (kind, arg) in kinds.items():
+        training_env = getattr(SCHEDULER_KINDS[kind], "training_env", None)
+        if training_env is not None:
+            policy_envs[spec] = training_env(arg)
+    return resolve_env_config(cfg, policy_envs)
+
+
+def make_plan(cfg: EvaluateConfig) -> Plan:
+    """Validate everything and build every seed's workload before the first simulation."""
+    from evaluation.env_runs import env_mode, prepare_env_workloads
+
+    kinds = _check_basics(cfg)
+    needs = {SCHEDULER_KINDS[k].needs for k, _ in kinds.values()}
+    cluster = build_cluster(cfg.cluster)
+    env_config = None
+    if env_mode(cfg, needs):
+        env_config = _env_config(cfg, kinds)
+        prepared = prepare_env_workloads(cfg, env_config)
+    else:
+        if cfg.workload.kind == "dl2" and "workload" in needs:
+            raise ConfigError(
+                f"workload kind 'dl2' gives elastic jobs only; {_needs(kinds, 'workload')} need "
+                "job-level workloads (use elastic:<allocator> schedulers)"
+            )
+        prepared = prepare_workloads(cfg, cluster, need_elastic="elastic" in needs)
+    plan = Plan(
+        cfg=cfg,
+        kinds=kinds,
+        cluster=cluster,
+        prepared=prepared,
+        env_config=env_config,
+        paper_div=paper_ms_per_s(cfg.workload),
+        baseline=cfg.baseline or cfg.stacks[0],
+        workers=cfg.workers or (os.cpu_count() or 1),
+    )
+    plan.tasks = [
+        RunTask(
+            spec,
+            kinds[spec][0],
+            kinds[spec][1],
+            p,
+            cluster,
+            sim_config(cfg, p.seed),
+            cfg.elastic,
+            env_config,
+            cfg.policy_eval,
+        )
+        for p in prepared
+        for spec in cfg.stacks
+    ]
+    return plan
+
+
+class Collector:
+    """Receives each run's output (in completion order): writes its per-job CSV and keeps its
+    summary row, JCTs, utilisation series and ``run.json`` entry."""
+
+    def __init__(self, plan: Plan, run_dir: Path) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.by_seed = {p.seed: p for p in plan.prepared}
+        self.results: dict[tuple[str, int], dict[str, Any]] = {}
+        self.jcts: dict[str, list[np.ndarray]] = {s: [] for s in plan.cfg.stacks}
+        self.util_series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.util_rows: list[dict[str, Any]] = []
+        self.runs: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def __call__(self, out: RunOutput) -> None:
+        key = (out.scheduler, out.seed)
+        prepared = self.by_seed[out.seed]
+        jobs_csv = f"jobs_{safe_name(out.scheduler)}_seed{out.seed}.csv"
+        write_jobs_csv(self.run_dir / jobs_csv, out)
+        metrics = run_metrics(out)
+        self.results[key] = result_row(out, metrics, prepared.ms_per_s, self.plan.paper_div)
+        self.jcts[out.scheduler].append(out.jct_s)
+        if out.seed == self.plan.cfg.seeds[0]:
+            self.util_series[out.scheduler] = (out.util_t, out.util)
+        self.util_rows.extend(
+            {"stack": out.scheduler, "seed": out.seed, "t0_s": float(a), "t1_s": float(b),
+             "gpu_util": float(u)}
+            for a, b, u in zip(out.util_t[:-1], out.util_t[1:], out.util, strict=True)
+        )  # fmt: skip
+        self.runs[key] = {
+            "stack": out.scheduler,
+            "seed": out.seed,
+            "workload": prepared.name,
+            **out.info,
+            "summary": metrics,
+            "jobs_csv": jobs_csv,
+        }
+        unfinished = out.info.get("episode", {}).get("unfinished", 0)
+        if unfinished:
+            print(
+                f"warning: {out.scheduler} seed {out.seed}: {unfinished} job(s) unfinished at "
+                "the env's horizon count as finishing there (JCTs are lower bounds)",
+                file=sys.stderr,
+            )
+
+
+@dataclass
+class Summary:
+    rows: list[dict[str, Any]]
+    paired: list[dict[str, Any]]
+    text: str
+
+
+def _caption(plan: Plan) -> str:
+    cfg, first, cluster = plan.cfg, plan.prepared[0], plan.cluster
+    unit = (
+        f"s of trace time (sim ms / {first.ms_per_s:g})"
+        if first.ms_per_s != 1000.0
+        else "s of simulated time"
+    )
+    if plan.env_config is not None:
+        c = first.record["cluster"]
+        world = f"DL² env, {c['num_nodes']} nodes x {c['gpu_slots']} GPU slots"
+    else:
+        world = f"cluster {cluster.num_servers}x{cluster.gpus_per_server} GPUs"
+    caption = (
+        f"workload `{cfg.workload.kind}` ({first.num_jobs} jobs; "
+        f"{', '.join(p.name for p in plan.prepared)}), mode `{cfg.mode}`, "
+        f"fidelity `{cfg.fidelity}`, {world}. "
+        f"Times in {unit}"
+        + ("; paper s = sim ms / 10 (1/100 of the paper's scale)." if plan.paper_div else ".")
+        + " Slowdown = JCT / run time alone at the requested GPUs."
+    )
+    if (
+        cfg.workload.kind not in ("trace", "philly_builtin", "dl2", "env")
+        and cfg.workload.iterations_scale == 100.0
+    ):
+        caption += " At the paper's scale, simulated s are the paper's seconds."
+    return caption
+
+
+def summarise(plan: Plan, results: dict[tuple[str, int], dict[str, Any]]) -> Summary:
+    """The summary rows (per run, then means over seeds), paired differences and the text."""
+    cfg = plan.cfg
+    by_stack = {s: [results[(s, seed)] for seed in cfg.seeds] for s in cfg.stacks}
+    rows: list[dict[str, Any]] = []
+    means: list[dict[str, Any]] = []
+    for stack in cfg.stacks:
+        rows.extend(by_stack[stack])
+        if len(cfg.seeds) > 1:
+            means.append(mean_row(by_stack[stack], cfg.seeds))
+            rows.append(means[-1])
+    paired = paired_rows(by_stack, plan.baseline) if len(cfg.stacks) > 1 else []
+    sections = [
+        _caption(plan),
+        "\n".join(workload_lines(plan.prepared)),
+        markdown_table(rows, bool(plan.paper_div)),
+    ]
+    n = len(cfg.seeds)
+    if means:
+        sections.append(f"Mean ± 95% CI over {n} seeds (Student t):\n\n" + ci_table(means))
+    if paired:
+        sections.append(
+            f"Paired difference vs `{plan.baseline}` on the same workload"
+            + (f", mean ± 95% CI over {n} seeds" if n > 1 else " (1 seed: no CI)")
+            + " (mean relative difference):\n\n"
+            + paired_table(paired)
+        )
+    return Summary(rows, paired, "\n\n".join(sections))
+
+
+def _write(plan: Plan, got: Collector, summary: Summary, run_dir: Path) -> None:
+    cfg = plan.cfg
+    (run_dir / "summary.md").write_text(summary.text + "\n")
+    write_csv(run_dir / "summary.csv", summary.rows)
+    if summary.paired:
+        write_csv(run_dir / "paired.csv", summary.paired)
+    write_csv(run_dir / "utilisation.csv", got.util_rows)
+    if cfg.plot:
+        title = f"{cfg.workload.kind}: {plan.prepared[0].name}, mode {cfg.mode}"
+        plot_cdf(run_dir / "jct_cdf.png", got.jcts, f"JCT CDF: {title}")
+        plot_utilisation(
+            run_dir / "utilisation.png",
+            got.util_series,
+            f"GPU utilisation, seed {cfg.seeds[0]}: {title}",
+        )
+
+
+def evaluate(cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run every scheduler on every seed's workload; write the run directory; return the
+    summary rows.  ``config`` is the resolved config recorded in ``run.json``."""
+    plan = make_plan(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    got = Collector(plan, run_dir)
+    run_all(plan.tasks, plan.workers, got)
+    summary = summarise(plan, got.results)
+    _write(plan, got, summary, run_dir)
+    record = {
+        "config": config,
+        "run_dir": str(run_dir),
+        "seeds": list(cfg.seeds),
+        "stacks": list(cfg.stacks),
+        "baseline": plan.baseline,
+        "workers": plan.workers,
+        **provenance(),
+        "cluster": asdict(plan.cluster),
+        **({"env": plan.env_config.as_dict()} if plan.env_config is not None else {}),
+        "workloads": {str(p.seed): p.record for p in plan.prepared},
+        "runs": [got.runs[(s, seed)] for seed in cfg.seeds for s in cfg.stacks],
+        "wall_s_total": time.perf_counter() - t_start,
+    }
+    (run_dir / "run.json").write_text(json.dumps(record, indent=2, default=json_default) + "\n")
+    print(summary.text)
+    print()
+    print(f"run dir: {run_dir}")
+    return summary.rows

@@ -1,0 +1,128 @@
+"""``policy:<path>``: a trained DL²-style policy, evaluated through the DL² Gymnasium env.
+
+``path`` is what :func:`agents.checkpoint.load_policy` takes: a checkpoint directory
+(``model.zip`` + ``meta.json``), a ``model.zip``, or pretrained weights ``policy.pt`` (+
+``policy.json``); relative paths are relative to the directory ``evaluate.py`` was started in.
+Its recorded training env (``meta["env"]``) is the default evaluation env of workload kind
+``env``.  Actions: masked argmax (``policy_eval.deterministic``, default) or draws from the
+masked softmax with ``numpy.random.default_rng([policy_eval.sample_seed, workload seed])``,
+so that each seed's run is reproducible whatever other seeds run.
+
+The parent process reads only the JSON metadata (no torch); each worker process loads the
+network once (:func:`agents.checkpoint.load_policy`) and acts with its numpy copy
+(:class:`agents.policy.NumpyPolicy`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from hydra.utils import to_absolute_path
+
+from envs.sim import ConfigError
+from evaluation.config import EvaluateConfig
+from evaluation.runs import RunOutput, RunTask
+
+if TYPE_CHECKING:
+    from agents.evaluation import Actor
+    from agents.policy import NumpyPolicy
+    from envs.gym.cluster_env import ClusterEnv
+
+__all__ = ["PolicyKind", "checkpoint_meta", "policy_path"]
+
+
+def policy_path(arg: str) -> Path:
+    """The checkpoint path of ``policy:<arg>`` (absolute)."""
+    return Path(to_absolute_path(arg))
+
+
+def _read_json(path: Path, required: bool) -> dict[str, Any]:
+    if not path.is_file():
+        if required:
+            raise ConfigError(f"{path.name} (how to rebuild the policy) is missing next to it")
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return data
+
+
+def checkpoint_meta(path: Path) -> dict[str, Any]:
+    """The metadata of a policy checkpoint (the layouts :func:`load_policy` accepts), read
+    without loading the network; :class:`ConfigError` for a missing or unknown layout."""
+    if path.is_dir():
+        if (path / "model.zip").is_file():
+            return _read_json(path / "meta.json", required=False)
+        if (path / "policy.pt").is_file():
+            return _read_json(path / "policy.json", required=True)
+        raise ConfigError(f"policy {path}: neither a checkpoint (model.zip) nor policy.pt")
+    if not path.is_file():
+        raise ConfigError(f"policy checkpoint {str(path)!r} not found")
+    if path.suffix == ".zip":
+        return _read_json(path.parent / "meta.json", required=False)
+    if path.suffix == ".pt":
+        return _read_json(path.with_suffix(".json"), required=True)
+    raise ConfigError(f"policy {path}: expected a checkpoint directory, model.zip or policy.pt")
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> tuple[NumpyPolicy, dict[str, Any]]:
+    """The policy of ``path`` as a numpy network, loaded once per process."""
+    from agents.checkpoint import load_policy
+    from agents.policy import NumpyPolicy
+
+    policy, meta = load_policy(path)
+    return NumpyPolicy(getattr(policy, "policy", policy)), meta
+
+
+def _actor(fast: NumpyPolicy, deterministic: bool, sample_seed: int, spec: str) -> Any:
+    def make(env: ClusterEnv, seed: int) -> Actor:
+        shape = fast.policy.observation_space.shape
+        if shape != env.observation_space.shape:
+            raise ConfigError(
+                f"{spec}: the policy takes observations of shape {shape}, the env gives "
+                f"{env.observation_space.shape} (window J={env.J}, L={env.L})"
+            )
+        rng = np.random.default_rng([sample_seed, seed])
+        return lambda e, o: fast.act(o, e.action_masks(), deterministic=deterministic, rng=rng)
+
+    return make
+
+
+class PolicyKind:
+    """A trained policy through the DL² env (see the module docstring)."""
+
+    name = "policy"
+    needs = "env"
+
+    def check(self, arg: str, cfg: EvaluateConfig) -> None:
+        checkpoint_meta(policy_path(arg))
+
+    def training_env(self, arg: str) -> dict[str, Any] | None:
+        """The env the policy was trained in (``meta["env"]``), if its checkpoint says."""
+        env = checkpoint_meta(policy_path(arg)).get("env")
+        return dict(env) if isinstance(env, dict) else None
+
+    def run(self, task: RunTask) -> RunOutput:
+        from evaluation.env_runs import run_in_env
+
+        path = policy_path(task.arg)
+        fast, meta = _load(str(path))
+        pe = task.policy_eval
+        make = _actor(fast, pe.deterministic, pe.sample_seed, task.scheduler)
+        info = {
+            "policy": {
+                "path": str(path),
+                "deterministic": pe.deterministic,
+                "sample_seed": pe.sample_seed,
+                "meta": meta,
+            }
+        }
+        return run_in_env(task, make, info)

@@ -1,0 +1,145 @@
+"""Summary statistics: per-run metrics, means with Student-t 95% CIs over seeds, and paired
+differences against a baseline on the same seeds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envs.sim import STACKS
+from evaluation.runs import RunOutput
+
+__all__ = [
+    "METRICS",
+    "PAIRED_METRICS",
+    "PAPER_STATS",
+    "mean_ci95",
+    "mean_row",
+    "paired_rows",
+    "result_row",
+    "run_metrics",
+]
+
+#: Student t 0.975 quantiles for 1..30 degrees of freedom (no scipy in the project).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+#: metric -> (Markdown header, format)
+METRICS: dict[str, tuple[str, str]] = {
+    "avg_jct_s": ("avg JCT (s)", "{:.4g}"),
+    "median_jct_s": ("median JCT (s)", "{:.4g}"),
+    "p95_jct_s": ("p95 JCT (s)", "{:.4g}"),
+    "p99_jct_s": ("p99 JCT (s)", "{:.4g}"),
+    "avg_queue_s": ("mean queue (s)", "{:.4g}"),
+    "p95_queue_s": ("p95 queue (s)", "{:.4g}"),
+    "mean_slowdown": ("mean slowdown", "{:.3g}"),
+    "p95_slowdown": ("p95 slowdown", "{:.3g}"),
+    "makespan_s": ("makespan (s)", "{:.4g}"),
+    "gpu_util_pct": ("GPU util %", "{:.1f}"),
+}
+#: JCT statistics also reported in the paper's seconds
+PAPER_STATS = ("avg", "median", "p95", "p99")
+#: metrics compared against the baseline
+PAIRED_METRICS = (
+    "avg_jct_s",
+    "median_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "mean_slowdown",
+    "makespan_s",
+    "gpu_util_pct",
+)
+
+
+def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95% Student-t confidence interval (``nan`` for n < 2)."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        return float(x.mean()), math.nan
+    t = _T975[x.size - 2] if x.size - 1 <= len(_T975) else 1.960
+    return float(x.mean()), float(t * x.std(ddof=1) / math.sqrt(x.size))
+
+
+def run_metrics(out: RunOutput) -> dict[str, float]:
+    """The summary statistics of one run (seconds; utilisation in %)."""
+    jct, queue = out.jct_s, out.queue_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slow = jct / out.ideal_s
+    slow = slow[np.isfinite(slow)]
+    pct = np.percentile
+    return {
+        "jobs": float(jct.size),
+        "avg_jct_s": float(jct.mean()),
+        "median_jct_s": float(pct(jct, 50)),
+        "p95_jct_s": float(pct(jct, 95)),
+        "p99_jct_s": float(pct(jct, 99)),
+        "avg_queue_s": float(queue.mean()),
+        "median_queue_s": float(pct(queue, 50)),
+        "p95_queue_s": float(pct(queue, 95)),
+        "mean_slowdown": float(slow.mean()) if slow.size else math.nan,
+        "median_slowdown": float(pct(slow, 50)) if slow.size else math.nan,
+        "p95_slowdown": float(pct(slow, 95)) if slow.size else math.nan,
+        "makespan_s": out.makespan_s,
+        "gpu_util_pct": 100.0 * out.gpu_util,
+    }
+
+
+def result_row(
+    out: RunOutput, metrics: dict[str, float], ms_per_s: float, paper_div: float | None
+) -> dict[str, Any]:
+    """One per-run table row (machine-readable keys); ``ms_per_s`` is the workload's sim ms
+    per reported second, ``paper_div`` the sim ms per paper second (or ``None``)."""
+    row: dict[str, Any] = {
+        "stack": out.scheduler,
+        "paper_name": STACKS.get(out.scheduler, "-"),
+        "seed": str(out.seed),
+        **metrics,
+    }
+    if paper_div is not None:
+        for stat in PAPER_STATS:
+            row[f"{stat}_jct_paper_s"] = metrics[f"{stat}_jct_s"] * ms_per_s / paper_div
+    row["wall_s"] = float(out.info.get("wall_s", math.nan))
+    return row
+
+
+def mean_row(rows: Sequence[dict[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
+    """Mean over seeds of every numeric column, with ``<key>_ci95`` half-widths."""
+    out: dict[str, Any] = {
+        "stack": rows[0]["stack"],
+        "paper_name": rows[0]["paper_name"],
+        "seed": "mean(" + ",".join(str(s) for s in seeds) + ")",
+    }
+    for key in rows[0]:
+        if key not in out:
+            m, h = mean_ci95([r[key] for r in rows])
+            out[key] = m
+            out[f"{key}_ci95"] = h
+    return out
+
+
+def paired_rows(by_stack: dict[str, list[dict[str, Any]]], baseline: str) -> list[dict[str, Any]]:
+    """Per scheduler and metric: mean difference to the baseline over seeds (same workload
+    each), its 95% CI, and the mean relative difference in %."""
+    base = by_stack[baseline]
+    out = []
+    for stack, rows in by_stack.items():
+        if stack == baseline:
+            continue
+        row: dict[str, Any] = {"stack": stack, "baseline": baseline, "seeds": len(rows)}
+        for key in PAIRED_METRICS:
+            diffs = [r[key] - b[key] for r, b in zip(rows, base, strict=True)]
+            rel = [
+                100.0 * (r[key] - b[key]) / b[key] if b[key] else math.nan
+                for r, b in zip(rows, base, strict=True)
+            ]
+            row[f"d_{key}"], row[f"d_{key}_ci95"] = mean_ci95(diffs)
+            row[f"rel_{key}_pct"] = float(np.mean(rel))
+        out.append(row)
+    return out

@@ -1,0 +1,269 @@
+"""Building each seed's workload, the cluster and the simulator config from the config.
+
+A :class:`Prepared` is one seed's workload: job-level (contention engine) and/or elastic jobs,
+the sim ms per reported second, and the record of how it was made (written to ``run.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hydra.utils import to_absolute_path
+
+from envs.sim import (
+    ClusterSpec,
+    ConfigError,
+    Fidelity,
+    NetworkSpec,
+    SimConfig,
+    Workload,
+)
+from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
+from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
+from envs.sim.elastic.trace import elastic_jobs_from_workload
+from envs.sim.elastic.workload import generate_dl2_workload
+from envs.sim.traces import (
+    ConvertOptions,
+    Repairs,
+    Trace,
+    TraceWindow,
+    convert_trace,
+    prepare,
+    read_trace,
+    trace_stats,
+)
+from envs.sim.workload import (
+    _data_file,
+    builtin_ada_srsf,
+    generate_ada_srsf,
+    load_ada_srsf_csv,
+    scale_workload,
+)
+from evaluation.config import (
+    WORKLOAD_FIELDS,
+    WORKLOAD_KEYS,
+    ClusterConfig,
+    ElasticConfig,
+    EvaluateConfig,
+    TraceConfig,
+    WorkloadConfig,
+)
+
+__all__ = [
+    "Prepared",
+    "build_cluster",
+    "build_workload",
+    "check_workload_config",
+    "elastic_cluster",
+    "elastic_speed",
+    "load_trace",
+    "paper_ms_per_s",
+    "prepare_workloads",
+    "sim_config",
+]
+
+
+@dataclass
+class Prepared:
+    """One seed's workload: job-level (contention engine) and/or elastic jobs, the sim ms per
+    reported second, and the record of how it was made (written to ``run.json``)."""
+
+    seed: int
+    name: str
+    workload: Workload | None
+    elastic_jobs: tuple[ElasticJob, ...] | None
+    ms_per_s: float
+    record: dict[str, Any]
+
+    @property
+    def num_jobs(self) -> int:
+        if self.workload is not None:
+            return len(self.workload)
+        return len(self.elastic_jobs or ())
+
+
+def check_workload_config(w: WorkloadConfig) -> None:
+    """Unknown kind, missing path, or a key the kind does not use -> :class:`ConfigError`."""
+    if w.kind not in WORKLOAD_KEYS:
+        raise ConfigError(f"unknown workload kind {w.kind!r}; known: {sorted(WORKLOAD_KEYS)}")
+    used = WORKLOAD_KEYS[w.kind]
+    defaults = WorkloadConfig()
+    for key in WORKLOAD_FIELDS:
+        if key not in used and getattr(w, key) != getattr(defaults, key):
+            raise ConfigError(
+                f"workload.{key} is not used by workload kind {w.kind!r} (it uses: "
+                f"{', '.join(used)})"
+            )
+    if "path" in used and not w.path:
+        raise ConfigError(f"workload kind {w.kind!r} needs workload.path=<file>")
+
+
+def _trace_window(t: TraceConfig) -> TraceWindow:
+    return TraceWindow(
+        start_s=t.start_s,
+        end_s=t.end_s,
+        vcs=tuple(t.vcs),
+        statuses=tuple(t.statuses),
+        max_jobs=t.max_jobs,
+        duration_cap_s=t.duration_cap_s,
+        arrival_scale=t.arrival_scale,
+        target_load=t.target_load,
+        fit=t.fit,  # type: ignore[arg-type]  # validated by fit_to_cluster
+    )
+
+
+def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
+    """Read and window the configured trace (the same for every seed)."""
+    t = w.trace
+    repairs = Repairs(**asdict(t.repairs))
+    if w.kind == "philly_builtin":
+        with _data_file("traces", "philly_vc_6c71a0_public.csv") as p:
+            trace = read_trace(p, format="normalised", repairs=repairs)
+    else:
+        assert w.path is not None
+        trace = read_trace(to_absolute_path(w.path), format=t.format, repairs=repairs)
+    return prepare(trace, _trace_window(t), cluster_gpus)
+
+
+def build_workload(w: WorkloadConfig, seed: int) -> Workload:
+    """The job-level workload of one seed for the Ada-SRSF kinds."""
+    if w.kind == "generator":
+        return generate_ada_srsf(
+            seed,
+            num_jobs=w.num_jobs,
+            iterations_scale=w.iterations_scale,
+            arrival_window_ms=w.arrival_window_ms,
+        )
+    if w.kind == "ada_srsf_csv":
+        assert w.path is not None
+        base = load_ada_srsf_csv(to_absolute_path(w.path))
+    else:
+        base = builtin_ada_srsf(seed)
+    if w.iterations_scale != 1.0 or w.time_scale != 1.0:
+        return scale_workload(base, w.iterations_scale, w.time_scale)
+    return base
+
+
+def _dl2_jobs(w: WorkloadConfig, seed: int) -> tuple[ElasticJob, ...]:
+    d = w.dl2
+    return generate_dl2_workload(
+        seed,
+        num_jobs=d.num_jobs,
+        max_arrivals_per_slot=d.max_arrivals_per_slot,
+        arrival=d.arrival,  # type: ignore[arg-type]  # validated by the generator
+        max_epochs=d.max_epochs,
+        max_workers=d.max_workers,
+        max_ps=d.max_ps,
+    )
+
+
+def _prepare_seed(
+    cfg: EvaluateConfig, cluster: ClusterSpec, trace: Trace | None, seed: int, need_elastic: bool
+) -> Prepared:
+    w = cfg.workload
+    record: dict[str, Any] = {"kind": w.kind}
+    elastic: tuple[ElasticJob, ...] | None = None
+    workload: Workload | None
+    ms_per_s = 1000.0
+    if w.kind == "dl2":
+        elastic = _dl2_jobs(w, seed)
+        workload = None
+        name = f"dl2-seed{seed}"
+        record["generator"] = {"seed": seed, **asdict(w.dl2)}
+    elif trace is not None:
+        options = ConvertOptions(
+            time_unit=w.time_unit,
+            unknown_models=w.trace.unknown_models,  # type: ignore[arg-type]
+            fractional_gpus=w.trace.fractional_gpus,  # type: ignore[arg-type]
+            max_iterations=w.trace.max_iterations,
+        )
+        workload, rules = convert_trace(trace, seed=seed, options=options)
+        ms_per_s = w.time_unit
+        name = workload.name
+        record.update(trace.record())
+        record["shape"] = trace_stats(trace)
+        record["conversion"] = rules
+    else:
+        workload = build_workload(w, seed)
+        name = workload.name
+        record["source"] = workload.source
+    if workload is not None:
+        workload.check_fits(cluster)
+        record["jobs"] = len(workload)
+        if need_elastic:
+            elastic = elastic_jobs_from_workload(
+                workload,
+                slot_s=cfg.elastic.slot_s,
+                speed=elastic_speed(cfg.elastic),
+                time_unit=ms_per_s,
+            )
+    else:
+        record["jobs"] = len(elastic or ())
+    record["name"] = name
+    return Prepared(seed, name, workload, elastic, ms_per_s, record)
+
+
+def prepare_workloads(
+    cfg: EvaluateConfig, cluster: ClusterSpec, need_elastic: bool
+) -> list[Prepared]:
+    """Every seed's workload, validated against the cluster, with its record (not for
+    workload kind ``env``: see :func:`evaluation.env_runs.prepare_env_workloads`)."""
+    w = cfg.workload
+    trace = load_trace(w, cluster.num_gpus) if w.kind in ("trace", "philly_builtin") else None
+    return [_prepare_seed(cfg, cluster, trace, seed, need_elastic) for seed in cfg.seeds]
+
+
+def paper_ms_per_s(w: WorkloadConfig) -> float | None:
+    """Sim ms per paper second for an Ada-SRSF workload at its 1/100 scale (10), else None."""
+    if w.kind not in ("ada_srsf_builtin", "ada_srsf_csv", "generator"):
+        return None
+    if w.iterations_scale != 1.0 or w.time_scale != 1.0:
+        return None
+    if w.kind == "generator" and w.arrival_window_ms != WorkloadConfig.arrival_window_ms:
+        return None
+    return 10.0
+
+
+def build_cluster(c: ClusterConfig) -> ClusterSpec:
+    return ClusterSpec(
+        num_servers=c.num_servers,
+        gpus_per_server=c.gpus_per_server,
+        gpu_memory_mb=c.gpu_memory_mb,
+        network=NetworkSpec(
+            a_ms=c.network.a_ms,
+            b_ms_per_mb=c.network.b_ms_per_mb,
+            eta_ms_per_mb=c.network.eta_ms_per_mb,
+        ),
+    )
+
+
+def sim_config(cfg: EvaluateConfig, seed: int) -> SimConfig:
+    """``SimConfig.named(mode)`` with the run's fidelity, invariant checks and seed."""
+    try:
+        fidelity = Fidelity(cfg.fidelity)
+    except ValueError:
+        known = sorted(f.value for f in Fidelity)
+        raise ConfigError(f"unknown fidelity {cfg.fidelity!r}; known: {known}") from None
+    return SimConfig.named(
+        cfg.mode, fidelity=fidelity, check_invariants=cfg.check_invariants, seed=seed
+    )
+
+
+def elastic_speed(e: ElasticConfig) -> SpeedModel:
+    """The elastic world's speed model (``elastic.speed``)."""
+    if e.speed == "measured":
+        return MeasuredSpeed()
+    if e.speed == "analytical":
+        return AnalyticalSpeed()
+    raise ConfigError(f"unknown elastic.speed {e.speed!r}; known: ['analytical', 'measured']")
+
+
+def elastic_cluster(c: ClusterSpec, e: ElasticConfig) -> ElasticCluster:
+    """The elastic world's cluster: ``c.num_servers`` nodes (see :class:`ElasticConfig`)."""
+    return ElasticCluster(
+        num_nodes=c.num_servers,
+        cpu_slots=c.gpus_per_server * e.cpu_slots_per_gpu,
+        gpu_slots=c.gpus_per_server * e.gpu_slots_per_gpu,
+        slot_s=e.slot_s,
+    )

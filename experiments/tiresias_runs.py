@@ -1,0 +1,104 @@
+"""Tiresias stacks next to SRSF and FIFO on the 60-job trace and the Philly slice.
+
+Usage::
+
+    python experiments/tiresias_runs.py            # all three tables (Markdown)
+    python experiments/tiresias_runs.py --quick    # skip the FULL-fidelity table
+
+Tables:
+
+1. 60-job trace, 16 GPUs (4 x 4), the upstream simulator's **duration model** (JOB fidelity,
+   all-reduce cost ~0): comparable with upstream's published numbers (last column).
+2. 60-job trace, 16 GPUs, the **contention model** (FULL fidelity: every iteration, all-reduces
+   at 0.856 ms/MB sharing NICs), where placement matters.
+3. Philly slice (200 jobs, VC 6c71a0), 32 GPUs (4 x 8), JOB fidelity with the solo all-reduce
+   cost; models drawn uniformly from the Tiresias table (seed 0).
+
+Stacks: ``envs.sim.stacks.TIRESIAS_STACKS``.  Deterministic: every run is a pure function of
+the workload and the config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from envs.sim import ClusterSpec, Fidelity, NetworkSpec, SimConfig, Workload, simulate
+from envs.sim.models import TIRESIAS_MODELS
+from envs.sim.stacks import TIRESIAS_STACKS
+from envs.sim.workload import builtin_philly_trace, builtin_tiresias_trace
+
+FREE_NET = NetworkSpec(a_ms=0.0, b_ms_per_mb=1e-9, eta_ms_per_mb=0.0)
+
+#: upstream simulator (SymbioticLab/Tiresias@959f9b0, reference note §1.7), 60 jobs, 16 GPUs:
+#: avg JCT s (the policy it corresponds to)
+UPSTREAM_60 = {
+    "fifo:count_fs": "190.7 (fjf); blocking fifo 200.8",
+    "srsf:count_fs": "-",
+    "psrsf:count_fs": "195.9 (shortest-gpu)",
+    "dlas:count_fs": "190.7 (dlas-gpu-8: knob 8, code thresholds)",
+    "dlas:skew_fs": "- (no skew placement upstream)",
+    "dlas-upstream:count_fs": "190.7 (dlas-gpu)",
+    "dgittins:skew_fs": "-",
+    "dgittins-upstream:count_fs": "219.1 (dlas-gpu-gittins)",
+}
+
+
+def table(title: str, cluster: ClusterSpec, w: Workload, cfg: SimConfig, unit: str) -> None:
+    scale = 1000.0 if unit == "s" else 3_600_000.0
+    print(f"\n### {title}\n")
+    head = f"| stack | avg JCT {unit} | median {unit} | p95 {unit} | makespan {unit} |"
+    head += " preemptions | wall s |"
+    upstream = "60" in w.name and cfg.fidelity is Fidelity.JOB
+    if upstream:
+        head += " upstream avg JCT s |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for stack in TIRESIAS_STACKS:
+        t0 = time.perf_counter()
+        r = simulate(cluster, w, stack, cfg)
+        wall = time.perf_counter() - t0
+        s = r.summary()
+        row = (
+            f"| `{stack}` | {s['avg_jct_ms'] / scale:,.1f} | {s['median_jct_ms'] / scale:,.1f} "
+            f"| {s['p95_jct_ms'] / scale:,.1f} | {s['makespan_ms'] / scale:,.1f} "
+            f"| {r.extra.get('preemptions', 0)} | {wall:.2f} |"
+        )
+        if upstream:
+            row += f" {UPSTREAM_60[stack]} |"
+        print(row)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="skip the FULL-fidelity table")
+    args = ap.parse_args()
+    w60 = builtin_tiresias_trace()
+    job = SimConfig(fidelity=Fidelity.JOB)
+    table(
+        "60-job trace, 16 GPUs, duration model (JOB fidelity, free network)",
+        ClusterSpec(4, 4, network=FREE_NET),
+        w60,
+        job,
+        "s",
+    )
+    if not args.quick:
+        table(
+            "60-job trace, 16 GPUs, contention model (FULL fidelity, 0.856 ms/MB)",
+            ClusterSpec(4, 4),
+            w60,
+            SimConfig(),
+            "s",
+        )
+    philly = builtin_philly_trace(seed=0, models=TIRESIAS_MODELS)
+    table(
+        "Philly slice (200 jobs), 32 GPUs, JOB fidelity (solo all-reduce)",
+        ClusterSpec(4, 8),
+        philly,
+        job,
+        "h",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""The pretraining stage as one function, shared by ``python -m pretrain`` and ``train.py``.
+
+:func:`pretrain` collects teacher traces on ``num_workloads`` training workloads (seeds
+``seed_offset ..``), optionally adds job-order-shuffled copies, splits whole workloads off for
+validation, clones them into a fresh :data:`~agents.policy.DL2Policy` and scores the clone's
+average JCT against the teacher's on held-out workloads (``eval_seeds``).  It writes into
+``out_dir``: ``dataset.npz``/``.json``, ``policy.pt``/``.json`` (the weights ``train.py``
+loads), ``history.csv`` and ``summary.json``; TensorBoard scalars go to ``out_dir/tb``.
+
+With ``cache_dir``, a stage with the same config (hash of every field that changes the result)
+is loaded from the cache instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch as th
+
+from agents.checkpoint import save_policy_weights
+from agents.evaluation import aggregate, evaluate_allocator, evaluate_policy
+from agents.policy import PolicyConfig, policy_kwargs
+from envs.gym.factory import EnvConfig, make_env
+from envs.sim.errors import ConfigError
+from pretrain.bc import BCConfig, behaviour_clone, build_student
+from pretrain.dataset import TeacherDataset, collect
+from pretrain.teachers import canonical, make_teacher
+
+__all__ = ["PretrainConfig", "pretrain"]
+
+
+@dataclass
+class PretrainConfig:
+    """``teacher`` (``None``/``"none"``: no pretraining), its ``teacher_options``;
+    ``num_workloads`` training workloads with seeds ``seed_offset + i``; ``val_fraction`` of
+    them held out for decision accuracy; ``shuffle_copies`` job-order-shuffled copies (DL²'s
+    augmentation); ``bc`` the cloning run; ``eval_seeds`` held-out workloads for the clone's
+    average JCT (computed at the end and every ``jct_every`` BC steps if > 0);
+    ``deterministic``: the clone acts by masked argmax (else it samples); ``dataset``: reuse
+    a saved teacher dataset (``dataset.npz`` of an earlier run) instead of collecting."""
+
+    teacher: Optional[str] = "drf"  # noqa: UP045 (OmegaConf structured config)
+    teacher_options: dict[str, Any] = field(default_factory=dict)
+    num_workloads: int = 8
+    seed_offset: int = 1000
+    val_fraction: float = 0.25
+    shuffle_copies: int = 0
+    bc: BCConfig = field(default_factory=BCConfig)
+    eval_seeds: list[int] = field(default_factory=lambda: [100, 101])
+    jct_every: int = 0
+    deterministic: bool = True
+    dataset: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
+
+    @property
+    def enabled(self) -> bool:
+        return self.teacher is not None and str(self.teacher).lower() != "none"
+
+
+def _key(config: PretrainConfig, env: EnvConfig, policy: PolicyConfig) -> str:
+    blob = json.dumps(
+        {"pretrain": asdict(config), "env": env.as_dict(), "policy": asdict(policy)},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pretrain(
+    config: PretrainConfig,
+    env_config: EnvConfig,
+    policy_config: PolicyConfig,
+    out_dir: str | Path,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Run (or load from the cache) the pretraining stage; its summary (``policy_path`` is
+    the weights file)."""
+    if not config.enabled:
+        raise ConfigError("pretraining disabled (teacher none)")
+    teacher = canonical(str(config.teacher))
+    if config.num_workloads < 1:
+        raise ConfigError("pretrain.num_workloads must be >= 1")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    key = _key(config, env_config, policy_config)
+    cached = Path(cache_dir) / f"{teacher}_{key}" if cache_dir is not None else None
+    if cached is not None and (cached / "summary.json").is_file():
+        for name in ("policy.pt", "policy.json", "summary.json", "history.csv"):
+            if (cached / name).is_file():
+                shutil.copy2(cached / name, out / name)
+        summary = json.loads((out / "summary.json").read_text())
+        summary.update({"policy_path": str(out / "policy.pt"), "cached_from": str(cached)})
+        return summary
+
+    t0 = time.perf_counter()
+    seeds = [config.seed_offset + i for i in range(config.num_workloads)]
+    if config.dataset:
+        data = TeacherDataset.load(config.dataset)
+        if data.meta.get("env") not in (None, env_config.as_dict()):
+            raise ConfigError(f"{config.dataset} was collected with env {data.meta.get('env')}")
+    else:
+        data = collect(teacher, env_config, seeds, teacher_options=config.teacher_options)
+    data.save(out / "dataset")
+    t_collect = time.perf_counter() - t0
+    train, val = data.split(config.val_fraction, seed=config.bc.seed)
+    train = train.shuffled(config.shuffle_copies, seed=config.bc.seed)
+
+    th.manual_seed(config.bc.seed)
+    env = make_env(env_config)
+    student = build_student(
+        env.observation_space, env.action_space, policy_kwargs(policy_config, env.J)
+    )
+    teacher_eval = aggregate(
+        evaluate_allocator(
+            lambda: make_teacher(teacher, **config.teacher_options), env_config, config.eval_seeds
+        )
+    )
+
+    def clone_jct() -> dict[str, float]:
+        res = aggregate(
+            evaluate_policy(
+                student, env_config, config.eval_seeds, deterministic=config.deterministic
+            )
+        )
+        return {
+            "val/avg_jct": res["avg_jct"],
+            "val/jct_ratio_to_teacher": res["avg_jct"] / teacher_eval["avg_jct"],
+        }
+
+    writer = _writer(out / "tb")
+
+    def log(step: int, row: dict[str, float]) -> None:
+        if writer is not None:
+            for k, v in row.items():
+                if k != "step":
+                    writer.add_scalar(k, v, step)
+
+    def on_eval(step: int) -> dict[str, float]:
+        if config.jct_every > 0 and step % config.jct_every == 0 and step != config.bc.steps:
+            return clone_jct()
+        return {}
+
+    t1 = time.perf_counter()
+    history = behaviour_clone(
+        student, train, val, config.bc, log=log, on_eval=on_eval, progress=progress
+    )
+    t_bc = time.perf_counter() - t1
+    final = clone_jct()
+    if writer is not None:
+        log(config.bc.steps, final)
+        writer.close()
+    _write_history(out / "history.csv", history.rows)
+    weights = save_policy_weights(
+        student,
+        out / "policy.pt",
+        {"env": env_config.as_dict(), "policy": asdict(policy_config), "teacher": teacher},
+    )
+    summary = {
+        "teacher": teacher,
+        "decisions": len(data),
+        "train_decisions": len(train),
+        "val_decisions": len(val),
+        "void_fraction": float(np.mean(data.actions == data.masks.shape[1] - 1)),
+        "val_accuracy": history.last.get("val/accuracy"),
+        "val_loss": history.last.get("val/loss"),
+        "bc_steps": config.bc.steps,
+        "clone_avg_jct": final["val/avg_jct"],
+        "teacher_avg_jct": teacher_eval["avg_jct"],
+        "jct_ratio_to_teacher": final["val/jct_ratio_to_teacher"],
+        "eval_seeds": list(config.eval_seeds),
+        "collect_s": round(t_collect, 2),
+        "bc_s": round(t_bc, 2),
+        "key": key,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    if cached is not None:
+        cached.mkdir(parents=True, exist_ok=True)
+        for name in ("policy.pt", "policy.json", "summary.json", "history.csv"):
+            shutil.copy2(out / name, cached / name)
+    summary["policy_path"] = str(weights)
+    return summary
+
+
+def _writer(path: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # pragma: no cover - tensorboard is a dependency
+        return None
+    return SummaryWriter(str(path))
+
+
+def _write_history(path: Path, rows: list[dict[str, float]]) -> None:
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def load_dataset(path: str | Path) -> TeacherDataset:
+    """Reuse a saved teacher dataset (``dataset.npz`` of an earlier run)."""
+    return TeacherDataset.load(path)

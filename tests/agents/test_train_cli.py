@@ -1,0 +1,116 @@
+"""``python train.py`` and ``python -m pretrain`` end to end on the tiny setting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args, f"hydra.run.dir={tmp_path}", "progress_bar=false"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_train_without_agent_lists_the_agents(tmp_path) -> None:
+    out = run(["train.py", "env=tiny"], tmp_path)
+    assert out.returncode == 2
+    assert "+agent=<name>" in out.stderr and "a2c" in out.stderr and "maskable_ppo" in out.stderr
+
+
+def test_train_rejects_an_unknown_key(tmp_path) -> None:
+    out = run(["train.py", "+agent=a2c", "env=tiny", "agent.learning_rat=0.1"], tmp_path)
+    assert out.returncode != 0
+    assert "learning_rat" in out.stderr
+
+
+@pytest.mark.parametrize("agent", ["a2c", "reinforce"])
+def test_short_training_run_writes_its_record(tmp_path, agent: str) -> None:
+    out = run(
+        [
+            "train.py",
+            f"+agent={agent}",
+            "env=tiny",
+            "eval=quick",
+            "total_timesteps=512",
+            "agent.n_steps=128",
+            "pretrain=drf",
+            "pretrain.num_workloads=2",
+            "pretrain.bc.steps=60",
+            "pretrain.bc.eval_every=30",
+            "pretrain.eval_seeds=[100]",
+            "pretrain_cache=null",
+            "checkpoint_every=256",
+        ],
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "run directory" in out.stdout and "TensorBoard" in out.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["timesteps"] >= 512
+    assert summary["pretrain"]["teacher"] == "drf"
+    assert set(summary["baselines_avg_jct"]) == {"drf"}
+    assert summary["final"]["ratio_to_drf"] > 0
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["seed"] == 0 and record["config"]["agent"]["name"] == agent
+    assert "torch" in record["versions"] and "commit" in record["git"]
+    curve = (tmp_path / "learning_curve.csv").read_text().splitlines()
+    assert curve[0].startswith("timesteps,") and len(curve) >= 3  # header, start, end
+    assert any((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert (tmp_path / "checkpoints" / "final" / "model.zip").is_file()
+    assert (tmp_path / "checkpoints" / "latest" / "replay.npz").is_file()
+
+
+def test_resume_from_a_checkpoint(tmp_path) -> None:
+    first = tmp_path / "first"
+    args = [
+        "train.py",
+        "+agent=a2c",
+        "env=tiny",
+        "eval=quick",
+        "agent.n_steps=128",
+        "pretrain=none",
+    ]
+    out = run([*args, "total_timesteps=256"], first)
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = run(
+        [*args, "total_timesteps=256", f"resume={first / 'checkpoints' / 'final'}"],
+        tmp_path / "second",
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "second" / "summary.json").read_text())
+    assert summary["timesteps"] == 512 and summary["resumed_from"]
+
+
+def test_pretrain_command(tmp_path) -> None:
+    out = run(
+        [
+            "-m",
+            "pretrain",
+            "teacher=srsf",
+            "env=tiny",
+            "num_workloads=2",
+            "bc.steps=40",
+            "bc.eval_every=20",
+            "eval_seeds=[100]",
+            "jct_every=0",
+        ],
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["teacher"] == "srtf" and summary["bc_steps"] == 40
+    assert (tmp_path / "policy.pt").is_file() and (tmp_path / "dataset.npz").is_file()
+    assert any((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    bad = run(["-m", "pretrain", "teacher=sjf", "env=tiny"], tmp_path / "bad")
+    assert bad.returncode == 2 and "unknown teacher 'sjf'" in bad.stderr

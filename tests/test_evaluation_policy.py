@@ -1,0 +1,196 @@
+"""The ``policy:<checkpoint>`` scheduler kind and env mode of ``evaluate.py``: a trained policy
+head to head with ``elastic:<allocator>`` heuristics through the same DL² env."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.checkpoint import load_policy, save_policy_weights
+from agents.evaluation import evaluate_allocator, evaluate_policy, run_episode, run_episode_detailed
+from agents.policy import DL2Policy, policy_kwargs
+from envs.gym.factory import EnvConfig, make_env
+from envs.gym.heuristic import HeuristicDriver
+from envs.sim import ConfigError
+from envs.sim.elastic.allocators import DRF
+from evaluation.config import (
+    ClusterConfig,
+    DL2Config,
+    ElasticConfig,
+    EnvSection,
+    EvaluateConfig,
+    PolicyEvalConfig,
+    WorkloadConfig,
+)
+from evaluation.pipeline import evaluate, make_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOT_S = 1200.0
+HORIZON = 300  # slots: an untrained policy may never finish some jobs
+
+
+@pytest.fixture(scope="module")
+def policy_pt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained DL²-style policy for the ``tiny`` env, saved as pretraining weights."""
+    env = make_env(EnvConfig(setting="tiny"))
+    policy = DL2Policy(
+        env.observation_space, env.action_space, lambda _: 1e-4, **policy_kwargs(None, env.J)
+    )
+    meta = {"env": EnvConfig(setting="tiny").as_dict(), "policy": {}}
+    return save_policy_weights(policy, tmp_path_factory.mktemp("ckpt") / "policy.pt", meta)
+
+
+def _env_cfg(stacks: list[str], policy_eval: PolicyEvalConfig | None = None) -> EvaluateConfig:
+    """Workload kind ``env`` on the tiny setting, one seed, in this process, no plots."""
+    workload = WorkloadConfig(kind="env", env=EnvSection(setting="tiny", max_slots=HORIZON))
+    return EvaluateConfig(
+        workload=workload,
+        stacks=stacks,
+        policy_eval=policy_eval or PolicyEvalConfig(),
+        seeds=[0],
+        workers=1,
+        plot=False,
+    )
+
+
+def test_policy_and_elastic_head_to_head_through_evaluate_py(
+    policy_pt: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "r"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "evaluate.py"),
+            "workload=env",
+            "workload.env.setting=tiny",
+            f"workload.env.max_slots={HORIZON}",
+            f"stacks=[policy:{policy_pt},elastic:drf]",
+            "seeds=[0,1]",
+            "workers=2",
+            f"out_dir={run_dir}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    policy = f"policy:{policy_pt}"
+    assert "window of J=8 jobs" in proc.stdout and "4/4" in proc.stderr
+
+    with open(run_dir / "summary.csv", newline="") as f:
+        summary = {(r["stack"], r["seed"]): r for r in csv.DictReader(f)}
+    assert set(summary) == {
+        (s, k) for s in (policy, "elastic:drf") for k in ("0", "1", "mean(0,1)")
+    }
+    for row in summary.values():
+        assert 0 < float(row["avg_jct_s"]) <= HORIZON * SLOT_S
+        assert float(row["median_jct_s"]) <= float(row["p95_jct_s"]) <= float(row["makespan_s"])
+        assert 0 <= float(row["gpu_util_pct"]) <= 100
+        assert float(row["jobs"]) == 12
+    # the same numbers as the agents' own evaluation through the same env
+    env_config = EnvConfig(setting="tiny", max_slots=HORIZON)
+    drf = evaluate_allocator(DRF, env_config, [0, 1])
+    net, _ = load_policy(policy_pt)
+    learned = evaluate_policy(net, env_config, [0, 1])
+    for k, (h, p) in enumerate(zip(drf, learned, strict=True)):
+        assert float(summary[("elastic:drf", str(k))]["avg_jct_s"]) == pytest.approx(
+            h.avg_jct * SLOT_S
+        )
+        assert float(summary[(policy, str(k))]["avg_jct_s"]) == pytest.approx(p.avg_jct * SLOT_S)
+        assert float(summary[(policy, str(k))]["gpu_util_pct"]) == pytest.approx(100 * p.gpu_util)
+
+    safe = policy.replace(":", "-").replace("/", "-")
+    with open(run_dir / f"jobs_{safe}_seed1.csv", newline="") as f:
+        jobs = list(csv.DictReader(f))
+    assert len(jobs) == 12
+    for job in jobs:
+        assert float(job["submit_s"]) <= float(job["start_s"]) <= float(job["finish_s"])
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["env"]["setting"] == "tiny" and record["env"]["max_slots"] == HORIZON
+    run = next(r for r in record["runs"] if r["stack"] == policy)
+    assert run["policy"]["deterministic"] is True and run["window_J"] == 8
+    assert run["episode"]["decisions"] > 0
+
+
+def test_sampled_policy_is_reproducible(policy_pt: Path, tmp_path: Path) -> None:
+    sampled = PolicyEvalConfig(deterministic=False, sample_seed=3)
+    cfg = _env_cfg([f"policy:{policy_pt}"], sampled)
+    first = evaluate(cfg, tmp_path / "a", {})
+    again = evaluate(cfg, tmp_path / "b", {})
+    key = "avg_jct_s"
+    assert [r[key] for r in first] == [r[key] for r in again]
+    assert math.isfinite(first[0][key]) and first[0][key] > 0
+
+
+def test_detailed_episode_matches_run_episode() -> None:
+    env = make_env(EnvConfig(setting="tiny"))
+    driver = HeuristicDriver(DRF(), env)
+    plain = run_episode(env, lambda _e, _o: driver.act(), 1)
+    driver = HeuristicDriver(DRF(), env)
+    detail = run_episode_detailed(env, lambda _e, _o: driver.act(), 1)
+    assert detail.result == plain
+    assert plain.unfinished == 0
+    jcts = [o.finish - o.arrival_slot for o in detail.jobs if o.finish is not None]
+    assert len(jcts) == len(env.jobs)
+    assert sum(jcts) / len(jcts) == pytest.approx(plain.avg_jct)
+    for o in detail.jobs:
+        assert o.first_slot is not None and o.finish is not None
+        assert o.arrival_slot <= o.first_slot <= o.finish and o.slots_run >= 1
+    assert len(detail.gpu_util) == math.ceil(plain.makespan)
+
+
+def test_through_env_runs_the_dl2_workload_in_the_env(tmp_path: Path) -> None:
+    # workload dl2 sized like the tiny setting; through the env (window J = 20: no policy)
+    dl2 = DL2Config(num_jobs=12, max_arrivals_per_slot=2, max_epochs=3000, max_workers=8, max_ps=8)
+    cfg = EvaluateConfig(
+        cluster=ClusterConfig(num_servers=4, gpus_per_server=2),
+        workload=WorkloadConfig(kind="dl2", dl2=dl2),
+        elastic=ElasticConfig(through_env=True),
+        stacks=["elastic:drf"],
+        seeds=[0],
+        workers=1,
+        plot=False,
+    )
+    [row] = evaluate(cfg, tmp_path / "r", {})
+    env_config = EnvConfig(setting="tiny", overrides={"J": 20}, max_slots=100_000)
+    [expected] = evaluate_allocator(DRF, env_config, [0])
+    assert row["avg_jct_s"] == pytest.approx(expected.avg_jct * SLOT_S)
+
+
+def test_env_mode_config_errors(policy_pt: Path, tmp_path: Path) -> None:
+    policy = f"policy:{policy_pt}"
+    with pytest.raises(ConfigError, match="workload=env"):
+        make_plan(EvaluateConfig(stacks=[policy, "elastic:drf"]))
+    small = WorkloadConfig(kind="env", env=EnvSection(setting="small"))
+    with pytest.raises(ConfigError, match="J=8"):
+        make_plan(EvaluateConfig(workload=small, stacks=[policy]))
+    with pytest.raises(ConfigError, match="need job-level workloads"):
+        make_plan(_env_cfg([policy, "lwf1_srsf1"]))
+    with pytest.raises(ConfigError, match="not found"):
+        make_plan(_env_cfg([f"policy:{tmp_path / 'missing.pt'}"]))
+    (tmp_path / "lonely.pt").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"lonely\.json"):
+        make_plan(_env_cfg([f"policy:{tmp_path / 'lonely.pt'}"]))
+    dl2 = EvaluateConfig(
+        workload=WorkloadConfig(kind="dl2"),
+        elastic=ElasticConfig(through_env=True),
+        stacks=["elastic:drf"],
+    )
+    with pytest.raises(ConfigError, match="GPU slots per node"):
+        make_plan(dl2)
+
+
+def test_the_parent_process_does_not_import_torch() -> None:
+    code = (
+        "import sys, evaluate, evaluation.env_runs, evaluation.policy; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,61 @@
+"""``python train.py +agent=a2c``: RL fine-tuning of a DL²-style scheduler (Hydra).
+
+Agents: ``a2c`` (DL²'s actor-critic), ``reinforce``, ``ppo``, ``maskable_ppo``; groups ``env``,
+``pretrain``, ``eval``, ``federated`` (see ``conf/train.yaml``).  Each run writes
+``runs/<time>_train_<agent>/``: ``run.json``, TensorBoard events (``tb/``), the learning curve,
+checkpoints and ``summary.json``.  ``-m`` sweeps, e.g. ``python train.py -m +agent=a2c,ppo
+seed=0,1``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from agents.config import register_configs
+
+CONF = Path(__file__).resolve().parent / "conf"
+register_configs()
+
+
+def _agents() -> list[str]:
+    return sorted(p.stem for p in (CONF / "agent").glob("*.yaml"))
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF), config_name="train")
+def main(cfg: DictConfig) -> None:
+    if cfg.get("agent") is None:
+        print(
+            "train.py: choose an agent with +agent=<name>; available: "
+            + ", ".join(_agents())
+            + "\n  e.g.  python train.py +agent=a2c",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    from agents.training import to_train_config, train
+    from envs.sim.errors import ConfigError
+
+    out = Path(HydraConfig.get().runtime.output_dir)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        print(f"train.py: {exc}", file=sys.stderr)
+        sys.exit(2)
+    final = summary.get("final") or {}
+    print(
+        json.dumps({k: summary[k] for k in ("agent", "timesteps", "baselines_avg_jct")}, indent=2)
+    )
+    if final:
+        ratios = {k: round(v, 3) for k, v in final.items() if k.startswith("ratio_to_")}
+        print(f"final validation avg JCT {final['avg_jct']:.2f} slots; ratios {ratios}")
+    print(f"run directory: {out}\nTensorBoard:   tensorboard --logdir {summary['tensorboard']}")
+
+
+if __name__ == "__main__":
+    main()
