@@ -1172,7 +1172,9 @@ def _check_ps_servers(
             raise ConfigError(f"ps_servers names job {jid}, which is not a PS job of the workload")
         srv = [int(s) for s in servers]
         if len(srv) != spec.num_ps:
-            raise ConfigError(f"ps_servers gives job {jid} {len(srv)} servers for {spec.num_ps} PSs")
+            raise ConfigError(
+                f"ps_servers gives job {jid} {len(srv)} servers for {spec.num_ps} PSs"
+            )
         bad = [s for s in srv if not 0 <= s < cluster.num_servers]
         if bad:
             raise ConfigError(

@@ -308,9 +308,10 @@ class SlotSimulator:
             if slot_rates is not None:  # a subclass's slot-specific rates (contention)
                 rate = slot_rates[r.spec.job_id]
             else:
-                rate = r.rates.get(new)  # epochs per second
-                if rate is None:
-                    rate = r.rates[new] = self._rate(r, new)
+                cached = r.rates.get(new)  # epochs per second
+                if cached is None:
+                    cached = r.rates[new] = self._rate(r, new)
+                rate = cached
             epochs = rate * (slot_s - overhead)
             if not epochs >= 0:  # progress is monotone
                 raise SimulationError(f"slot {t}: job {r.spec.job_id} trained {epochs} epochs")

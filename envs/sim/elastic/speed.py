@@ -220,7 +220,10 @@ class MeasuredSpeed:
         unique, inverse = np.unique(np.stack([p, w], axis=1), axis=0, return_inverse=True)
         values: FloatArray = np.maximum(rbf(unique), 0.0)[inverse.ravel()]
         values[(ps <= 0) | (workers <= 0)] = 0.0
-        return values
+        # The fit and the product go through BLAS, whose summation order (and so the last
+        # bits) depends on its thread count; rounding to 12 significant digits makes the
+        # speeds, and every run built on them, identical whatever the threading.
+        return np.array([float(f"{v:.12g}") for v in values], dtype=np.float64)
 
     # -- queries --------------------------------------------------------------------------
 
