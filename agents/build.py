@@ -41,50 +41,38 @@ def _dl2(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: s
     )
 
 
+def _ppo_kwargs(
+    cfg: AgentConfig, kwargs: dict[str, Any], seed: int, tb: str | None
+) -> dict[str, Any]:
+    """Keyword arguments shared by PPO and MaskablePPO."""
+    return {
+        "learning_rate": cfg.learning_rate,
+        "n_steps": cfg.n_steps,
+        "batch_size": cfg.ppo.batch_size,
+        "n_epochs": cfg.ppo.n_epochs,
+        "gamma": cfg.gamma,
+        "gae_lambda": cfg.ppo.gae_lambda,
+        "clip_range": cfg.ppo.clip_range,
+        "ent_coef": cfg.ent_coef,
+        "vf_coef": cfg.vf_coef,
+        "max_grad_norm": cfg.max_grad_norm,
+        "policy_kwargs": kwargs,
+        "tensorboard_log": tb,
+        "seed": seed,
+        "device": "cpu",
+    }
+
+
 def _ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
     from stable_baselines3 import PPO
 
-    return PPO(
-        "MlpPolicy",
-        env,
-        learning_rate=cfg.learning_rate,
-        n_steps=cfg.n_steps,
-        batch_size=cfg.ppo.batch_size,
-        n_epochs=cfg.ppo.n_epochs,
-        gamma=cfg.gamma,
-        gae_lambda=cfg.ppo.gae_lambda,
-        clip_range=cfg.ppo.clip_range,
-        ent_coef=cfg.ent_coef,
-        vf_coef=cfg.vf_coef,
-        max_grad_norm=cfg.max_grad_norm,
-        policy_kwargs=kwargs,
-        tensorboard_log=tb,
-        seed=seed,
-        device="cpu",
-    )
+    return PPO("MlpPolicy", env, **_ppo_kwargs(cfg, kwargs, seed, tb))
 
 
 def _maskable_ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
     from sb3_contrib import MaskablePPO
 
-    return MaskablePPO(
-        DL2Policy,
-        env,
-        learning_rate=cfg.learning_rate,
-        n_steps=cfg.n_steps,
-        batch_size=cfg.ppo.batch_size,
-        n_epochs=cfg.ppo.n_epochs,
-        gamma=cfg.gamma,
-        gae_lambda=cfg.ppo.gae_lambda,
-        clip_range=cfg.ppo.clip_range,
-        ent_coef=cfg.ent_coef,
-        vf_coef=cfg.vf_coef,
-        max_grad_norm=cfg.max_grad_norm,
-        policy_kwargs=kwargs,
-        tensorboard_log=tb,
-        seed=seed,
-        device="cpu",
-    )
+    return MaskablePPO(DL2Policy, env, **_ppo_kwargs(cfg, kwargs, seed, tb))
 
 
 BUILDERS: dict[str, Callable[..., BaseAlgorithm]] = {

@@ -121,22 +121,12 @@ class TrainConfig:
 
 
 @dataclass
-class PretrainRunConfig:
-    """``python -m pretrain teacher=drf``: see ``conf/pretrain_run.yaml``."""
+class PretrainRunConfig(PretrainConfig):
+    """``python -m pretrain teacher=drf``: the pretraining stage's fields plus the env, the
+    policy shape and process settings; see ``conf/pretrain_run.yaml``."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    teacher: str = "drf"
-    teacher_options: dict[str, Any] = field(default_factory=dict)
-    num_workloads: int = 8
-    seed_offset: int = 1000
-    val_fraction: float = 0.25
-    shuffle_copies: int = 0
-    bc: BCConfig = field(default_factory=BCConfig)
-    eval_seeds: list[int] = field(default_factory=lambda: [100, 101])
-    jct_every: int = 0
-    deterministic: bool = True
-    dataset: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
     torch_threads: int = 1
     progress_bar: bool = True
 

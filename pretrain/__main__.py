@@ -27,11 +27,9 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     import torch as th
 
-    from agents.policy import PolicyConfig
+    from agents.config import PretrainRunConfig
     from agents.runinfo import run_record, write_run_record
-    from envs.gym.factory import coerce_env_config
-    from pretrain.bc import BCConfig
-    from pretrain.run import PretrainConfig, pretrain
+    from pretrain.run import pretrain
 
     out = Path(HydraConfig.get().runtime.output_dir)
     th.set_num_threads(int(cfg.torch_threads))
@@ -39,26 +37,9 @@ def main(cfg: DictConfig) -> None:
     assert isinstance(resolved, dict)
     write_run_record(out / "run.json", run_record(resolved, int(cfg.bc.seed), kind="pretrain"))
     try:
-        config = PretrainConfig(
-            teacher=str(cfg.teacher),
-            teacher_options=dict(cfg.teacher_options),
-            num_workloads=int(cfg.num_workloads),
-            seed_offset=int(cfg.seed_offset),
-            val_fraction=float(cfg.val_fraction),
-            shuffle_copies=int(cfg.shuffle_copies),
-            bc=BCConfig(**OmegaConf.to_container(cfg.bc)),  # type: ignore[arg-type]
-            eval_seeds=[int(s) for s in cfg.eval_seeds],
-            jct_every=int(cfg.jct_every),
-            deterministic=bool(cfg.deterministic),
-            dataset=cfg.dataset,
-        )
-        summary = pretrain(
-            config,
-            coerce_env_config(OmegaConf.to_container(cfg.env)),
-            PolicyConfig(**OmegaConf.to_container(cfg.policy)),  # type: ignore[arg-type]
-            out,
-            progress=bool(cfg.progress_bar),
-        )
+        config = OmegaConf.to_object(cfg)
+        assert isinstance(config, PretrainRunConfig)
+        summary = pretrain(config, config.env, config.policy, out, progress=config.progress_bar)
     except ConfigError as exc:
         print(f"pretrain: {exc}", file=sys.stderr)
         sys.exit(2)
