@@ -66,6 +66,11 @@ def _ppo_kwargs(
 def _ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
     from stable_baselines3 import PPO
 
+    if kwargs.get("per_job") is not None:
+        raise ConfigError(
+            "agent.algo ppo uses SB3's unmasked MlpPolicy; policy.arch per_job needs a "
+            "DL2Policy learner: dl2_a2c or maskable_ppo (or set policy.arch=mlp)"
+        )
     return PPO("MlpPolicy", env, **_ppo_kwargs(cfg, kwargs, seed, tb))
 
 

@@ -138,7 +138,8 @@ def _load_pretrained(p: Path) -> tuple[Any, dict[str, Any]]:
         raise ConfigError(f"{p}: its {meta_path.name} (how to rebuild the policy) is missing")
     meta = json.loads(meta_path.read_text())
     env = make_env(coerce_env_config(meta["env"]))
-    kwargs = policy_kwargs(PolicyConfig(**meta.get("policy", {})), env.J)
+    # weights saved before ``policy.arch`` existed are MLPs, whatever the default is now
+    kwargs = policy_kwargs(PolicyConfig(**{"arch": "mlp", **meta.get("policy", {})}), env.J)
     policy = DL2Policy(env.observation_space, env.action_space, lambda _: 1e-4, **kwargs)
     policy.load_state_dict(th.load(p))
     policy.set_training_mode(False)

@@ -6,7 +6,11 @@ setting, 2 in the large default), Adam.  We use sb3-contrib's
 :class:`~sb3_contrib.common.maskable.policies.MaskableActorCriticPolicy` (masked softmax over
 ``Discrete(3J + 1)``) with ``net_arch = dict(pi=[h] * layers, vf=[h] * layers)``, no shared
 layers, ReLU, Adam.  DL²'s "batch norm" layers never leave inference mode in its code (an
-affine map per unit), so they are left out.
+affine map per unit), so they are left out.  That is ``arch: mlp``.  ``arch: per_job``
+(:class:`PerJobNetwork`) is DL²'s optional "job-central" representation: one small network
+shared by every job row plus a pooled context, per-job logits from a shared head, so that a
+rule that ranks jobs by a function of their own row (SRTF, Ada-SRSF's absolute remaining
+epochs) is one function to learn instead of one per window position.
 
 :func:`policy_kwargs` is the one place these choices are made: pretraining builds the policy
 with it and fine-tuning loads the pretrained weights into a policy built with it.
@@ -15,46 +19,264 @@ with it and fine-tuning loads the pretrained weights into a policy built with it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch as th
+from gymnasium import spaces
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.type_aliases import Schedule
 
 from envs.sim.errors import ConfigError
 
-__all__ = ["DL2Policy", "PolicyConfig", "masked_logits", "policy_kwargs"]
+__all__ = [
+    "ARCHS",
+    "DL2Policy",
+    "NumpyPolicy",
+    "PerJobNetwork",
+    "PolicyConfig",
+    "masked_logits",
+    "policy_kwargs",
+]
 
-#: The policy class shared by pretraining and every DL²-style agent.
-DL2Policy = MaskableActorCriticPolicy
+#: Network architectures :class:`PolicyConfig` knows (``policy.arch``).
+ARCHS = ("mlp", "per_job")
+
+#: Default width of the per-job encoder (``policy.hidden = 0`` with ``arch: per_job``).
+PER_JOB_HIDDEN = 64
+
+
+def _mlp(sizes: list[int], final_activation: bool) -> th.nn.Sequential:
+    """``Linear`` + ReLU layers through ``sizes`` (no ReLU after the last unless asked)."""
+    layers: list[th.nn.Module] = []
+    for i, (a, b) in enumerate(pairwise(sizes)):
+        layers.append(th.nn.Linear(a, b))
+        if final_activation or i < len(sizes) - 2:
+            layers.append(th.nn.ReLU())
+    return th.nn.Sequential(*layers)
+
+
+class PerJobNetwork(th.nn.Module):
+    """DL²'s "job-central" representation: one small network shared by every job row.
+
+    The flat observation is cut into its ``J`` rows of ``width`` features (the env's layout:
+    row ``j`` is entries ``j * width .. (j + 1) * width - 1``; rows without a job are zero).
+    For the actor and, with separate weights, for the critic:
+
+    * ``rows``: the same MLP (``layers`` x ``hidden``, ReLU) embeds every row: ``e_j``;
+    * ``ctx``: a pooled context over the non-empty rows, ``[mean_j e_j, max_j e_j,
+      sum_j e_j / J, n / J]`` (``n`` non-empty rows), through ``Linear`` + ReLU: ``c``;
+    * actor: a shared head on ``[row_j, e_j, c]`` gives job ``j``'s three logits (+worker,
+      +PS, +both: actions ``3j .. 3j + 2``, the env's order), a ``Linear`` on ``c`` the
+      void logit (action ``3J``);
+    * critic: ``c`` is the value latent (the policy's ``value_net`` maps it to the value).
+
+    Permuting the job rows permutes the per-job logits the same way and leaves the void
+    logit and the value unchanged; empty rows do not enter the context.  ``position=True``
+    appends the row's window position ``j / J`` to every row (the window is in arrival order):
+    the network can then break ties by arrival as the teachers do (SRTF: equal remaining
+    fractions, e.g. new jobs, go by arrival), at the price of exact equivariance.  ``latent_dim_pi``
+    is ``3J + 1`` (the actor's output *is* the logits: the policy's ``action_net`` is the
+    identity), ``latent_dim_vf`` is ``hidden``.
+    """
+
+    def __init__(
+        self,
+        J: int,
+        width: int,
+        hidden: int = PER_JOB_HIDDEN,
+        layers: int = 1,
+        position: bool = False,
+    ):
+        super().__init__()
+        if J < 1 or width < 1 or hidden < 1 or layers < 1:
+            raise ConfigError(
+                f"per-job network needs J, width, hidden, layers >= 1; got {J}, {width}, "
+                f"{hidden}, {layers}"
+            )
+        self.J, self.width, self.hidden, self.layers = int(J), int(width), int(hidden), layers
+        self.position = bool(position)
+        h = self.hidden
+        # the row as the networks see it: its features, then its position if asked for
+        self.row_in = self.width + int(self.position)
+        self.register_buffer(
+            "positions", (th.arange(self.J, dtype=th.float32) / self.J)[:, None], persistent=False
+        )
+        self.latent_dim_pi = 3 * self.J + 1
+        self.latent_dim_vf = h
+        self.pi_rows = _mlp([self.row_in] + [h] * layers, final_activation=True)
+        self.pi_ctx = _mlp([3 * h + 1, h], final_activation=True)
+        self.pi_job = _mlp([self.row_in + 2 * h, h, 3], final_activation=False)
+        self.pi_void = th.nn.Linear(h, 1)
+        self.vf_rows = _mlp([self.row_in] + [h] * layers, final_activation=True)
+        self.vf_ctx = _mlp([3 * h + 1, h], final_activation=True)
+
+    def output_layers(self) -> list[th.nn.Linear]:
+        """The layers that emit logits (SB3 initialises them with a small gain)."""
+        last = self.pi_job[-1]
+        assert isinstance(last, th.nn.Linear)
+        return [last, self.pi_void]
+
+    def _encode(
+        self, rows_net: th.nn.Module, ctx_net: th.nn.Module, features: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        rows = features.reshape(features.shape[0], self.J, self.width)
+        present = (rows != 0).any(dim=-1, keepdim=True).to(rows.dtype)
+        if self.position:
+            pos = self.positions
+            assert isinstance(pos, th.Tensor)
+            rows = th.cat([rows, pos.to(rows.dtype).expand(rows.shape[0], -1, -1)], dim=-1)
+        emb = rows_net(rows) * present  # ReLU output >= 0: empty rows are 0 and never a max
+        n = present.sum(dim=1)
+        total = emb.sum(dim=1)
+        pooled = th.cat(
+            [total / n.clamp(min=1.0), emb.amax(dim=1), total / self.J, n / self.J], dim=1
+        )
+        return rows, emb, ctx_net(pooled)
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        rows, emb, ctx = self._encode(self.pi_rows, self.pi_ctx, features)
+        # the head's first layer on [row, e, c], as three blocks: c's part once, not J times
+        first = self.pi_job[0]
+        assert isinstance(first, th.nn.Linear)
+        w, W, h = first.weight, self.row_in, self.hidden
+        hidden = th.relu(
+            th.nn.functional.linear(rows, w[:, :W])
+            + th.nn.functional.linear(emb, w[:, W : W + h])
+            + th.nn.functional.linear(ctx, w[:, W + h :], first.bias)[:, None, :]
+        )
+        job_logits = self.pi_job[2:](hidden).reshape(features.shape[0], 3 * self.J)
+        return th.cat([job_logits, self.pi_void(ctx)], dim=1)
+
+    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        return self._encode(self.vf_rows, self.vf_ctx, features)[2]
+
+    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return self.forward_actor(features), self.forward_critic(features)
+
+
+class DL2Policy(MaskableActorCriticPolicy):
+    """sb3-contrib's masked actor-critic policy, with an optional per-job network.
+
+    ``per_job=None`` (``arch: mlp``): exactly :class:`MaskableActorCriticPolicy` (same modules,
+    same initialisation, same state dict).  ``per_job=dict(J=, hidden=, layers=)`` (``arch:
+    per_job``): the actor and critic are a :class:`PerJobNetwork` (the row width is the
+    observation size over ``J``); its actor output is the logits, so ``action_net`` is the
+    identity, and ``value_net`` maps the critic's pooled context to the value.  The
+    ``per_job`` argument is a constructor parameter, so SB3's save/load rebuilds it.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        *args: Any,
+        per_job: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.per_job = (
+            None if per_job is None else _per_job_args(per_job, observation_space, action_space)
+        )
+        super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data["per_job"] = None if self.per_job is None else dict(self.per_job)
+        return data
+
+    def _build_mlp_extractor(self) -> None:
+        if self.per_job is None:
+            super()._build_mlp_extractor()
+            return
+        self.mlp_extractor = PerJobNetwork(**self.per_job)  # type: ignore[assignment]
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        if self.per_job is None:
+            super()._build(lr_schedule)
+            return
+        self._build_mlp_extractor()
+        net = self.mlp_extractor
+        assert isinstance(net, PerJobNetwork)
+        self.action_net = th.nn.Identity()
+        self.value_net = th.nn.Linear(net.latent_dim_vf, 1)
+        if self.ortho_init:  # SB3's gains: sqrt 2 inside, 0.01 on the logits, 1 on the value
+            net.apply(partial(self.init_weights, gain=np.sqrt(2)))
+            for layer in net.output_layers():
+                self.init_weights(layer, gain=0.01)
+            self.value_net.apply(partial(self.init_weights, gain=1))
+        self.optimizer = self.optimizer_class(
+            self.parameters(),
+            lr=lr_schedule(1),  # type: ignore[call-arg]
+            **self.optimizer_kwargs,
+        )
+
+
+def _per_job_args(
+    per_job: dict[str, Any], observation_space: spaces.Space, action_space: spaces.Space
+) -> dict[str, Any]:
+    args = dict(per_job)
+    unknown = set(args) - {"J", "hidden", "layers", "position"}
+    if unknown or "J" not in args:
+        raise ConfigError(f"per_job takes J, hidden, layers, position; got {sorted(per_job)}")
+    J = int(args["J"])
+    shape = observation_space.shape
+    n = getattr(action_space, "n", None)
+    if shape is None or len(shape) != 1 or J < 1 or shape[0] % J or n != 3 * J + 1:
+        raise ConfigError(
+            f"the per-job network needs a flat observation of J rows and Discrete(3J + 1) "
+            f"actions; got J={J}, observation shape {shape}, action space {action_space}"
+        )
+    args["width"] = shape[0] // J
+    return args
 
 
 @dataclass
 class PolicyConfig:
-    """Network shape: ``hidden`` units per layer (``0``: DL²'s ``6 J``), ``layers`` hidden
-    layers in each of the policy and value networks, ``ortho_init`` (SB3's orthogonal
-    initialisation; DL²'s code uses a truncated normal)."""
+    """Network shape.  ``arch``: ``mlp`` (DL²'s fully connected networks over the flat
+    observation) or ``per_job`` (:class:`PerJobNetwork`, DL²'s job-central representation).
+    ``hidden``: units per layer (``0``: DL²'s ``6 J`` for ``mlp``, 64 for ``per_job``);
+    ``layers``: hidden layers in each of the policy and value networks (``mlp``) or in the
+    row encoder (``per_job``); ``ortho_init``: SB3's orthogonal initialisation (DL²'s code
+    uses a truncated normal); ``position`` (``per_job`` only): give every row its window
+    position (arrival rank) too, so that arrival-order tie-breaks are learnable."""
 
+    arch: str = "mlp"
     hidden: int = 0
     layers: int = 1
     ortho_init: bool = True
+    position: bool = False
 
 
 def policy_kwargs(config: PolicyConfig | None, J: int) -> dict[str, Any]:
-    """SB3 ``policy_kwargs`` for a window of ``J`` jobs."""
+    """SB3 ``policy_kwargs`` of :class:`DL2Policy` for a window of ``J`` jobs."""
     config = config or PolicyConfig()
+    if config.arch not in ARCHS:
+        raise ConfigError(f"unknown policy.arch {config.arch!r}; known: {', '.join(ARCHS)}")
     if config.layers < 1:
         raise ConfigError(f"policy.layers must be >= 1, got {config.layers}")
     if config.hidden < 0:
-        raise ConfigError(f"policy.hidden must be >= 0 (0 = 6 J), got {config.hidden}")
-    h = int(config.hidden) or 6 * int(J)
-    return {
-        "net_arch": {"pi": [h] * config.layers, "vf": [h] * config.layers},
+        raise ConfigError(
+            f"policy.hidden must be >= 0 (0 = the arch's default), got {config.hidden}"
+        )
+    common = {
         "activation_fn": th.nn.ReLU,
         "ortho_init": bool(config.ortho_init),
         "optimizer_class": th.optim.Adam,
     }
+    if config.arch == "per_job":
+        h = int(config.hidden) or PER_JOB_HIDDEN
+        net: dict[str, Any] = {"J": int(J), "hidden": h, "layers": int(config.layers)}
+        if config.position:
+            net["position"] = True
+        return {"net_arch": {"pi": [], "vf": []}, "per_job": net, **common}
+    if config.position:
+        raise ConfigError("policy.position applies to policy.arch=per_job only")
+    h = int(config.hidden) or 6 * int(J)
+    return {"net_arch": {"pi": [h] * config.layers, "vf": [h] * config.layers}, **common}
 
 
 def masked_logits(
@@ -99,9 +321,10 @@ class NumpyPolicy:
     """A frozen numpy copy of a :class:`DL2Policy`'s actor and critic, for fast single-decision
     inference (a torch forward costs ~0.3 ms per call on one observation; this ~20 us).
 
-    Valid for the networks :func:`policy_kwargs` builds (flatten features, ``Linear`` + ReLU
-    stacks); anything else raises :class:`ConfigError`.  Re-create (or :meth:`sync`) after
-    every update: it does not follow the torch weights.
+    Valid for the networks :func:`policy_kwargs` builds: flatten features and ``Linear`` +
+    ReLU stacks (``arch: mlp``) or a :class:`PerJobNetwork` (``arch: per_job``, same
+    arithmetic in float64); anything else raises :class:`ConfigError`.  Re-create (or
+    :meth:`sync`) after every update: it does not follow the torch weights.
     """
 
     def __init__(self, policy: MaskableActorCriticPolicy) -> None:
@@ -133,21 +356,74 @@ class NumpyPolicy:
             raise ConfigError("NumpyPolicy needs a flatten features extractor")
         if p.activation_fn is not th.nn.ReLU:
             raise ConfigError("NumpyPolicy supports ReLU networks only")
+        net = p.mlp_extractor
+        if isinstance(net, PerJobNetwork):
+            if not isinstance(p.action_net, th.nn.Identity):
+                raise ConfigError("NumpyPolicy: a per-job policy's action_net must be identity")
+            self._per_job: PerJobNetwork | None = net
+            L = self._layers
+            self._pj = {
+                "pi_rows": L(net.pi_rows),
+                "pi_ctx": L(net.pi_ctx),
+                "pi_job": L(net.pi_job),
+                "pi_void": L(net.pi_void),
+                "vf_rows": L(net.vf_rows),
+                "vf_ctx": L(net.vf_ctx),
+                "value": L(p.value_net),
+            }
+            # the job head's first layer on [row, e, c] as three blocks (c once, not J times)
+            (w, b), *rest = self._pj["pi_job"]
+            W, h = net.row_in, net.hidden
+            self._job_first = (w[:W], w[W : W + h], w[W + h :], b)
+            self._job_rest = rest
+            return
+        self._per_job = None
         self._pi = self._layers(p.mlp_extractor.policy_net) + self._layers(p.action_net)
         self._vf = self._layers(p.mlp_extractor.value_net) + self._layers(p.value_net)
 
     @staticmethod
-    def _forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    def _forward(
+        layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray, relu_last: bool = False
+    ) -> np.ndarray:
         last = len(layers) - 1
         for i, (w, b) in enumerate(layers):
             x = x @ w + b
-            if i < last:
+            if i < last or relu_last:
                 np.maximum(x, 0.0, out=x)
         return x
 
+    def _encode(
+        self, net: PerJobNetwork, obs: np.ndarray, rows_key: str, ctx_key: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`PerJobNetwork._encode` in numpy: rows, row embeddings, context."""
+        rows = obs.reshape(*obs.shape[:-1], net.J, net.width)
+        present = (rows != 0).any(axis=-1, keepdims=True)
+        if net.position:
+            pos = np.arange(net.J, dtype=np.float64)[:, None] / net.J
+            rows = np.concatenate([rows, np.broadcast_to(pos, (*rows.shape[:-1], 1))], axis=-1)
+        emb = self._forward(self._pj[rows_key], rows, relu_last=True) * present
+        n = present.sum(axis=-2).astype(np.float64)
+        total = emb.sum(axis=-2)
+        pooled = np.concatenate(
+            [total / np.maximum(n, 1.0), emb.max(axis=-2), total / net.J, n / net.J], axis=-1
+        )
+        return rows, emb, self._forward(self._pj[ctx_key], pooled, relu_last=True)
+
+    def _raw_logits(self, obs: np.ndarray) -> np.ndarray:
+        net = self._per_job
+        if net is None:
+            return self._forward(self._pi, obs)
+        rows, emb, ctx = self._encode(net, obs, "pi_rows", "pi_ctx")
+        w_row, w_emb, w_ctx, b = self._job_first
+        hidden = rows @ w_row + emb @ w_emb + (ctx @ w_ctx + b)[..., None, :]
+        np.maximum(hidden, 0.0, out=hidden)
+        job = self._forward(self._job_rest, hidden)
+        void = self._forward(self._pj["pi_void"], ctx)
+        return np.concatenate([job.reshape(*job.shape[:-2], 3 * net.J), void], axis=-1)
+
     def logits(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Masked logits (``-inf`` where ``mask`` is False) of one observation or a batch."""
-        z = self._forward(self._pi, np.asarray(obs, dtype=np.float64))
+        z = self._raw_logits(np.asarray(obs, dtype=np.float64))
         return np.where(mask, z, -np.inf)
 
     def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -157,7 +433,12 @@ class NumpyPolicy:
         return e / e.sum(axis=-1, keepdims=True)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
-        return self._forward(self._vf, np.asarray(obs, dtype=np.float64))[..., 0]
+        x = np.asarray(obs, dtype=np.float64)
+        net = self._per_job
+        if net is None:
+            return self._forward(self._vf, x)[..., 0]
+        ctx = self._encode(net, x, "vf_rows", "vf_ctx")[2]
+        return self._forward(self._pj["value"], ctx)[..., 0]
 
     def act(
         self,

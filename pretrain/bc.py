@@ -20,7 +20,7 @@ import numpy as np
 import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
-from agents.policy import masked_logits
+from agents.policy import DL2Policy, masked_logits
 from envs.sim.errors import ConfigError
 from pretrain.dataset import TeacherDataset
 
@@ -164,6 +164,7 @@ def behaviour_clone(
 
 def build_student(
     observation_space: Any, action_space: Any, kwargs: dict[str, Any], lr: float = 1e-4
-) -> MaskableActorCriticPolicy:
-    """A fresh policy with the agents' ``policy_kwargs`` (SB3's constant schedule at ``lr``)."""
-    return MaskableActorCriticPolicy(observation_space, action_space, lambda _: lr, **kwargs)
+) -> DL2Policy:
+    """A fresh :class:`~agents.policy.DL2Policy` with the agents' ``policy_kwargs`` (SB3's
+    constant schedule at ``lr``): an MLP or the per-job network, as ``kwargs`` say."""
+    return DL2Policy(observation_space, action_space, lambda _: lr, **kwargs)

@@ -65,8 +65,13 @@ class PretrainConfig:
 
 
 def _key(config: PretrainConfig, env: EnvConfig, policy: PolicyConfig) -> str:
+    net = asdict(policy)
+    if net.get("arch") == "mlp":  # the only network before ``arch`` existed: same keys as then
+        del net["arch"]
+    if not net.get("position"):  # likewise for ``position`` (added later, off by default)
+        net.pop("position", None)
     blob = json.dumps(
-        {"pretrain": asdict(config), "env": env.as_dict(), "policy": asdict(policy)},
+        {"pretrain": asdict(config), "env": env.as_dict(), "policy": net},
         sort_keys=True,
         default=str,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -14,7 +15,8 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs.gym
 from envs.gym.cluster_env import FEATURES_PER_JOB, STAY_SCALE, ClusterEnv
-from envs.sim.elastic.allocators import DRF
+from envs.sim.elastic.allocators import DRF, dominant_share
+from envs.sim.elastic.simulator import SlotRecord
 from envs.sim.elastic.workload import DL2Setting
 from envs.sim.errors import ConfigError
 
@@ -60,7 +62,7 @@ def test_env_checkers_pass():
 
 def test_gymnasium_make_and_spaces():
     env = gymnasium.make(envs.gym.ENV_ID, setting=TINY, reward="jct", max_slots=50)
-    assert env.unwrapped.J == TINY.J
+    assert env.unwrapped.J == TINY.J  # type: ignore[attr-defined]
     assert env.action_space == gymnasium.spaces.Discrete(3 * TINY.J + 1)
     assert env.observation_space.shape == (TINY.J * (8 + FEATURES_PER_JOB),)
     obs, _ = env.reset(seed=3)
@@ -145,7 +147,7 @@ def test_jobs_beyond_window_wait_or_use_allocator():
         env = make(J=1, allocator_for_unused=alloc)
         env.reset(seed=0)
         assert env.sim is not None and len(env._views) == 2
-        records = []
+        records: list[SlotRecord] = []
         env.sim.on_slot = records.append
         env.step(2)
         env.step(env.void_action)
@@ -159,7 +161,7 @@ def test_jobs_beyond_window_wait_or_use_allocator():
 
 
 def test_dl2_reward_equals_slot_record():
-    records = []
+    records: list[SlotRecord] = []
     env = make()
     env.reset(seed=4)
     assert env.sim is not None
@@ -343,3 +345,152 @@ def test_trace_workload() -> None:
         if term or trunc:
             break
     assert info["invalid_actions"] == 0
+
+
+def from_scratch(env: ClusterEnv) -> tuple[np.ndarray, np.ndarray]:
+    """The observation and the mask as the module docstring defines them, recomputed from the
+    window's views, the allocation built so far and the cluster (``find_node`` per demand):
+    what the env's incremental bookkeeping must equal after every step."""
+    width = env.L + FEATURES_PER_JOB
+    obs = np.zeros((env.J, width), dtype=np.float32)
+    mask = np.zeros(env.void_action + 1, dtype=bool)
+    mask[-1] = True
+    if not env._slot_open:
+        return obs.ravel(), mask
+    sim = env.sim
+    assert sim is not None
+    c = sim.cluster
+
+    def fits(cpu: int, gpu: int) -> bool:
+        return c.find_node(cpu, gpu) is not None
+
+    for j, job in enumerate(env._window):
+        w, p = env._alloc[job.job_id]
+        spec, ty = job.spec, job.spec.type
+        obs[j, ty.index] = 1.0
+        obs[j, env.L] = min((sim.t - job.arrival) / STAY_SCALE, 1.0)
+        obs[j, env.L + 1] = min(job.remaining_fraction, 1.0)
+        obs[j, env.L + 2] = min(dominant_share(job, w, p, c), 1.0)
+        obs[j, env.L + 3] = w / spec.max_workers
+        obs[j, env.L + 4] = p / spec.max_ps if spec.max_ps else 0.0
+        w_ok, p_ok = w < spec.max_workers, p < spec.max_ps
+        mask[3 * j] = w_ok and fits(ty.worker_cpu, ty.worker_gpu)
+        mask[3 * j + 1] = p_ok and fits(ty.ps_cpu, ty.ps_gpu)
+        mask[3 * j + 2] = (
+            w_ok and p_ok and fits(ty.worker_cpu + ty.ps_cpu, ty.worker_gpu + ty.ps_gpu)
+        )
+    return obs.ravel(), mask
+
+
+@pytest.mark.parametrize("placement", ["least_loaded", "reference", "first_fit", "packing"])
+def test_incremental_observation_and_mask_equal_a_recomputation(placement):
+    """Random valid actions (and some masked ones) over whole episodes, on a small cluster
+    where GPUs run out within slots (so demands stop fitting anywhere): after every step the
+    returned observation and ``action_masks()`` equal the from-scratch definition, bit for
+    bit."""
+    rng = np.random.default_rng(3)
+    for seed in range(3):
+        env = make(placement=placement)
+        obs, _ = env.reset(seed=seed)
+        steps = 0
+        while True:
+            expected_obs, expected_mask = from_scratch(env)
+            np.testing.assert_array_equal(obs, expected_obs)
+            np.testing.assert_array_equal(env.action_masks(), expected_mask)
+            if rng.random() < 0.1:
+                a = int(rng.integers(env.void_action + 1))  # possibly masked: a no-op
+            else:
+                a = int(rng.choice(np.flatnonzero(expected_mask)))
+            obs, _, term, trunc, _ = env.step(a)
+            steps += 1
+            if term or trunc:
+                break
+        assert term and steps > 20
+
+
+def test_returned_arrays_are_fresh_copies():
+    """The observation and the mask returned are the caller's: later steps do not change
+    them, and writing to them does not change the env (the env keeps its own buffers)."""
+    env = make()
+    obs0, _ = env.reset(seed=0)
+    kept = obs0.copy()
+    mask0 = env.action_masks()
+    kept_mask = mask0.copy()
+    obs1, *_ = env.step(first_valid(env))
+    np.testing.assert_array_equal(obs0, kept)
+    np.testing.assert_array_equal(mask0, kept_mask)
+    assert not np.array_equal(obs1, obs0)
+    obs1[:] = 0.5
+    mask1 = env.action_masks()
+    mask1[:] = False
+    obs2, _, _, _, info = env.step(env.void_action)
+    assert info["slot_ended"] and env.observation_space.contains(obs2)
+    assert env.action_masks()[-1]
+
+
+def episode_digest(env: ClusterEnv, seed: int, actions: str) -> str:
+    """SHA-256 (first 16 hex digits) of everything an episode shows: every observation's
+    bytes, mask, reward, flags and info (keys, values and their types), from ``reset(seed)``
+    to the end, with seeded random valid actions (``"valid"``) or a mix of valid, masked,
+    out-of-range and malformed ones (``"mixed"``)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    rng = np.random.default_rng(seed)
+
+    def record(obs, reward, term, trunc, info) -> None:
+        h.update(obs.tobytes())
+        h.update(env.action_masks().tobytes())
+        h.update(repr((reward, term, trunc)).encode())
+        h.update(repr([(k, type(v).__name__, v) for k, v in info.items()]).encode())
+
+    obs, info = env.reset(seed=seed)
+    record(obs, 0.0, False, False, info)
+    while True:
+        valid = np.flatnonzero(env.action_masks())
+        u = rng.random()
+        if actions == "valid" or u < 0.6:
+            a = valid[rng.integers(valid.size)]
+        elif u < 0.8:
+            a = int(rng.integers(env.void_action + 1))
+        else:
+            odd = [-1, env.void_action + 1, None, 1.5, "x", np.array([0, 1]), np.int8(0), True]
+            a = odd[int(rng.integers(len(odd)))]
+        obs, reward, term, trunc, info = env.step(a)
+        record(obs, reward, term, trunc, info)
+        if term or trunc:
+            return h.hexdigest()[:16]
+
+
+#: Recorded with the code before the speed work of issue 4 items 7-8 (the incremental
+#: observation, mask and placement index were rewritten then): episodes must not change.
+GOLDEN_DIGESTS = {
+    "default-mixed": "7d552d7df444fb52/ad0c1da81ef05301/1929a44e3b8d6a00",
+    "default-valid": "e395f0528f50bcf9/16ce2e71730e533e/2f5814a988d76be2",
+    "first_fit-valid": "7bb66be9e1ad1580/738e911e985ae139/2f5814a988d76be2",
+    "jct-valid": "6d226d0b5ae3a4a4/9291830c61aad7c8/e2082bac43af89c6",
+    "packing-valid": "7bb66be9e1ad1580/738e911e985ae139/2f5814a988d76be2",
+    "reference-mixed": "1419bcec72dea902/26a46367fcc16aaa/1929a44e3b8d6a00",
+    "truncated-valid": "e395f0528f50bcf9/16ce2e71730e533e/70fb9ee3d3a2f3d3",
+    "window2_drf-mixed": "9bee276cc8d0cbbf/94dcf064917753e1/c6c0d87dcd396005",
+}
+
+
+def golden_env(name: str) -> ClusterEnv:
+    by_name: dict[str, dict[str, Any]] = {
+        "default": {},
+        "jct": {"reward": "jct", "jct_scale": 3.0},
+        "reference": {"placement": "reference"},
+        "first_fit": {"placement": "first_fit"},
+        "packing": {"placement": "packing"},
+        "window2_drf": {"J": 2, "allocator_for_unused": DRF()},
+        "truncated": {"max_slots": 3},
+    }
+    return make(**by_name[name])
+
+
+@pytest.mark.parametrize("key", sorted(GOLDEN_DIGESTS))
+def test_episodes_equal_the_recorded_ones(key):
+    name, actions = key.rsplit("-", 1)
+    digests = [episode_digest(golden_env(name), seed, actions) for seed in range(3)]
+    assert "/".join(digests) == GOLDEN_DIGESTS[key]

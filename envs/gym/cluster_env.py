@@ -94,11 +94,18 @@ far in the open slot.
 
 **Speed.**  The observation rows, the mask and the placement search are kept incrementally
 within a slot (rebuilt when a slot opens): a placement updates its row, the mask row of its
-job, and, only when some demand stopped fitting on every node, the whole mask (fit counts per
-distinct demand of the episode).  The mask lives in a bytearray seen through a numpy view,
-the observation is written through a memoryview, and the node search is the cluster's
-(:meth:`SlotCluster.take`: nodes indexed by free state and load level, no scan over the
-nodes).  ``info`` holds every documented key on every step; the episode's results
+job, and, only when some demand stopped fitting on every node, the whole mask (which demands
+fit somewhere is ``cluster.occupied & cluster.fit_positions(demand)``, rechecked only when a
+placement emptied the last node of a free state).  A placement that leaves the slot open is
+the hot path of :meth:`step`: its outcome is known (reward 0, not done) and ``info`` is one
+dict literal.  The mask lives in a bytearray seen through a numpy view, the observation is
+written through a memoryview (per slot: column-wise through numpy), and the node search is
+the cluster's (:meth:`SlotCluster.take`: a bit set of occupied free states, no scan over
+nodes).  ``step`` and ``reset`` return a *copy* of the observation buffer and
+:meth:`action_masks` a copy of the mask (about 0.3 microseconds each): callers keep them
+(``agents/vec.py`` stores the terminal observation in ``info``, pretraining datasets append
+observations), which a view of the buffer would silently overwrite at the next step.  ``info``
+is a fresh dict with every documented key on every step; the episode's results
 (``sim.result()``) are computed only on the terminating step.  ``benchmarks/bench_env.py``
 measures the rate (EXPERIMENTS.md).
 
@@ -121,7 +128,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from envs.sim.elastic.allocators import Allocator, JobState, dominant_share
-from envs.sim.elastic.cluster import Placement, placement_rule
+from envs.sim.elastic.cluster import Placement, SlotCluster, placement_rule
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
@@ -177,6 +184,11 @@ class _Row:
     type_index: int
     open_mask: bytes  # the row's mask entries with nothing allocated on an empty cluster
     open_valid: int  # how many of them are True
+    acts: tuple[tuple[int, int], ...]  # per action kind (worker, PS, bundle): (CPU, GPU)
+    arrival: int  # arrival slot
+    # The allocation columns of the row for (w, p) at index ``w * (max_p + 1) + p``, filled
+    # on first use; shared by the jobs of the same demands and caps (ClusterEnv._tables).
+    table: list[tuple[float, float, float] | None]
 
 
 @functools.lru_cache(maxsize=8)
@@ -310,13 +322,18 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self._static: dict[int, _Row] = {}
         self._rows: list[_Row] = []  # the window's, by row
         self._counts: list[list[int]] = []  # the _alloc lists, by window row
-        # Distinct demands (cpu, gpu) of the episode's jobs (worker, PS, bundle), with how
-        # many nodes each fits on in the open slot, and whether that is > 0.
+        # Distinct demands (cpu, gpu) of the episode's jobs (worker, PS, bundle), the free
+        # states each fits in (SlotCluster.fit_positions), and whether it fits on some node in
+        # the open slot (``cluster.occupied & positions``).
         self._demands: list[tuple[int, int]] = []
-        self._fit_nodes: list[int] = []
+        self._fit_masks: list[int] = []
         self._fits: list[bool] = []
-        # (old free state, new free state) of a node -> demands that stopped fitting on it.
-        self._lost_by_move: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._alloc_col = self.L + 2  # first allocation column of a row
+        # per job profile (demands, caps): the allocation columns by (w, p), see _Row.table
+        self._tables: dict[tuple[int, ...], list[tuple[float, float, float] | None]] = {}
+        self._cluster: SlotCluster | None = None  # the simulator's (placements of the env)
+        self._t = 0  # the open slot (sim.t)
+        self._num_jobs = 0
         self._invalid = 0
         self._empty_total = 0
         self._finished = 0
@@ -364,6 +381,8 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
             max_slots=self.max_slots + 1,
             placement=self.placement,
         )
+        self._cluster = self.sim.cluster
+        self._num_jobs = len(self.jobs)
         self._prepare_jobs()
         self._invalid = 0
         self._empty_total = 0
@@ -375,9 +394,45 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         return self._obs(), info
 
     def step(self, action: Any) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
-        if self._ended:
-            self._require_sim()
-            raise ResetNeeded("the episode has ended; call reset()")
+        if not self._slot_open:
+            if self._ended:
+                self._require_sim()
+                raise ResetNeeded("the episode has ended; call reset()")
+            return self._step_end(False)
+        kind = type(action)
+        if kind is int or kind is np.int64:  # the usual cases, without _parse
+            a: int | None = int(action)
+        else:
+            a = self._parse(action)
+        void = self.void_action
+        if a is not None and 0 <= a < void and self._mbytes[a]:
+            if self._apply(a):
+                # The hot path: a placement that leaves the slot open.  Nothing else changes
+                # (not terminated, not truncated, reward 0): info in one literal.
+                return (
+                    self._obs_flat.copy(),
+                    0.0,
+                    False,
+                    False,
+                    {
+                        "slot": self._t,
+                        "slot_ended": False,
+                        "slot_reward": 0.0,
+                        "closed_slot": -1,
+                        "empty_slots": 0,
+                        "empty_slots_total": self._empty_total,
+                        "invalid_actions": self._invalid,
+                        "jobs_finished": self._finished,
+                        "num_jobs": self._num_jobs,
+                        "invalid_action": False,
+                    },
+                )
+            return self._step_end(True)  # placed, and no non-void action is valid any more
+        return self._step_end(a == void)  # void closes the slot; anything else is invalid
+
+    def _step_end(self, close: bool) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        """The step's outcome when it is not the hot path of :meth:`step`: with a slot open,
+        close it (``close``) or count an invalid action; then the usual five values."""
         sim = self.sim
         assert sim is not None  # not ended: reset() built it
         reward = 0.0
@@ -385,25 +440,13 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         empty = 0
         invalid = False
         if self._slot_open:
-            kind = type(action)
-            if kind is int or kind is np.int64:  # the usual cases, without _parse
-                as_int = int(action)
-                a = as_int if 0 <= as_int <= self.void_action else None
-            else:
-                a = self._parse(action)
-            if a == self.void_action:
+            if close:
                 closed = sim.t
                 reward = self._close_slot()
-            elif a is not None and self._mbytes[a]:
-                self._apply(a)
-                if not self._n_valid:
-                    closed = sim.t
-                    reward = self._close_slot()
+                empty = self._open_next_slot()
             else:
                 invalid = True
                 self._invalid += 1
-            if closed >= 0:
-                empty = self._open_next_slot()
         terminated = sim.done
         truncated = not terminated and not self._slot_open
         self._ended = terminated or truncated
@@ -471,24 +514,52 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
                 t.index,
                 bytes(bits),
                 sum(bits),
+                ((wc, wg), (pc, pg), (wc + pc, wg + pg)),
+                job.arrival_slot,
+                self._table(wc, wg, pc, pg, job.max_workers, job.max_ps),
             )
         self._demands = list(index)
-        self._lost_by_move = {}
+        cluster = self._require_sim().cluster
+        self._fit_masks = [cluster.fit_positions(c, g) for c, g in self._demands]
 
-    def _apply(self, a: int) -> None:
+    def _table(
+        self, wc: int, wg: int, pc: int, pg: int, max_w: int, max_p: int
+    ) -> list[tuple[float, float, float] | None]:
+        """The (shared, lazily filled) allocation-column table of a job profile."""
+        key = (wc, wg, pc, pg, max_w, max_p)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = [None] * ((max_w + 1) * (max_p + 1))
+        return table
+
+    def _columns(self, row: _Row, w: int, p: int) -> tuple[float, float, float]:
+        """The allocation columns of ``row`` with ``w`` workers and ``p`` PS (dominant share
+        clipped at 1, ``w / max_workers``, ``p / max_ps``), into its table."""
+        share = 0.0  # dominant_share(), the same arithmetic
+        if self._total_cpu > 0:
+            share = (w * row.wc + p * row.pc) / self._total_cpu
+        if self._total_gpu > 0:
+            gpu_share = (w * row.wg + p * row.pg) / self._total_gpu
+            if gpu_share > share:  # max(share, gpu_share)
+                share = gpu_share
+        columns = (
+            1.0 if share > 1.0 else share,  # min(share, 1.0)
+            w / row.max_w,
+            p / row.max_p if row.max_p > 0 else 0.0,
+        )
+        row.table[w * (row.max_p + 1) + p] = columns
+        return columns
+
+    def _apply(self, a: int) -> bool:
         """Place the task(s) of non-void action ``a``, valid by the mask (the mask is exactly
-        the validity rule: caps, and a node the task fits on under the placement rule)."""
+        the validity rule: caps, and a node the task fits on under the placement rule);
+        whether some non-void action is still valid."""
         j = a // 3  # (builtins divmod/min/max cost more than the arithmetic here)
         kind = a - 3 * j
         row = self._rows[j]
-        wc, wg, pc, pg = row.wc, row.wg, row.pc, row.pg
-        if kind == 0:
-            cpu, gpu = wc, wg
-        elif kind == 1:
-            cpu, gpu = pc, pg
-        else:
-            cpu, gpu = wc + pc, wg + pg
-        cluster = self.sim.cluster  # type: ignore[union-attr]  # a slot is open
+        cpu, gpu = row.acts[kind]
+        cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
+        occupied = cluster.occupied
         node = cluster.take(cpu, gpu)  # the rule of SlotCluster.find_node
         if node < 0:  # pragma: no cover - the mask used the same rule
             raise ConfigError(f"no node fits ({cpu}, {gpu}); the mask is out of date")
@@ -498,32 +569,20 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         if kind != 0:
             counts[1] += 1
         w, p = counts
-        # the allocation columns of the row; dominant_share(), same arithmetic
-        share = 0.0
-        if self._total_cpu > 0:
-            share = (w * wc + p * pc) / self._total_cpu
-        if self._total_gpu > 0:
-            gpu_share = (w * wg + p * pg) / self._total_gpu
-            if gpu_share > share:  # max(share, gpu_share)
-                share = gpu_share
-        base = j * self._width + self.L + 2
+        columns = row.table[w * (row.max_p + 1) + p]  # the row's allocation columns
+        if columns is None:
+            columns = self._columns(row, w, p)
+        base = j * self._width + self._alloc_col
         obs = self._obs_mv
-        obs[base] = 1.0 if share > 1.0 else share  # min(share, 1.0)
-        obs[base + 1] = w / row.max_w
-        obs[base + 2] = p / row.max_p if row.max_p > 0 else 0.0
+        obs[base], obs[base + 1], obs[base + 2] = columns
         if self.strict_reference_placement:
             self._refresh_mask()  # the least-loaded node overall may have changed for anyone
-            return
-        # demands that no longer fit on ``node`` (usually none): update the fit counts
-        nfc, nfg = cluster.free_cpu[node], cluster.free_gpu[node]
-        stride = self._cap_gpu + 1
-        key = ((nfc + cpu) * stride + nfg + gpu, nfc * stride + nfg)
-        moved_out = self._lost_by_move.get(key)
-        if moved_out is None:
-            moved_out = self._lost_by_move[key] = self._moved_out(nfc + cpu, nfg + gpu, nfc, nfg)
-        if moved_out and self._lose_fits(moved_out):
+            return self._n_valid > 0
+        # Some demand may fit nowhere any more only if the node left the last node of its
+        # free state (an occupied state emptied; then recheck the fits, rarely changed).
+        if occupied & ~cluster.occupied and self._update_fits():
             self._refresh_mask()
-            return
+            return self._n_valid > 0
         # _mask_row(j), inlined (this is the hot path): the fit state of the row's demands
         # only changed if some demand stopped fitting anywhere (handled above)
         fits = self._fits
@@ -534,30 +593,21 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         vb = w_ok and p_ok and fits[row.ib]
         mb = self._mbytes
         k = 3 * j
-        self._n_valid += vw + vp + vb - mb[k] - mb[k + 1] - mb[k + 2]
+        n_valid = self._n_valid + vw + vp + vb - mb[k] - mb[k + 1] - mb[k + 2]
+        self._n_valid = n_valid
         mb[k] = vw
         mb[k + 1] = vp
         mb[k + 2] = vb
+        return n_valid > 0
 
-    def _moved_out(self, ofc: int, ofg: int, nfc: int, nfg: int) -> tuple[int, ...]:
-        """Indices of the demands that fit in free ``(ofc, ofg)`` but not in ``(nfc, nfg)``."""
-        return tuple(
-            d
-            for d, (c, g) in enumerate(self._demands)
-            if c <= ofc and g <= ofg and (c > nfc or g > nfg)
-        )
-
-    def _lose_fits(self, moved_out: tuple[int, ...]) -> bool:
-        """One node fewer for each demand of ``moved_out``; whether one now fits nowhere."""
-        lost = False
-        fits, fit_nodes = self._fits, self._fit_nodes
-        for d in moved_out:
-            if fits[d]:
-                fit_nodes[d] -= 1
-                if not fit_nodes[d]:
-                    fits[d] = False
-                    lost = True
-        return lost
+    def _update_fits(self) -> bool:
+        """Recompute which demands fit on some node; whether that changed."""
+        occupied = self._cluster.occupied  # type: ignore[union-attr]  # a slot is open
+        fits = [(occupied & positions) != 0 for positions in self._fit_masks]
+        if fits == self._fits:
+            return False
+        self._fits = fits
+        return True
 
     def _any_valid(self) -> bool:
         return self._n_valid > 0
@@ -573,33 +623,31 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self._rows = [static[v.spec.job_id] for v in self._window]
         self._counts = list(self._alloc.values())
         rows = self._rows
+        occupied = cluster.occupied
+        self._fits = [(occupied & positions) != 0 for positions in self._fit_masks]
         if cluster.is_empty():  # the usual case (begin_slot emptied it)
-            n_nodes, cap_c, cap_g = cluster.num_nodes, self._cap_cpu, self._cap_gpu
-            self._fit_nodes = [
-                n_nodes if c <= cap_c and g <= cap_g else 0 for c, g in self._demands
-            ]
-            self._fits = [n > 0 for n in self._fit_nodes]
             self._mbytes[: 3 * len(rows)] = b"".join([row.open_mask for row in rows])
             self._n_valid = sum([row.open_valid for row in rows])
         else:
-            free = list(zip(cluster.free_cpu, cluster.free_gpu, strict=True))
-            self._fit_nodes = [
-                sum(c <= fc and g <= fg for fc, fg in free) for c, g in self._demands
-            ]
-            self._fits = [n > 0 for n in self._fit_nodes]
             self._refresh_mask()
-        self._obs_flat.fill(0.0)
-        obs = self._obs_mv
-        t = self._require_sim().t
-        width, L = self._width, self.L
-        for j, (job, row) in enumerate(zip(self._window, rows, strict=True)):
-            base = j * width
-            obs[base + row.type_index] = 1.0
-            stay = (t - job.spec.arrival_slot) / STAY_SCALE
-            obs[base + L] = 1.0 if stay > 1.0 else stay  # min(stay, 1.0)
-            remaining = job.remaining_fraction
-            obs[base + L + 1] = 1.0 if remaining > 1.0 else remaining
-            # the allocation columns are 0: nothing allocated yet
+        self._obs_flat.fill(0.0)  # the allocation columns are 0: nothing allocated yet
+        n = len(rows)
+        if not n:
+            return
+        t, L, buf = self._t, self.L, self._obs_buf
+        # Column-wise: the values are computed in Python floats as before (stay, and
+        # JobState.remaining_fraction inlined), rounded to float32 by the assignment (the same
+        # C cast as the memoryview's), then clipped at 1 (min(x, 1.0) commutes with the
+        # rounding: it is monotone and 1.0 is a float32).
+        buf[:n, L] = [(t - row.arrival) / STAY_SCALE for row in rows]
+        buf[:n, L + 1] = [
+            max(1.0 - v.progress_epochs / v.spec.num_epochs, 0.0) for v in self._window
+        ]
+        clip = buf[:n, L : L + 2]
+        np.minimum(clip, 1.0, out=clip)
+        obs, width = self._obs_mv, self._width
+        for j, row in enumerate(rows):
+            obs[j * width + row.type_index] = 1.0
 
     def _mask_row(self, j: int) -> None:
         """Mask entries of window row ``j`` from its counts and the fit state."""
@@ -670,6 +718,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
                 self._window = views[: self.J]
                 self._alloc = {v.spec.job_id: [0, 0] for v in self._window}
                 self._slot_open = True
+                self._t = sim.t
                 self._build_slot_cache()
                 break
             sim.end_slot({})

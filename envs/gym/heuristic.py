@@ -102,16 +102,18 @@ class HeuristicDriver:
         env = self.env
         if not env._slot_open:
             return env.void_action
-        sim = env._require_sim()
-        if self._plan_sim is not sim or self._plan_t != sim.t:
+        if self._plan_sim is not env.sim or self._plan_t != env._t:  # a new slot: plan it
             self._plan_slot()
         plan, valid = self._plan, env._mbytes  # the mask's bytes (no copy)
-        while self._pos < len(plan):
-            a = plan[self._pos]
-            self._pos += 1
+        pos, end = self._pos, len(plan)
+        while pos < end:
+            a = plan[pos]
+            pos += 1
             if valid[a]:
+                self._pos = pos
                 return a
             self.shortfalls += 1
+        self._pos = pos
         return env.void_action
 
     # ------------------------------------------------------------------ SB3 adapter

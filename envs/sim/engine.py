@@ -25,14 +25,21 @@ import bisect
 import heapq
 import math
 import time as _time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from envs.sim.config import Fidelity, SimConfig
 from envs.sim.errors import ConfigError, DlschedError
-from envs.sim.policies.base import CommScheduler, CommTaskView, JobOrder, Placer, PreemptiveOrder
+from envs.sim.policies.base import (
+    CommScheduler,
+    CommTaskView,
+    FitIndexedPlacer,
+    JobOrder,
+    Placer,
+    PreemptiveOrder,
+)
 from envs.sim.policies.job_order import SRSF
 from envs.sim.results import JobRecord, SimResult
 from envs.sim.spec import ClusterSpec, CommArch, JobSpec, NetworkSpec, Workload
@@ -71,6 +78,7 @@ class Job:
         "fw",
         "gpus",
         "held",
+        "hold",
         "iterations_done",
         "jl_iter",
         "jl_left",
@@ -91,6 +99,7 @@ class Job:
         "servers",
         "spec",
         "start_ms",
+        "wait_key",
         "window_fw_done",
         "window_t",
         "window_ver",
@@ -137,6 +146,10 @@ class Job:
         self.jl_left = float(spec.iterations)  # JOB fidelity: iterations left (fractional)
         self.jl_since = math.nan  # JOB fidelity: progress accounted up to this time
         self.last_sync_ms = math.nan  # when the job last passed an iteration barrier
+        self.wait_key = (0.0, -1)  # (priority, placement rank) while waiting to communicate
+        # (server, k): refused while that server carries >= k tasks (None: asked again on any
+        # change on its servers), see ``BlockingCommScheduler``
+        self.hold: tuple[int, int] | None = None
 
 
 class CommTask:
@@ -170,6 +183,85 @@ class CommTask:
         self.version = 0
         self.w = 0
         self.probes = 0
+
+
+#: phase 5 walks a waiting list this short instead of using the per-server index, and
+#: holds refused jobs (``BlockingCommScheduler``) only when the list is longer
+_SCAN_UP_TO = 24
+
+#: a queued job's place in the placement order: (job-order key, rank of entry to the queue)
+QKey = tuple[float, int]
+_BEFORE_ALL: QKey = (-math.inf, -1)
+
+
+class FitQueue:
+    """The non-preemptive placement queue of a static-key order and a fit-indexed placer.
+
+    Jobs sit in one list per fit class ``(per-GPU memory MB, GPU count)``, sorted by
+    ``(key, entry rank)``: the order in which the generic pass (stable sort of the queue,
+    which keeps earlier entries first on equal keys) would try them.  A placer's ``fits``
+    answers alike for every job of a class, so a pass looks at class heads only."""
+
+    __slots__ = ("classes", "effect", "effect_jobs", "entries", "fresh", "n", "refused_at")
+
+    def __init__(self) -> None:
+        # class -> (sorted keys, jobs in the same order)
+        self.classes: dict[tuple[float, int], tuple[list[QKey], list[Job]]] = {}
+        self.effect: dict[tuple[float, int], bool] = {}  # class -> refusal changes the placer
+        self.effect_jobs = 0  # queued jobs whose refusal changes the placer
+        self.entries = 0
+        self.n = 0
+        self.fresh = 0  # jobs added since the last pass
+        # memory version at which every queued job was last refused (-1: unknown)
+        self.refused_at = -1
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[Job]:
+        """Queued jobs in placement-order priority."""
+        merged = heapq.merge(*(zip(k, j, strict=True) for k, j in self.classes.values()))
+        return (job for _, job in merged)
+
+    def add(self, job: Job, key: float, placer: FitIndexedPlacer) -> None:
+        spec = job.spec
+        cls = (spec.model.gpu_memory_mb, spec.num_gpus)
+        entry = self.classes.get(cls)
+        if entry is None:
+            entry = self.classes[cls] = ([], [])
+            if cls not in self.effect:
+                self.effect[cls] = placer.refusal_changes_state(spec)
+        keys, jobs = entry
+        qk = (key, self.entries)
+        self.entries += 1
+        i = bisect.bisect_right(keys, qk)
+        keys.insert(i, qk)
+        jobs.insert(i, job)
+        self.n += 1
+        self.fresh += 1
+        if self.effect[cls]:
+            self.effect_jobs += 1
+
+    def heads_after(self, pos: QKey) -> list[tuple[QKey, tuple[float, int], int]]:
+        """Each class's first job after ``pos``: (its key, class, index), by key."""
+        out: list[tuple[QKey, tuple[float, int], int]] = []
+        for cls, (keys, _) in self.classes.items():
+            i = bisect.bisect_right(keys, pos)
+            if i < len(keys):
+                out.append((keys[i], cls, i))
+        out.sort()
+        return out
+
+    def pop(self, cls: tuple[float, int], i: int) -> Job:
+        keys, jobs = self.classes[cls]
+        job = jobs.pop(i)
+        del keys[i]
+        if not keys:
+            del self.classes[cls]
+        self.n -= 1
+        if self.effect[cls]:
+            self.effect_jobs -= 1
+        return job
 
 
 class Simulator:
@@ -219,18 +311,44 @@ class Simulator:
         self.residents: list[list[tuple[Job, int]]] = [[] for _ in range(g)]
         # the job whose compute window holds each GPU (None: normal per-task simulation)
         self.gpu_window: list[Job | None] = [None] * g
+        self.unsettled: dict[Job, None] = {}  # open windows whose forward is not counted yet
         # (job, worker) pairs whose next forward/backward is ready on each GPU
         self.gpu_ready: list[list[tuple[Job, int]]] = [[] for _ in range(g)]
         self.gpu_task: list[tuple[Job, int, int] | None] = [None] * g
         # NetView
         self.nic_tasks: list[list[CommTask]] = [[] for _ in range(cluster.num_servers)]
         self.jobs = [Job(s) for s in workload.jobs]
-        self.queue: list[Job] = []
+        # placement queue: the indexed FitQueue for a static-key order and a placer that can
+        # say whether a job fits (every built-in non-preemptive stack), else a plain list
+        # sorted afresh at every pass (custom orders and placers)
+        self.fitq: FitQueue | None = None
+        self.queue: list[Job] | FitQueue = []
+        self.mem_version = 0  # bumped whenever free_mem_mb changes
+        # admission-pass cost (tests): place() calls, fits() calls, indexed passes, passes
+        # answered without looking at any queued job
+        self.place_calls = 0
+        self.fit_checks = 0
+        self.alloc_passes = 0
+        self.quick_passes = 0
         self.running: list[Job] = []  # placed, not yet released, in placement order
         # multi-server jobs waiting to start their all-reduce, sorted by (priority, placement);
         # a waiting job runs no task, so its key does not change while it waits
         self.waiting: list[Job] = []
         self.waiting_on = [0] * cluster.num_servers  # waiting jobs per server
+        # waiting jobs by server: asked again on any change there (``waiting_by``), or, held
+        # by the scheduler's ``blocker`` (server, k), only once a task end leaves fewer than
+        # k tasks there (``held_by[server][k]``)
+        self.waiting_by: list[set[Job]] = [set() for _ in range(cluster.num_servers)]
+        self.held_by: list[dict[int, set[Job]]] = [{} for _ in range(cluster.num_servers)]
+        self.nic_ended: set[int] = set()  # servers where a task ended since last asked
+        self.blocker = getattr(stack.comm, "blocker", None)
+        self._fresh: list[Job] = []  # jobs that joined ``waiting`` in this phase 5
+        # phase 5 walks the whole waiting list only where the reference's probes need it
+        # (tests set it to cross-check ``_ask_touched``); questions asked, jobs walked past
+        self.scan_waiting = self.cfg.probe_side_effect
+        self.scan_up_to = _SCAN_UP_TO  # tests set 0 to use the index (and holds) always
+        self.comm_asks = 0
+        self.waiting_visits = 0
         self.unreleased: list[Job] = []
         self.finished = 0
         self.heap: list[tuple[float, int, int, Any, int]] = []
@@ -261,6 +379,17 @@ class Simulator:
         # preemptive job orders decide which jobs hold GPUs (see _reschedule)
         self.preemptive: bool = getattr(stack.order, "preemptive", False)
         self.porder = cast(PreemptiveOrder, stack.order)
+        if (
+            not self.preemptive
+            and getattr(stack.order, "static_queue_key", False)
+            and all(
+                callable(getattr(stack.placer, a, None))
+                for a in ("fits", "refusal_changes_state", "refuse")
+            )
+        ):
+            self.fitq = FitQueue()
+            self.queue = self.fitq
+        self.fplacer = cast(FitIndexedPlacer, stack.placer)
         # JOB fidelity: bring remaining work up to date before each pass only if it is read
         self.order_reads_remaining: bool = getattr(stack.order, "reads_remaining", True)
         self.resched = False
@@ -402,7 +531,7 @@ class Simulator:
                 self._reschedule(t)
         else:
             if arrivals:
-                self.queue.extend(arrivals)
+                self._enqueue(arrivals)
             if self.queue:
                 self._allocate(t)
         # 5. communication
@@ -420,6 +549,7 @@ class Simulator:
         if any(on[s] for s in self.nic_dirty):
             return True
         self.nic_dirty.clear()
+        self.nic_ended.clear()
         return False
 
     # ------------------------------------------------------------------ phase 1
@@ -449,6 +579,7 @@ class Simulator:
         self.probed.discard(task)
         self.touched.discard(task)
         self.nic_dirty.update(task.servers)
+        self.nic_ended.update(task.servers)
         a = self.network.a_ms
         if a > 0:
             end = t + a * job.chunk
@@ -548,10 +679,26 @@ class Simulator:
             for g in job.gpus:
                 self.free_mem_mb[g] += mem
                 self.residents[g] = [rw for rw in self.residents[g] if rw[0] is not job]
+        if out:
+            self.mem_version += 1
 
     # ------------------------------------------------------------------ phase 4
+    def _enqueue(self, arrivals: list[Job]) -> None:
+        fitq = self.fitq
+        if fitq is None:
+            cast(list[Job], self.queue).extend(arrivals)
+            return
+        order, placer = self.order, self.fplacer
+        for job in arrivals:
+            job.prio = order.priority(job)  # static while it waits
+            fitq.add(job, job.prio, placer)
+
     def _allocate(self, t: float) -> None:
+        if self.fitq is not None:
+            self._allocate_indexed(self.fitq, t)
+            return
         order = self.order
+        assert isinstance(self.queue, list)
         for job in self.queue:
             job.prio = order.priority(job)
         queue = sorted(self.queue, key=lambda j: j.prio)  # stable: arrival order on ties
@@ -566,6 +713,7 @@ class Simulator:
                 skipped = True
                 remaining.append(job)
                 continue
+            self.place_calls += 1
             gpus = self.placer.place(job.spec, self, self.rng)
             if gpus is None:
                 remaining.append(job)
@@ -573,6 +721,67 @@ class Simulator:
             self._place(job, gpus, t)
             skip = self.cfg.skip_after_place
         self.queue = remaining
+        if skipped and self.tick is not None:
+            self._wake_next_tick(t)
+
+    def _allocate_indexed(self, q: FitQueue, t: float) -> None:
+        """The generic pass (``_allocate``: every queued job in key order asked to ``place``,
+        the one after a placed job skipped with ``skip_after_place``) with the same outcome,
+        asking ``place`` only of jobs that fit (:class:`FitIndexedPlacer` contract).
+
+        A pass walks positions in key order.  From the current position, the classes are
+        taken by their next job's key, and ``fits`` is asked of each until one fits: the
+        jobs of the classes before it would be refused there (their refusals, if they change
+        the placer, are replayed by one ``refuse``), and the fitting job is placed.  Free
+        memory changes only at placements, so ``fits`` is asked once per class per stretch
+        between placements.  If free memory has not changed and no job has arrived since a
+        pass that refused every queued job, this pass refuses them all again without looking.
+        """
+        if self.placer_reads_load:
+            self._settle_window_loads()  # nothing else changes loads during this pass
+        placer = self.fplacer
+        if q.fresh == 0 and q.refused_at == self.mem_version:
+            self.quick_passes += 1
+            if q.effect_jobs:
+                placer.refuse(self)
+            return
+        self.alloc_passes += 1
+        q.fresh = 0
+        skip = self.cfg.skip_after_place
+        skipped = False
+        pos = _BEFORE_ALL
+        while True:
+            best: tuple[QKey, tuple[float, int], int] | None = None
+            refused_effect = False
+            for head in q.heads_after(pos):
+                cls, i = head[1], head[2]
+                self.fit_checks += 1
+                if placer.fits(q.classes[cls][1][i].spec, self):
+                    best = head
+                    break
+                refused_effect = refused_effect or q.effect[cls]
+            if refused_effect:
+                placer.refuse(self)
+            if best is None:
+                break
+            key, cls, i = best
+            job = q.classes[cls][1][i]
+            self.place_calls += 1
+            gpus = placer.place(job.spec, self, self.rng)
+            if gpus is None:
+                raise SimulationError(
+                    f"placer {placer.name} refused job {job.spec.job_id} although its fits() "
+                    "said it fits (FitIndexedPlacer contract)"
+                )
+            q.pop(cls, i)
+            self._place(job, gpus, t)
+            pos = key
+            if skip:
+                heads = q.heads_after(pos)
+                if heads:  # the next job in order is not tried at this tick
+                    skipped = True
+                    pos = heads[0][0]
+        q.refused_at = -1 if skipped else self.mem_version
         if skipped and self.tick is not None:
             self._wake_next_tick(t)
 
@@ -617,6 +826,7 @@ class Simulator:
             self.residents[g].append((job, w))
             if not hold:
                 self._make_ready(job, w, g)
+        self.mem_version += 1
         if hold:
             job.wstate = [DONE] * len(gpus)
             job.pending = 0
@@ -773,6 +983,7 @@ class Simulator:
         left = spec.iterations - job.iterations_done
         load = spec.model.compute_ms * left + job.comm_est_once * left
         mem = spec.model.gpu_memory_mb
+        self.mem_version += 1
         for g in job.gpus:
             self.free_mem_mb[g] += mem
             self.load_ms[g] -= load
@@ -814,9 +1025,12 @@ class Simulator:
         for job in ready:
             if job.multi:
                 job.fresh = True
+                job.wait_key = (job.prio, job.placed_order)
                 bisect.insort(self.waiting, job, key=_waiting_key)
+                self._fresh.append(job)
                 for s in job.servers:
                     self.waiting_on[s] += 1
+                    self.waiting_by[s].add(job)
             else:
                 self._sync(job, t)  # one server: the all-reduce is free
         if self.preemptive:
@@ -832,6 +1046,7 @@ class Simulator:
                 self._allocate(t)
         if not self.waiting:
             self.nic_dirty.clear()
+            self.nic_ended.clear()
             return
         probe_mode = self.cfg.probe_side_effect
         self.force_pass = False
@@ -839,29 +1054,35 @@ class Simulator:
             # A waiting job's answer can change only when a task starts or ends on one of its
             # servers (the CommScheduler contract), so only those jobs are asked again.
             dirty, self.nic_dirty = self.nic_dirty, set()
+            ended, self.nic_ended = self.nic_ended, set()
             self._pass_dirty = dirty
             for task in self.probed:
                 task.probes = 0
             admitted: list[Job] = []
-            for job in self.waiting:
-                if job.fresh or not dirty.isdisjoint(job.servers):
-                    job.fresh = False
-                    job.probe_target = None
-                    self._asking = job
-                    if self._try_start(job, t):
-                        admitted.append(job)
-                    self._asking = None
-                elif probe_mode and job.probe_target is not None:
-                    # same servers, same answer; the reference still probes every tick
-                    target = job.probe_target
-                    if target.job.comm is target:
-                        self.remaining_mb(target)
+            if self.scan_waiting:
+                self.waiting_visits += len(self.waiting)
+                for job in self.waiting:
+                    if job.fresh or not dirty.isdisjoint(job.servers):
+                        if self._ask(job, t):
+                            admitted.append(job)
+                    elif probe_mode and job.probe_target is not None:
+                        # same servers, same answer; the reference still probes every tick
+                        target = job.probe_target
+                        if target.job.comm is target:
+                            self.remaining_mb(target)
+            else:
+                self._ask_touched(dirty, ended, admitted, t)
+            self._fresh.clear()
             if admitted:
-                ids = {id(j) for j in admitted}
-                self.waiting = [j for j in self.waiting if id(j) not in ids]
+                waiting = self.waiting
                 for job in admitted:
+                    del waiting[bisect.bisect_left(waiting, job.wait_key, key=_waiting_key)]
                     for s in job.servers:
                         self.waiting_on[s] -= 1
+                        self.waiting_by[s].discard(job)
+                    if job.hold is not None:
+                        self.held_by[job.hold[0]][job.hold[1]].discard(job)
+                        job.hold = None
             if probe_mode:
                 # probes per tick changed for these tasks: they need a new end time
                 for task in list(self.probed):
@@ -875,6 +1096,93 @@ class Simulator:
                 self._wake_next_tick(t)
                 self.force_pass = True
                 break
+
+    def _ask(self, job: Job, t: float) -> bool:
+        """Ask the communication scheduler whether ``job`` may start its transfer now
+        (counted; the job is no longer fresh and forgets its probe target)."""
+        self.comm_asks += 1
+        job.fresh = False
+        job.probe_target = None
+        self._asking = job
+        started = self._try_start(job, t)
+        self._asking = None
+        return started
+
+    def _ask_touched(self, dirty: set[int], ended: set[int], admitted: list[Job], t: float) -> None:
+        """One round of the admission pass without probes: the waiting jobs that are fresh
+        or have a server in ``dirty`` are asked, in waiting order.  ``dirty`` grows when an
+        admission starts a task and the scheduler re-asks on starts; jobs after the admitted
+        one on its servers are then asked too.  The same jobs, in the same order, as walking
+        the whole waiting list and testing each, at the cost of the jobs asked, except that a
+        job the scheduler holds (``blocker`` (s, k)) is asked only once a task end (``ended``)
+        has left fewer than k tasks on s: until then it would be refused, with no side
+        effect.  A list of at most ``_SCAN_UP_TO`` jobs is walked instead."""
+        waiting_by, held_by = self.waiting_by, self.held_by
+        nic = self.nic_tasks
+        freed: set[Job] = set()  # held jobs whose blocking server has fewer tasks now
+        for s in ended:
+            c = len(nic[s])
+            for k, held in held_by[s].items():
+                if c < k:
+                    freed.update(held)
+        if len(self.waiting) <= self.scan_up_to:
+            # a short list: walk it (cheaper than the index); no new holds
+            for job in self.waiting:
+                if job.hold is not None:
+                    if job not in freed:
+                        continue
+                    self._hold(job, None)  # asked on every change again
+                elif not (job.fresh or not dirty.isdisjoint(job.servers)):
+                    continue
+                if self._ask(job, t):
+                    admitted.append(job)
+            return
+        cand: list[tuple[tuple[float, int], Job]] = [(j.wait_key, j) for j in self._fresh]
+        seen = set(self._fresh)
+        for s in dirty:
+            for job in waiting_by[s]:
+                if job not in seen:
+                    seen.add(job)
+                    cand.append((job.wait_key, job))
+        for job in freed:
+            if job not in seen:
+                seen.add(job)
+                cand.append((job.wait_key, job))
+        heapq.heapify(cand)
+        reask = self.reask_on_start
+        blocker = self.blocker
+        while cand:
+            key, job = heapq.heappop(cand)
+            started = self._ask(job, t)
+            if not started:
+                if blocker is not None:
+                    self._hold(job, blocker(job, self))
+                continue
+            admitted.append(job)
+            if reask:  # its servers are dirty now: later jobs on them are asked too
+                for s in job.servers:
+                    for other in waiting_by[s]:
+                        if other not in seen and other.wait_key > key:
+                            seen.add(other)
+                            heapq.heappush(cand, (other.wait_key, other))
+
+    def _hold(self, job: Job, hold: tuple[int, int] | None) -> None:
+        """File a waiting job under its blocker ``(server, k)``, or (``None``) under all of
+        its servers, to be asked again on any change there."""
+        old = job.hold
+        if old == hold:
+            return
+        if old is None:
+            for s in job.servers:
+                self.waiting_by[s].discard(job)
+        else:
+            self.held_by[old[0]][old[1]].discard(job)
+        job.hold = hold
+        if hold is None:
+            for s in job.servers:
+                self.waiting_by[s].add(job)
+        else:
+            self.held_by[hold[0]].setdefault(hold[1], set()).add(job)
 
     def _try_start(self, job: Job, t: float) -> bool:
         if not self.commsched.admit(job, self):
@@ -1000,6 +1308,7 @@ class Simulator:
             job.wstate = [RUNNING] * n
             job.window_t = t
             job.window_fw_done = False
+            self.unsettled[job] = None
             job.window_ver += 1
             self._push(t + job.fw + job.bw, EV_WINDOW, job, job.window_ver)
 
@@ -1009,6 +1318,7 @@ class Simulator:
         for g in job.gpus:
             self.load_ms[g] -= job.fw
         job.window_fw_done = True
+        del self.unsettled[job]
 
     def _end_window(self, job: Job) -> None:
         n = len(job.gpus)
@@ -1036,6 +1346,7 @@ class Simulator:
         fw_done = elapsed >= fw
         if fw_done and not job.window_fw_done:
             self._window_forward_done(job)
+        self.unsettled.pop(job, None)
         for w, g in enumerate(job.gpus):
             self.gpu_window[g] = None
             if not fw_done:
@@ -1054,9 +1365,10 @@ class Simulator:
     def _settle_window_loads(self) -> None:
         """Before a load-reading placement: count the forward part of open windows that ran."""
         now = self.now
-        for job in {id(j): j for j in self.gpu_window if j is not None}.values():
-            if not job.window_fw_done and now - job.window_t >= job.fw:
-                self._window_forward_done(job)
+        # open windows whose forward is not counted yet (windows hold disjoint GPUs, so the
+        # order does not matter)
+        for job in [j for j in self.unsettled if now - j.window_t >= j.fw]:
+            self._window_forward_done(job)
 
     # ------------------------------------------------------------------ phase 7
     def _start_tasks(self, t: float) -> None:
@@ -1186,7 +1498,7 @@ def _check_ps_servers(
 
 
 def _waiting_key(job: Job) -> tuple[float, int]:
-    return (job.prio, job.placed_order)
+    return job.wait_key
 
 
 def _make_rng(seed: int) -> np.random.Generator:

@@ -108,10 +108,12 @@ def test_split_holds_out_whole_workloads(drf_data: TeacherDataset) -> None:
     assert not set(np.unique(train.episodes)) & set(np.unique(val.episodes))
 
 
-def test_behaviour_cloning_learns_the_teacher(drf_data: TeacherDataset) -> None:
+@pytest.mark.parametrize("arch", ["mlp", "per_job"])
+def test_behaviour_cloning_learns_the_teacher(drf_data: TeacherDataset, arch: str) -> None:
     th.manual_seed(0)
     env = make_env(TINY)
-    student = build_student(env.observation_space, env.action_space, policy_kwargs(None, env.J))
+    kwargs = policy_kwargs(PolicyConfig(arch=arch), env.J)
+    student = build_student(env.observation_space, env.action_space, kwargs)
     train, val = drf_data.split(0.25, seed=0)
     before = score(student, val)
     history = behaviour_clone(student, train, val, BCConfig(steps=300, eval_every=100, lr=5e-3))
@@ -156,3 +158,40 @@ def test_pretrain_stage_writes_weights_and_uses_the_cache(tmp_path) -> None:
     assert "cached_from" in second and second["clone_avg_jct"] == first["clone_avg_jct"]
     with pytest.raises(ConfigError, match="disabled"):
         pretrain(PretrainConfig(teacher="none"), TINY, PolicyConfig(), tmp_path / "c")
+
+
+def test_pretrain_stage_with_the_per_job_network(tmp_path) -> None:
+    """``policy.arch=per_job`` end to end: a new cache entry, weights that load as the per-job
+    network (also through the training path's loader) and reproduce the clone's decisions."""
+    from agents.build import load_pretrained_weights
+    from agents.dl2 import DL2A2C
+    from agents.policy import PerJobNetwork
+    from agents.vec import make_training_vec_env
+
+    cfg = PretrainConfig(
+        teacher="drf", num_workloads=3, bc=BCConfig(steps=150, eval_every=50), eval_seeds=[100]
+    )
+    net = PolicyConfig(arch="per_job", hidden=16)
+    mlp = pretrain(cfg, TINY, PolicyConfig(), tmp_path / "m", cache_dir=tmp_path / "cache")
+    out = pretrain(cfg, TINY, net, tmp_path / "p", cache_dir=tmp_path / "cache")
+    assert "cached_from" not in out and out["key"] != mlp["key"]
+    assert out["val_accuracy"] > 0.5
+    loaded, meta = load_policy(out["policy_path"])
+    assert meta["policy"]["arch"] == "per_job"
+    assert isinstance(loaded.mlp_extractor, PerJobNetwork)
+    model = DL2A2C(
+        env=make_training_vec_env([TINY], [0]),
+        policy_kwargs=policy_kwargs(net, 8),
+        seed=0,
+        n_steps=64,
+    )
+    load_pretrained_weights(model, out["policy_path"])
+    env = make_env(TINY)
+    obs, _ = env.reset(seed=100)
+    mask = env.action_masks()
+    o, m = th.as_tensor(obs)[None], th.as_tensor(mask)[None]
+    with th.no_grad():
+        assert th.equal(masked_logits(loaded, o, m), masked_logits(model.policy, o, m))
+    assert np.allclose(
+        model._fast.probs(obs, mask), NumpyPolicy(loaded).probs(obs, mask), atol=1e-12
+    )

@@ -168,6 +168,8 @@ def test_placer_ignoring_memory_is_caught(monkeypatch: pytest.MonkeyPatch) -> No
         return list(range(job.num_gpus))  # never looks at free memory
 
     monkeypatch.setattr(FirstFit, "place", greedy)
+    # and whose fits() agrees (else the indexed queue never asks it: see test_fit_queue.py)
+    monkeypatch.setattr(FirstFit, "fits", lambda self, job, cluster: True)
     # two 60 MB workers on one 100 MB GPU
     cluster = ClusterSpec(num_servers=1, gpus_per_server=1, gpu_memory_mb=100.0)
     with pytest.raises(SimulationError, match=r"job 1 on GPU 0 without memory"):

@@ -69,6 +69,19 @@ class JobState:
     ps: int = 0
     slots_run: int = 0
 
+    @classmethod
+    def of(
+        cls, spec: ElasticJob, progress_epochs: float, workers: int, ps: int, slots_run: int
+    ) -> JobState:
+        """``JobState(spec, progress_epochs, workers, ps, slots_run)`` without the frozen
+        dataclass's per-field ``object.__setattr__`` calls (the simulator makes one view per
+        job that ran, every slot; the fields are stored exactly as the constructor would)."""
+        view = object.__new__(cls)
+        view.__dict__.update(
+            spec=spec, progress_epochs=progress_epochs, workers=workers, ps=ps, slots_run=slots_run
+        )
+        return view
+
     @property
     def job_id(self) -> int:
         return self.spec.job_id
@@ -193,17 +206,41 @@ class DRF(_Base):
         slot_s: float,
     ) -> dict[int, tuple[int, int]]:
         by_id, counts = self._start(jobs)
-        heap = [(0.0, j.arrival, j.job_id) for j in by_id.values() if _below_caps(j, [0, 0])]
+        # Per job: its bundle demand (checked once by the cluster), caps and the worker/PS
+        # demands for dominant_share() (its arithmetic, inlined below: this is the hot loop).
+        static: dict[int, tuple[int, int, int, int, int, int, int, int]] = {}
+        heap: list[tuple[float, int, int]] = []
+        for j in by_id.values():
+            (wc, wg), (pc, pg) = j.worker_demand, j.ps_demand
+            bc, bg = cluster.bundle_demand(j.worker_demand, j.ps_demand)
+            static[j.job_id] = (bc, bg, j.spec.max_workers, j.spec.max_ps, wc, wg, pc, pg)
+            if _below_caps(j, [0, 0]):
+                heap.append((0.0, j.arrival, j.job_id))
         heapq.heapify(heap)
+        total_cpu, total_gpu = cluster.total_cpu, cluster.total_gpu
+        take, log = cluster.take, self.last_decisions
+        heappop, heappush = heapq.heappop, heapq.heappush
         while heap:
-            _, arrival, jid = heapq.heappop(heap)
-            job, c = by_id[jid], counts[jid]
-            if not self._bundle(job, c, cluster):
+            _, arrival, jid = heappop(heap)
+            bc, bg, max_w, max_p, wc, wg, pc, pg = static[jid]
+            node = take(bc, bg)  # _bundle(): one worker + one PS on one node
+            if node < 0:
                 if self.stop_at_first_failure:
                     break
                 continue  # skip the job (default placement: it cannot fit later either)
-            if _below_caps(job, c):
-                heapq.heappush(heap, (dominant_share(job, c[0], c[1], cluster), arrival, jid))
+            c = counts[jid]
+            w = c[0] = c[0] + 1
+            p = c[1] = c[1] + 1
+            log.append((jid, "bundle", node))
+            if w < max_w and p < max_p:
+                share = 0.0  # dominant_share(job, w, p, cluster)
+                if total_cpu > 0:
+                    share = (w * wc + p * pc) / total_cpu
+                if total_gpu > 0:
+                    gpu_share = (w * wg + p * pg) / total_gpu
+                    if gpu_share > share:
+                        share = gpu_share
+                heappush(heap, (share, arrival, jid))
         return self._result(counts)
 
 
@@ -309,16 +346,24 @@ class Tetris(_Base):
         n_w = np.zeros(len(order), dtype=np.int64)
         n_p = np.zeros(len(order), dtype=np.int64)
         sign = 1.0 if self.reference_sign else -1.0
+        # Exact shortcuts (same decisions, fewer numpy passes): a node with nothing free has
+        # mean(align) = 0, and by default a node smaller than every bundle has no eligible job.
+        fit_filter = not self.stop_at_first_failure
+        min_cpu, min_gpu = float(b_cpu.min()), float(b_gpu.min())
         for node in range(cluster.num_nodes):
             while True:
                 free_cpu, free_gpu = cluster.free(node)
+                if free_cpu == 0 and free_gpu == 0:
+                    break
+                if fit_filter and (free_cpu < min_cpu or free_gpu < min_gpu):
+                    break
                 align = free_cpu * b_cpu + free_gpu * b_gpu
                 mean_align = float(align.mean())
                 if mean_align == 0:
                     break
                 weight = mean_align / mean_remain if mean_remain > 0 else 0.0
                 eligible = (n_w < cap_w) & (n_p < cap_p)
-                if not self.stop_at_first_failure:
+                if fit_filter:
                     eligible &= (b_cpu <= free_cpu) & (b_gpu <= free_gpu)
                 if not eligible.any():
                     break

@@ -29,16 +29,22 @@ empty nodes empty).  Both fail only when no node can hold the task.
 
 **Search without scanning the nodes.**  A node's *free state* is its pair (free CPU, free
 GPU); there are at most ``(cpu_slots + 1) x (gpu_slots + 1)`` of them (81 in DL²), and its
-load (``used CPU + used GPU``) is a function of the state.  The cluster keeps, per free state,
-a heap of the nodes in it, and the number of nodes at every load level; a search walks the
-load levels upwards from the least occupied one and, at the first level where some node
-fits, takes the smallest node index among the fitting states' heap heads.  That is the
+load (``used CPU + used GPU``) is a function of the state.  The states are ranked by load
+level (their *positions*); the cluster keeps the set of occupied positions as the bits of an
+``int`` (:attr:`SlotCluster.occupied`), the number of nodes and a heap of the nodes of every
+position, and the position of every node.  The positions where a ``(cpu, gpu)`` task fits
+form a fixed bit set (:meth:`SlotCluster.fit_positions`, cached per demand), so a search is a
+few integer operations: ``occupied & fit`` are the candidate positions, its lowest bit the
+least load among the nodes the task fits on, and the smallest node index among the heap heads
+of the candidate positions of that level is the node (usually one position).  That is the
 rule above (least load among fitting nodes, ties by index) in a cost that does not grow with
-the number of nodes.  Heaps are cleaned lazily (a node that left a state is dropped when
-it reaches the head).  The per-node state is kept in the lists ``free_cpu``/``free_gpu``;
-``used_cpu``/``used_gpu`` are read-only numpy snapshots of it, rebuilt when read after a
-change (so placements, :meth:`check` and the totals cost no numpy call).  Change the state
-only through the methods.
+the number of nodes or levels; ``first_fit`` takes the smallest head over all candidates,
+``packing`` the highest level's, ``reference`` the lowest occupied level's (then checks the
+fit).  ``occupied & fit_positions(cpu, gpu)`` also says whether a task fits on some node.
+Heaps are cleaned lazily (a node that left a position is dropped when it reaches the head).
+The per-node state is kept in the lists ``free_cpu``/``free_gpu``; ``used_cpu``/``used_gpu``
+are read-only numpy snapshots of it, rebuilt when read after a change (so placements,
+:meth:`check` and the totals cost no numpy call).  Change the state only through the methods.
 """
 
 from __future__ import annotations
@@ -86,16 +92,33 @@ def _check_demand(cpu: int, gpu: int) -> None:
         raise ConfigError(f"a task demand must be non-negative integers, got ({cpu}, {gpu})")
 
 
-@functools.lru_cache(maxsize=256)
-def _levels(cpu_cap: int, gpu_cap: int, cpu: int, gpu: int) -> tuple[tuple[int, ...], ...]:
-    """Per load level ``0 .. cpu_cap + gpu_cap``, the free states (``fc * (gpu_cap + 1) +
-    fg``) at that level that hold a ``(cpu, gpu)`` task (all states for ``(0, 0)``)."""
+@functools.lru_cache(maxsize=64)
+def _positions(cpu_cap: int, gpu_cap: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The free states ``fc * (gpu_cap + 1) + fg`` ranked by load level (``used CPU + used
+    GPU``, then state): ``(position of every state, level of every position)``."""
     stride = gpu_cap + 1
-    by_level: list[list[int]] = [[] for _ in range(cpu_cap + gpu_cap + 1)]
-    for fc in range(cpu, cpu_cap + 1):
-        for fg in range(gpu, gpu_cap + 1):
-            by_level[cpu_cap - fc + gpu_cap - fg].append(fc * stride + fg)
-    return tuple(tuple(states) for states in by_level)
+    states = sorted(
+        range((cpu_cap + 1) * stride),
+        key=lambda st: (cpu_cap - st // stride + gpu_cap - st % stride, st),
+    )
+    pos_of = [0] * len(states)
+    for pos, st in enumerate(states):
+        pos_of[st] = pos
+    level_of = tuple(cpu_cap - st // stride + gpu_cap - st % stride for st in states)
+    return tuple(pos_of), level_of
+
+
+@functools.lru_cache(maxsize=1024)
+def _fit_mask(cpu_cap: int, gpu_cap: int, cpu: int, gpu: int) -> int:
+    """The bits of the positions (:func:`_positions`) whose free state holds a ``(cpu, gpu)``
+    task."""
+    pos_of, _ = _positions(cpu_cap, gpu_cap)
+    stride = gpu_cap + 1
+    mask = 0
+    for fc in range(max(cpu, 0), cpu_cap + 1):
+        for fg in range(max(gpu, 0), gpu_cap + 1):
+            mask |= 1 << pos_of[fc * stride + fg]
+    return mask
 
 
 class SlotCluster:
@@ -128,19 +151,30 @@ class SlotCluster:
         self._used_cpu = np.zeros(0, dtype=np.int64)  # snapshots, rebuilt when stale
         self._used_gpu = np.zeros(0, dtype=np.int64)
         self._synced = False  # whether the snapshots reflect the lists
+        # The index (module docstring): free states ranked by load level ("positions"), a
+        # bit per position in ``occupied`` when some node is in it, the node count and a lazy heap
+        # of the nodes of every position, the position of every node.
         self._stride = self.gpu_capacity + 1
-        self._full = self.cpu_capacity + self.gpu_capacity  # load level of a full node
-        self._empty_state = self.cpu_capacity * self._stride + self.gpu_capacity
+        self._pos_of, self._level_of = _positions(self.cpu_capacity, self.gpu_capacity)
+        n_pos = len(self._level_of)
+        self._bit = [1 << pos for pos in range(n_pos)]
+        # per position: the bits of the *later* positions at the same load level
+        self._later_same_level = [
+            sum(1 << q for q in range(pos + 1, n_pos) if self._level_of[q] == self._level_of[pos])
+            for pos in range(n_pos)
+        ]
+        self._empty_pos = self._pos_of[self.cpu_capacity * self._stride + self.gpu_capacity]
         self._demands: dict[tuple[int, int], tuple[int, int]] = {}  # checked -> as ints
         self._bundles: dict[tuple[Demand, Demand], tuple[int, int]] = {}  # checked -> summed
-        self._fitting: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
-        self._all_states = _levels(self.cpu_capacity, self.gpu_capacity, 0, 0)
+        self._fit_masks: dict[tuple[int, int], int] = {}  # demand -> _fit_mask()
         self.free_cpu: list[int] = []
         self.free_gpu: list[int] = []
-        self._state: list[int] = []
-        self._buckets: list[list[int]] = []
-        self._level_count: list[int] = []
-        self._min_level = 0
+        self._state: list[int] = []  # node -> position
+        self._buckets: list[list[int]] = []  # position -> heap of nodes (stale entries kept)
+        self._count: list[int] = []  # position -> nodes in it
+        #: Read-only: the set (bits) of the free-state positions that hold a node; a task of
+        #: ``(cpu, gpu)`` fits on some node iff ``occupied & fit_positions(cpu, gpu)``.
+        self.occupied = 0
         self.release_all()
 
     # ------------------------------------------------------------------ read-only views
@@ -182,7 +216,7 @@ class SlotCluster:
 
     def is_empty(self) -> bool:
         """No task on any node."""
-        return self._level_count[0] == self.num_nodes
+        return self._count[self._empty_pos] == self.num_nodes
 
     def free(self, node: int) -> Demand:
         """Free (CPU, GPU) slots of ``node``."""
@@ -275,9 +309,52 @@ class SlotCluster:
         """Place a task of ``(cpu, gpu)`` slots, non-negative ``int``\\ s (not checked: the
         fast path for callers that validated the demand), by the least-loaded rule of
         :meth:`find_node`; the node, or ``-1`` (nothing placed) when the rule finds none."""
-        node = self._search(cpu, gpu)
-        if node >= 0:
-            self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
+        if not self._least_loaded:
+            node = self._search(cpu, gpu)
+            if node >= 0:
+                self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
+            return node
+        fit = self._fit_masks.get((cpu, gpu))
+        if fit is None:
+            fit = self._fit_mask(cpu, gpu)
+        cand = self.occupied & fit  # the occupied positions where the task fits
+        if not cand:
+            return -1
+        # The default rule and _set_free, inlined (the env's hot path; the same steps as
+        # _search_rule and _set_free): the lowest candidate position has the least load;
+        # the smallest node index among its nodes and those of the other candidate positions
+        # of the same level.
+        low = cand & -cand
+        pos = low.bit_length() - 1
+        state, buckets = self._state, self._buckets
+        heap = buckets[pos]
+        node = heap[0]
+        while state[node] != pos:  # drop stale entries (the position has a node)
+            heappop(heap)
+            node = heap[0]
+        same = cand & self._later_same_level[pos]
+        if same:  # other states of the same load level where it fits (rare)
+            node = self._min_head(same, node)
+            pos = state[node]
+            low = self._bit[pos]
+        if not (cpu or gpu):  # an empty task: the node's state does not change
+            return node
+        free_cpu, free_gpu = self.free_cpu, self.free_gpu
+        fc = free_cpu[node] - cpu
+        fg = free_gpu[node] - gpu
+        free_cpu[node] = fc
+        free_gpu[node] = fg
+        new = self._pos_of[fc * self._stride + fg]
+        state[node] = new
+        heappush(buckets[new], node)
+        count = self._count
+        count[pos] -= 1
+        if not count[pos]:
+            self.occupied ^= low
+        if not count[new]:
+            self.occupied |= self._bit[new]
+        count[new] += 1
+        self._synced = False
         return node
 
     def place_least_loaded(self, cpu: int, gpu: int) -> int | None:
@@ -286,13 +363,10 @@ class SlotCluster:
         node = self.take(cpu, gpu)
         return None if node < 0 else node
 
-    def place_bundle(self, worker: Demand, ps: Demand, node: int | None = None) -> int | None:
-        """Place one worker and one PS together on one node; the node, or ``None``.
-
-        Without ``node`` the node is chosen by the least-loaded rule on the summed demand.
-        With ``node`` the bundle goes there if it fits (``None`` otherwise); nothing is placed
-        on failure.
-        """
+    def bundle_demand(self, worker: Demand, ps: Demand) -> tuple[int, int]:
+        """The summed ``(cpu, gpu)`` of a worker and a PS on one node, as ``int``\\ s, after
+        checking the three demands (:class:`ConfigError`); :meth:`take` of it places a bundle
+        as :meth:`place_bundle` does."""
         if type(worker) is not tuple or type(ps) is not tuple:  # e.g. lists: hashable keys
             worker, ps = (worker[0], worker[1]), (ps[0], ps[1])
         key = (worker, ps)
@@ -302,13 +376,20 @@ class SlotCluster:
             self._demand(*worker)
             self._demand(*ps)
             self._bundles[key] = summed
-        cpu, gpu = summed
+        return summed
+
+    def place_bundle(self, worker: Demand, ps: Demand, node: int | None = None) -> int | None:
+        """Place one worker and one PS together on one node; the node, or ``None``.
+
+        Without ``node`` the node is chosen by the least-loaded rule on the summed demand.
+        With ``node`` the bundle goes there if it fits (``None`` otherwise); nothing is placed
+        on failure.
+        """
+        cpu, gpu = self.bundle_demand(worker, ps)
         if node is None:
-            found = self._search(cpu, gpu)
-            if found < 0:
-                return None
-            node = found
-        elif not self.can_place(cpu, gpu, node):
+            found = self.take(cpu, gpu)
+            return None if found < 0 else found
+        if not self.can_place(cpu, gpu, node):
             return None
         self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
         return node
@@ -316,97 +397,98 @@ class SlotCluster:
     def release_all(self) -> None:
         """Empty every node (start of a time slot)."""
         n = self.num_nodes
+        empty = self._empty_pos
         self._synced = False
         self.free_cpu = [self.cpu_capacity] * n
         self.free_gpu = [self.gpu_capacity] * n
-        self._state = [self._empty_state] * n
-        self._buckets = [[] for _ in range((self.cpu_capacity + 1) * self._stride)]
-        self._buckets[self._empty_state] = list(range(n))  # ascending: a heap
-        self._level_count = [0] * (self._full + 1)
-        self._level_count[0] = n
-        self._min_level = 0
+        self._state = [empty] * n
+        self._buckets = [[] for _ in self._level_of]
+        self._buckets[empty] = list(range(n))  # ascending: a heap
+        self._count = [0] * len(self._level_of)
+        self._count[empty] = n
+        self.occupied = self._bit[empty] if n else 0
 
     # ------------------------------------------------------------------ the index
+    def fit_positions(self, cpu: int, gpu: int) -> int:
+        """The set (bits) of the free-state positions on which a task of ``(cpu, gpu)`` slots
+        fits; ``occupied & fit_positions(cpu, gpu)`` is non-zero iff it fits on some node."""
+        cpu, gpu = self._demand(cpu, gpu)
+        fit = self._fit_masks.get((cpu, gpu))
+        return self._fit_mask(cpu, gpu) if fit is None else fit
+
+    def _fit_mask(self, cpu: int, gpu: int) -> int:
+        """The positions where an ``int`` demand fits (cached per demand)."""
+        mask = self._fit_masks[(cpu, gpu)] = _fit_mask(
+            self.cpu_capacity, self.gpu_capacity, cpu, gpu
+        )
+        return mask
+
+    def _head(self, pos: int) -> int:
+        """The smallest node index of an occupied position (dropping stale heap entries)."""
+        heap, state = self._buckets[pos], self._state
+        node = heap[0]
+        while state[node] != pos:
+            heappop(heap)
+            node = heap[0]
+        return node
+
+    def _min_head(self, positions: int, best: int = -1) -> int:
+        """The smallest node index over the occupied positions of the bit set ``positions``
+        and ``best`` (-1: none)."""
+        while positions:
+            low = positions & -positions
+            head = self._head(low.bit_length() - 1)
+            if best < 0 or head < best:
+                best = head
+            positions ^= low
+        return best
+
     def _search(self, cpu: int, gpu: int) -> int:
         """The node of the placement rule for an ``int`` demand, or ``-1``."""
-        buckets, state = self._buckets, self._state
         if self.strict_reference:  # the least-loaded node overall, if the task fits there
-            node = self._best_head(self._all_states[self._min_level], buckets, state)
+            occ = self.occupied
+            if not occ:
+                return -1
+            low = occ & -occ
+            pos = low.bit_length() - 1
+            node = self._min_head(occ & self._later_same_level[pos], self._head(pos))
             return node if cpu <= self.free_cpu[node] and gpu <= self.free_gpu[node] else -1
-        levels = self._fitting.get((cpu, gpu))
-        if levels is None:
-            levels = self._fitting[(cpu, gpu)] = _levels(
-                self.cpu_capacity, self.gpu_capacity, cpu, gpu
-            )
-        counts = self._level_count
-        if not self._least_loaded:
-            return self._search_other(levels)
-        for level in range(self._min_level, self._full + 1):
-            if not counts[level]:
-                continue
-            best = -1  # _best_head(levels[level], ...), inlined: this is the hot loop
-            for s in levels[level]:
-                heap = buckets[s]
-                while heap:
-                    head = heap[0]
-                    if state[head] == s:
-                        if best < 0 or head < best:
-                            best = head
-                        break
-                    heappop(heap)
-            if best >= 0:
-                return best
-        return -1
+        fit = self._fit_masks.get((cpu, gpu))
+        if fit is None:
+            fit = self._fit_mask(cpu, gpu)
+        cand = self.occupied & fit
+        return self._search_rule(cand) if cand else -1
 
-    def _search_other(self, levels: tuple[tuple[int, ...], ...]) -> int:
-        """``first_fit`` (smallest index over every level) or ``packing`` (the first level,
-        from the most loaded down, with a fitting node)."""
-        buckets, state, counts = self._buckets, self._state, self._level_count
-        occupied = [level for level in range(self._min_level, self._full + 1) if counts[level]]
-        if self.placement is Placement.FIRST_FIT:
-            heads = [self._best_head(levels[level], buckets, state) for level in occupied]
-            return min((h for h in heads if h >= 0), default=-1)
-        for level in reversed(occupied):
-            node = self._best_head(levels[level], buckets, state)
-            if node >= 0:
-                return node
-        return -1
-
-    @staticmethod
-    def _best_head(states: tuple[int, ...], buckets: list[list[int]], state: list[int]) -> int:
-        """Smallest node index over the heaps of ``states`` (dropping stale heads), or -1."""
-        best = -1
-        for s in states:
-            heap = buckets[s]
-            while heap:
-                head = heap[0]
-                if state[head] == s:
-                    if best < 0 or head < best:
-                        best = head
-                    break
-                heappop(heap)
-        return best
+    def _search_rule(self, cand: int) -> int:
+        """The node of a searching rule other than ``reference`` (see :meth:`_search`) among
+        the occupied positions ``cand`` (not empty) where the task fits."""
+        if self.placement is Placement.FIRST_FIT:  # the smallest index anywhere
+            return self._min_head(cand)
+        if self.placement is Placement.PACKING:  # the highest position: the most load
+            pos = cand.bit_length() - 1
+            level = self._level_of[pos]
+            while pos > 0 and self._level_of[pos - 1] == level:
+                pos -= 1  # the first position of that level
+            return self._min_head(cand >> pos << pos)
+        low = cand & -cand  # least loaded
+        pos = low.bit_length() - 1
+        return self._min_head(cand & self._later_same_level[pos], self._head(pos))
 
     def _set_free(self, node: int, fc: int, fg: int) -> None:
         """Move ``node`` to free state ``(fc, fg)`` (the caller checked the capacity)."""
-        s = fc * self._stride + fg
-        if self._state[node] == s:
+        new = self._pos_of[fc * self._stride + fg]
+        old = self._state[node]
+        if old == new:
             return
-        old = self._full - self.free_cpu[node] - self.free_gpu[node]
-        new = self._full - fc - fg
         self.free_cpu[node] = fc
         self.free_gpu[node] = fg
-        self._state[node] = s
-        heappush(self._buckets[s], node)
+        self._state[node] = new
+        heappush(self._buckets[new], node)
+        count = self._count
+        count[old] -= 1
+        if not count[old]:
+            self.occupied ^= self._bit[old]
+        if not count[new]:
+            self.occupied |= self._bit[new]
+        count[new] += 1
         self._synced = False
-        if old != new:
-            counts = self._level_count
-            counts[old] -= 1
-            counts[new] += 1
-            if new < self._min_level:
-                self._min_level = new
-            elif old == self._min_level and not counts[old]:
-                level = old
-                while not counts[level]:
-                    level += 1
-                self._min_level = level

@@ -149,7 +149,7 @@ class _Run:
     def view(self) -> JobState:
         v = self._view
         if v is None:
-            v = self._view = JobState(
+            v = self._view = JobState.of(
                 self.spec, self.progress, self.alloc[0], self.alloc[1], self.slots_run
             )
         return v
@@ -247,7 +247,8 @@ class SlotSimulator:
     @property
     def active_jobs(self) -> list[JobState]:
         """Views of the jobs active in the current slot, by arrival then id."""
-        return [r.view() for r in self._active]
+        # r.view(), without the call for the cached views (most of them: idle jobs)
+        return [r.view() if r._view is None else r._view for r in self._active]
 
     def begin_slot(self) -> list[JobState]:
         """Admit this slot's arrivals, clear the cluster; the active jobs to allocate."""
@@ -291,22 +292,25 @@ class SlotSimulator:
         finished: list[int] = []
         reward = 0.0
         idle = (0, 0)
-        for r in active:
-            new = allocation[r.spec.job_id]
+        scaling_overhead_s = self.scaling_overhead_s
+        # ``allocation`` lists every active job in active order (_check_slot); touch() is
+        # inlined (``_view = None``): this loop runs for every active job of every slot.
+        for r, new in zip(active, allocation.values(), strict=True):
             if new == idle:
                 if r.alloc != idle:
                     r.alloc = idle
-                    r.touch()
+                    r._view = None
                 continue
-            r.touch()
+            r._view = None
+            spec = r.spec
             overhead = 0.0
             if r.slots_run > 0 and new != r.alloc:
-                overhead = self.scaling_overhead_s
+                overhead = scaling_overhead_s
                 r.num_changes += 1
             r.alloc = new
             r.slots_run += 1
             if slot_rates is not None:  # a subclass's slot-specific rates (contention)
-                rate = slot_rates[r.spec.job_id]
+                rate = slot_rates[spec.job_id]
             else:
                 cached = r.rates.get(new)  # epochs per second
                 if cached is None:
@@ -314,21 +318,21 @@ class SlotSimulator:
                 rate = cached
             epochs = rate * (slot_s - overhead)
             if not epochs >= 0:  # progress is monotone
-                raise SimulationError(f"slot {t}: job {r.spec.job_id} trained {epochs} epochs")
-            need = r.spec.real_num_epochs - r.progress
+                raise SimulationError(f"slot {t}: job {spec.job_id} trained {epochs} epochs")
+            need = spec.real_num_epochs - r.progress
             if epochs > 0 and epochs >= need * (1.0 - _COMPLETION_RTOL):
                 used_s = overhead + min(need / rate, slot_s - overhead)
                 if r.finish is not None:
-                    raise SimulationError(f"job {r.spec.job_id} finished twice")
+                    raise SimulationError(f"job {spec.job_id} finished twice")
                 r.finish = t + used_s / slot_s
                 epochs = need
-                r.progress = r.spec.real_num_epochs
-                finished.append(r.spec.job_id)
+                r.progress = spec.real_num_epochs
+                finished.append(spec.job_id)
                 self._done += 1
             else:
                 r.progress += epochs
-            epochs_done[r.spec.job_id] = epochs
-            reward += epochs / r.spec.num_epochs
+            epochs_done[spec.job_id] = epochs
+            reward += epochs / spec.num_epochs
 
         cluster = self.cluster
         self._cpu_util.append(used_cpu / cluster.total_cpu)
@@ -411,14 +415,29 @@ class SlotSimulator:
         cluster = self.cluster
         cluster.check()
         allocation: dict[int, tuple[int, int]] = dict.fromkeys(self._active_ids, (0, 0))
-        stray = sorted({jid for jid in decided if jid not in allocation})
-        if stray:
+        if not decided.keys() <= allocation.keys():
+            stray = sorted({jid for jid in decided if jid not in allocation})
             raise SimulationError(f"slot {t}: allocation for inactive job(s) {stray}")
         cpu = gpu = 0
         runs = self._runs
         for jid, (workers, ps) in decided.items():
-            if type(workers) is int and type(ps) is int and workers == 0 and ps == 0:
-                continue  # nothing to check (the common "no allocation")
+            if type(workers) is int and type(ps) is int:  # the usual case: no conversion
+                if not (workers or ps):
+                    continue  # nothing to check (the common "no allocation")
+                r = runs[jid]
+                spec = r.spec
+                if not (0 <= workers <= spec.max_workers and 0 <= ps <= spec.max_ps):
+                    raise SimulationError(
+                        f"slot {t}: job {jid} got {workers} workers / {ps} PS, caps "
+                        f"{spec.max_workers} / {spec.max_ps}"
+                    )
+                if r.progress > spec.real_num_epochs or r.finish is not None:
+                    raise SimulationError(f"slot {t}: job {jid} is active but finished")
+                ty = spec.type
+                cpu += workers * ty.worker_cpu + ps * ty.ps_cpu
+                gpu += workers * ty.worker_gpu + ps * ty.ps_gpu
+                allocation[jid] = (workers, ps)
+                continue
             r = runs[jid]
             if int(workers) != workers or int(ps) != ps:
                 raise SimulationError(f"slot {t}: job {jid} got non-integer ({workers}, {ps})")

@@ -96,6 +96,9 @@ class JobOrder(Protocol):
     """Orders jobs: the placement queue, a GPU's choice among its jobs, comm admission.
 
     ``priority`` returns a key, lower runs first; ties keep placement (or arrival) order.
+    An order may set ``static_queue_key = True`` to declare that a queued job's key never
+    changes while it waits (the engine then keys it once, on arrival, and can index the
+    queue; SRSF and FIFO do).
     """
 
     name: str
@@ -157,6 +160,32 @@ class Placer(Protocol):
     ) -> list[int] | None: ...
 
 
+class FitIndexedPlacer(Placer, Protocol):
+    """A placer that also says, without placing, whether a job can be placed now.
+
+    The engine then keeps the non-preemptive placement queue in one sorted list per
+    (per-GPU memory, GPU count) class and calls ``place`` only for jobs that fit, so an
+    admission pass costs ``O(classes)`` per placement instead of one ``place`` call per queued
+    job (see ``Simulator._allocate_indexed``).  Contract, for results identical to calling
+    ``place`` on every queued job in order:
+
+    - ``fits(job, cluster)`` is exactly whether ``place`` would return GPUs now; it has no
+      side effects and depends only on ``job.num_gpus``, ``job.model.gpu_memory_mb`` and
+      ``cluster.free_mem_mb``, monotonically (more free memory on every GPU never turns a
+      fit into a refusal);
+    - a ``place`` call that returns ``None`` changes the placer's state only if
+      ``refusal_changes_state(job)``, and then exactly as ``refuse(cluster)`` does, for every
+      such job alike; ``refuse`` is idempotent while the cluster does not change (the engine
+      calls it once for a run of refusals with no placement in between).
+    """
+
+    def fits(self, job: JobSpec, cluster: ClusterView) -> bool: ...
+
+    def refusal_changes_state(self, job: JobSpec) -> bool: ...
+
+    def refuse(self, cluster: ClusterView) -> None: ...
+
+
 class CommScheduler(Protocol):
     """Decides whether a ready all-reduce may start now (it is asked again on every change)."""
 
@@ -168,7 +197,26 @@ class CommScheduler(Protocol):
     def admit(self, job: JobView, net: NetView) -> bool: ...
 
 
+class BlockingCommScheduler(CommScheduler, Protocol):
+    """A communication scheduler that can say what keeps a refused job waiting.
+
+    ``blocker(job, net)``, asked right after ``admit(job, net)`` returned ``False``: a pair
+    ``(server, k)`` such that ``admit`` keeps answering ``False``, without side effects (no
+    ``remaining_mb`` probe), as long as that server of the job carries at least ``k`` tasks;
+    ``None`` if there is none.  The engine then asks the job again only once a task end has
+    left fewer than ``k`` tasks there, instead of after every change on its servers (outside
+    the reference's probe mode, which walks every waiting job anyway)."""
+
+    def blocker(self, job: JobView, net: NetView) -> tuple[int, int] | None: ...
+
+
 def eligible_gpus(job: JobSpec, cluster: ClusterView) -> list[int]:
     """GPUs (index order) whose free memory can hold one of ``job``'s workers."""
     need = job.model.gpu_memory_mb
     return [g for g, free in enumerate(cluster.free_mem_mb) if free >= need]
+
+
+def count_eligible(job: JobSpec, cluster: ClusterView) -> int:
+    """Number of GPUs whose free memory can hold one of ``job``'s workers."""
+    need = job.model.gpu_memory_mb
+    return sum(1 for free in cluster.free_mem_mb if free >= need)

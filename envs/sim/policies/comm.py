@@ -26,6 +26,18 @@ def busiest(job: JobView, net: NetView, stop_at: int = 1 << 30) -> tuple[int, Co
     return k, first
 
 
+def _busiest_at_least(job: JobView, net: NetView, k: int) -> tuple[int, int] | None:
+    """``(s, k)`` for the first of the job's servers with the most running tasks, if that
+    is at least ``k``; else ``None``."""
+    nic = net.nic_tasks
+    best, most = -1, k - 1
+    for s in job.servers:
+        c = len(nic[s])
+        if c > most:
+            best, most = s, c
+    return (best, k) if best >= 0 else None
+
+
 class SRSFn:
     """SRSF(n): start iff every server of the job has at most ``n - 1`` running tasks, so at
     most ``n`` all-reduces ever share a NIC.  SRSF(1) avoids contention entirely."""
@@ -46,6 +58,11 @@ class SRSFn:
             if len(nic[s]) > limit:
                 return False
         return True
+
+    def blocker(self, job: JobView, net: NetView) -> tuple[int, int] | None:
+        """The job's busiest server, which has ``n`` or more tasks: the job waits at least
+        until it has fewer."""
+        return _busiest_at_least(job, net, self.n)
 
 
 class AdaDual:
@@ -73,6 +90,12 @@ class AdaDual:
         if self.inclusive:
             return m_old * b >= 2.0 * (b + eta) * m_new
         return m_new * 2.0 * (b + eta) < b * m_old
+
+    def blocker(self, job: JobView, net: NetView) -> tuple[int, int] | None:
+        """The job's busiest server if it has two or more tasks: while it has, the answer is
+        "wait" (and no task's remaining size is read).  ``None`` for a refusal on the size
+        test, which may change on a start (the inspected task changes): asked again as usual."""
+        return _busiest_at_least(job, net, 2)
 
 
 class FairShare:

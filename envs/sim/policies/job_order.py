@@ -14,6 +14,9 @@ class SRSF:
     """
 
     name = "srsf"
+    #: a queued job has run nothing, so its key does not change while it waits (the engine
+    #: keys it once, on arrival; see ``Simulator._allocate_indexed``)
+    static_queue_key = True
 
     def priority(self, job: JobView) -> float:
         return job.remaining_compute_ms
@@ -23,6 +26,7 @@ class FIFO:
     """First come, first served, by submit time (ties: workload order)."""
 
     name = "fifo"
+    static_queue_key = True
 
     def priority(self, job: JobView) -> float:
         return job.spec.submit_ms

@@ -6,15 +6,35 @@ memory for one worker (GPUs are time-shared, Ada-SRSF §III).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import repeat
+from operator import truediv
+from typing import Any
+
 import numpy as np
 
 from envs.sim.errors import ConfigError
-from envs.sim.policies.base import ClusterView, eligible_gpus
+from envs.sim.policies.base import ClusterView, count_eligible, eligible_gpus
 from envs.sim.spec import JobSpec
 
 
-class RandomPlacer:
-    """RAND: ``num_gpus`` GPUs drawn uniformly from those with room (seeded generator)."""
+class CountFit:
+    """``fits`` for placers that succeed exactly when enough GPUs have room for one worker
+    and whose refusals change nothing (:class:`~envs.sim.policies.base.FitIndexedPlacer`)."""
+
+    def fits(self, job: JobSpec, cluster: ClusterView) -> bool:
+        return count_eligible(job, cluster) >= job.num_gpus
+
+    def refusal_changes_state(self, job: JobSpec) -> bool:
+        return False
+
+    def refuse(self, cluster: ClusterView) -> None:
+        return None
+
+
+class RandomPlacer(CountFit):
+    """RAND: ``num_gpus`` GPUs drawn uniformly from those with room (seeded generator).
+    A refusal draws nothing."""
 
     name = "rand"
     comm_estimate_ms_per_mb: float | None = None
@@ -34,7 +54,7 @@ class RandomPlacer:
         return avail[: job.num_gpus] if len(avail) >= job.num_gpus else None
 
 
-class FirstFit:
+class FirstFit(CountFit):
     """FF: the first ``num_gpus`` GPUs with room, in (server, GPU) index order."""
 
     name = "ff"
@@ -48,7 +68,7 @@ class FirstFit:
         return avail[: job.num_gpus] if len(avail) >= job.num_gpus else None
 
 
-class LWF:
+class LWF(CountFit):
     """LWF-κ (Ada-SRSF Algorithm 1): least workload first, consolidated above κ GPUs.
 
     A GPU's workload is the remaining compute of the jobs assigned to it plus, for jobs that
@@ -61,6 +81,9 @@ class LWF:
       workload; take the first ``num_gpus`` of that concatenation.  This packs the job onto
       the fewest least-loaded servers.
     LS (list scheduling) is LWF with κ at least the job size: least-loaded GPUs for every job.
+
+    A job above κ re-sorts the server order even when it is refused (the reference sorts in
+    place before it looks for room): ``refuse`` is that sort, for the engine's indexed queue.
     """
 
     comm_estimate_ms_per_mb: float | None
@@ -73,6 +96,10 @@ class LWF:
         self.name = f"lwf{kappa}"
         self.comm_estimate_ms_per_mb = comm_estimate_ms_per_mb
         self._server_order: list[int] | None = None
+        self._slices: list[slice] = []  # each server's GPUs, for the mean workload
+        self._per = 1
+        # loads of refusals whose server-order sort is not applied yet (see ``refuse``)
+        self._pending: list[list[float]] = []
 
     def place(
         self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
@@ -87,18 +114,77 @@ class LWF:
             # GPU index order already breaks ties by (server, GPU); sort is stable.
             avail.sort(key=load.__getitem__)
             return avail[:n]
+        if count_eligible(job, cluster) < n:
+            self.refuse(cluster)  # the reference sorts the servers even then
+            return None
         per = cluster.spec.gpus_per_server
-        if self._server_order is None:
-            self._server_order = list(range(cluster.spec.num_servers))
-        self._server_order.sort(key=lambda s: sum(load[s * per : (s + 1) * per]) / per)
+        order = self.server_order(cluster)
         chosen: list[int] = []
-        for s in self._server_order:
+        for s in order:
             gpus = [g for g in range(s * per, (s + 1) * per) if free[g] >= need]
             gpus.sort(key=load.__getitem__)
             chosen.extend(gpus)
             if len(chosen) >= n:
-                return chosen[:n]
-        return None
+                break
+        return chosen[:n]
+
+    def server_order(self, cluster: ClusterView) -> list[int]:
+        """The persistent server order, stably sorted (in place) by mean GPU workload now,
+        after the sorts of earlier refusals."""
+        self._init(cluster)
+        self._apply_pending()
+        mean = self._means(cluster.load_ms)
+        assert self._server_order is not None
+        self._server_order.sort(key=mean.__getitem__)
+        return self._server_order
+
+    def refusal_changes_state(self, job: JobSpec) -> bool:
+        return job.num_gpus > self.kappa
+
+    def refuse(self, cluster: ClusterView) -> None:
+        """What refusing a job above κ does: sort the server order by the current loads.
+
+        Deferred: the loads are kept and the sorts applied when the order is next read.
+        Sorting stably by key ``L2`` an order sorted by ``L1`` orders by ``(L2, L1)``, so
+        a sort whose keys are all distinct makes every earlier one irrelevant: of a run of
+        deferred sorts only those from the last all-distinct one on are done (usually one)."""
+        self._init(cluster)
+        self._pending.append(list(cluster.load_ms))
+        if len(self._pending) >= 256:  # bounded memory
+            self._apply_pending()
+
+    def _init(self, cluster: ClusterView) -> None:
+        if self._server_order is None:
+            num, per = cluster.spec.num_servers, cluster.spec.gpus_per_server
+            self._server_order = list(range(num))
+            self._slices = [slice(s * per, (s + 1) * per) for s in range(num)]
+            self._per = per
+
+    def _means(self, load: Sequence[float]) -> list[float]:
+        # sum(load[s * per : (s + 1) * per]) / per for every server s, without a Python loop
+        return list(map(truediv, map(sum, map(load.__getitem__, self._slices)), repeat(self._per)))
+
+    def _apply_pending(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        assert self._server_order is not None
+        means: dict[int, list[float]] = {}
+        first = 0
+        for i in range(len(pending) - 1, -1, -1):
+            m = means[i] = self._means(pending[i])
+            if len(set(m)) == len(m):  # all distinct: the order before it does not matter
+                first = i
+                break
+        for i in range(first, len(pending)):
+            m = means[i] if i in means else self._means(pending[i])
+            self._server_order.sort(key=m.__getitem__)
+        pending.clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (and compared) with the deferred sorts applied."""
+        self._apply_pending()
+        return self.__dict__.copy()
 
 
 class ListScheduling(LWF):

@@ -63,7 +63,21 @@ def exclusive_free(cluster: ClusterView) -> list[int]:
     return [g for g, free in enumerate(cluster.free_mem_mb) if free >= cap]
 
 
-class CountPlacer:
+class ExclusiveFit:
+    """``fits`` for placers that succeed exactly when enough GPUs are wholly free and whose
+    refusals change nothing (:class:`~envs.sim.policies.base.FitIndexedPlacer`)."""
+
+    def fits(self, job: JobSpec, cluster: ClusterView) -> bool:
+        return len(exclusive_free(cluster)) >= job.num_gpus
+
+    def refusal_changes_state(self, job: JobSpec) -> bool:
+        return False
+
+    def refuse(self, cluster: ClusterView) -> None:
+        return None
+
+
+class CountPlacer(ExclusiveFit):
     """Tiresias ``count``: the first ``num_gpus`` free GPUs, exclusive."""
 
     name = "count"
@@ -77,7 +91,7 @@ class CountPlacer:
         return avail[: job.num_gpus] if len(avail) >= job.num_gpus else None
 
 
-class SkewPlacer:
+class SkewPlacer(ExclusiveFit):
     """Consolidate-if-skewed (module docstring).  ``tensors``: model name -> tensor sizes
     (MB); a job whose model is not listed raises ConfigError naming the known models."""
 

@@ -482,3 +482,15 @@ def test_default_fills_at_least_what_the_reference_fills() -> None:
             fixed.allocate(jobs, c_fixed, speed, SLOT_S)
             assert fixed.last_decisions[: len(ref.last_decisions)] == ref.last_decisions
             assert int(c_fixed.load.sum()) >= int(c_ref.load.sum())
+
+
+def test_jobstate_of_equals_the_constructor() -> None:
+    """The simulator's fast view constructor stores exactly what the dataclass would."""
+    spec = state(3, jtype((2, 4), (2, 0)), arrival=2, epochs=7.0).spec
+    made = JobState(spec, 1.25, 2, 1, 4)
+    fast = JobState.of(spec, 1.25, 2, 1, 4)
+    assert fast == made and hash(fast) == hash(made) and repr(fast) == repr(made)
+    assert (fast.worker_demand, fast.ps_demand) == ((2, 4), (2, 0))
+    assert fast.remaining_fraction == made.remaining_fraction
+    with pytest.raises(AttributeError):
+        fast.workers = 5  # type: ignore[misc]  # still frozen

@@ -77,6 +77,12 @@ def test_index_follows_the_placement_rule(
         assert c.free_cpu == [cpu_slots - u for u in used_cpu]
         assert c.free_gpu == [gpu_slots - u for u in used_gpu]
         assert c.is_empty() == (sum(used_cpu) + sum(used_gpu) == 0)
+        # occupied & fit_positions: whether the demand fits on some node
+        fits_somewhere = any(
+            cpu <= cpu_slots - uc and gpu <= gpu_slots - ug
+            for uc, ug in zip(used_cpu, used_gpu, strict=True)
+        )
+        assert bool(c.occupied & c.fit_positions(cpu, gpu)) == fits_somewhere
 
 
 def test_placement_rules_on_a_worked_example() -> None:
@@ -104,3 +110,15 @@ def test_placement_names_are_checked() -> None:
         SlotCluster(ElasticCluster(2), placement="worst_fit")
     with pytest.raises(ConfigError, match="contradicts"):
         SlotCluster(ElasticCluster(2), strict_reference=True, placement="first_fit")
+
+
+def test_bundle_demand_is_checked_and_summed() -> None:
+    c = SlotCluster(ElasticCluster(2))
+    assert c.bundle_demand((2, 4), (2, 0)) == (4, 4)
+    assert c.bundle_demand([2, 4], [2, 0]) == (4, 4)  # type: ignore[arg-type]  # lists too
+    node = c.take(*c.bundle_demand((2, 4), (2, 0)))
+    assert node == 0 and c.free(0) == (4, 4)
+    with pytest.raises(ConfigError, match="non-negative integers"):
+        c.bundle_demand((2, -1), (2, 0))
+    with pytest.raises(ConfigError, match="non-negative integers"):
+        c.fit_positions(1.5, 0)  # type: ignore[arg-type]

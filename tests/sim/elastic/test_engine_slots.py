@@ -219,3 +219,167 @@ def test_bad_config_is_a_clear_error() -> None:
         ContentionSlotSimulator(ElasticCluster(num_nodes=2), [_job(0)], None)
     with pytest.raises(ConfigError, match="1 worker"):
         engine_job(0, RESNET, 0, 1, 5, ContentionConfig())
+
+
+# ---------------------------------------------------------------- exact reuse of slot states
+def _slots(sim: ContentionSlotSimulator, n: int) -> list:
+    sim.reset()
+    return [_one_slot(sim) for _ in range(n)]
+
+
+def test_reuse_lone_job_simulates_only_the_first_and_the_finishing_slot() -> None:
+    # alone on fixed nodes every slot is the same engine run until the job can finish in it
+    cluster = ElasticCluster(num_nodes=3, slot_s=100.0)
+    it_s = 0.449 + _eff_mb() * NET_B / 1000.0
+    job = _job(0, epochs=3.5 * 100.0 / it_s / 115)
+    results = []
+    for reuse in (True, False):
+        cfg = ContentionConfig(min_steps_per_slot=None, global_batch_workers=1, reuse_slots=reuse)
+        sim = ContentionSlotSimulator(cluster, [job], Pinned({0: ([0], [1])}), cfg)
+        results.append(sim.run())
+        if reuse:
+            # slot 0 simulated, slots 1-2 reused, slot 3 (the job finishes) simulated again
+            assert (sim.stats.simulated, sim.stats.reused, sim.stats.slots) == (2, 2, 4)
+    assert results[0] == results[1]
+    assert results[0].jobs[0].finish == pytest.approx(3.5, rel=1e-9)
+
+
+def test_reuse_is_up_to_node_relabelling_and_not_across_co_location() -> None:
+    cluster = ElasticCluster(num_nodes=4, slot_s=100.0)
+    layouts = [
+        {0: ([0], [1]), 1: ([2], [3])},  # both jobs spread
+        {0: ([3], [2]), 1: ([1], [0])},  # the same up to renaming nodes: reused
+        {0: ([0], [1]), 1: ([0], [3])},  # both workers on node 0: a different run
+    ]
+
+    class Cycle(Pinned):
+        def allocate(self, jobs, cluster, speed, slot_s):
+            self.where = layouts[min(jobs[0].slots_run, 2)]
+            return super().allocate(jobs, cluster, speed, slot_s)
+
+    recs = {}
+    for reuse in (True, False):
+        cfg = ContentionConfig(min_steps_per_slot=None, global_batch_workers=1, reuse_slots=reuse)
+        sim = ContentionSlotSimulator(cluster, [_job(0), _job(1)], Cycle({}), cfg)
+        recs[reuse] = _slots(sim, 3)
+        assert sim.stats.reused == (1 if reuse else 0)
+    assert [r.epochs for r in recs[True]] == [r.epochs for r in recs[False]]
+    alone = 100.0 / (0.449 + _eff_mb() * NET_B / 1000.0) / 115
+    shared = 100.0 / (0.449 + _eff_mb() * (2 * NET_B + NET_ETA) / 1000.0) / 115
+    for rec, want in zip(recs[True], (alone, alone, shared), strict=True):
+        assert rec.epochs[0] == pytest.approx(want, rel=1e-12)
+        assert rec.epochs[1] == pytest.approx(want, rel=1e-12)
+
+
+LONG = DL2Setting(
+    num_nodes=6, num_jobs=8, max_arrivals_per_slot=3, J=8, max_epochs=3000, max_workers=6, max_ps=6
+)
+TINY = DL2Setting(
+    num_nodes=6, num_jobs=6, max_arrivals_per_slot=3, J=6, max_epochs=40, max_workers=4, max_ps=4
+)
+
+
+@pytest.mark.parametrize(
+    ("alloc", "min_steps"),
+    [(a, 5) for a in (DRF, FIFO, SRTF, Tetris, Optimus)] + [(DRF, None), (Optimus, None)],
+)
+def test_reuse_gives_bit_identical_runs(alloc, min_steps) -> None:
+    # compressed: 1200-s slots of the 8-job workload; exact (every iteration): 60-s slots of
+    # a 6-job one
+    cluster = ElasticCluster(num_nodes=6, slot_s=1200.0 if min_steps else 60.0)
+    for seed in range(2):
+        jobs = (SMALL if min_steps else TINY).workload(seed)
+        runs, stats = [], []
+        for reuse in (True, False):
+            cfg = ContentionConfig(min_steps_per_slot=min_steps, reuse_slots=reuse)
+            sim = ContentionSlotSimulator(cluster, jobs, alloc(), cfg)
+            runs.append(sim.run())
+            stats.append(sim.stats)
+        assert runs[0] == runs[1]
+        on, off = stats
+        assert on.slots == off.slots == on.simulated + on.reused
+        assert off.reused == 0 and on.events <= off.events
+    assert on.reused > 0  # the slot state repeats in these runs
+
+
+def test_reuse_with_core_placers_only_where_the_run_is_a_function_of_the_key() -> None:
+    jobs = LONG.workload(1)
+    for placer, comm, reusable in (
+        ("ff", "fs", True),
+        ("lwf1", "fs", False),  # reads the GPUs' load (remaining work)
+        ("rand", "fs", False),  # seeded per slot
+        ("ff", "srsf1", False),  # admission reads priorities that move within a slot
+    ):
+        runs = []
+        for reuse in (True, False):
+            cfg = ContentionConfig(min_steps_per_slot=5, comm=comm, reuse_slots=reuse)
+            sim = ContentionSlotSimulator(
+                ElasticCluster(num_nodes=6), jobs, DRF(), cfg, placer=placer
+            )
+            runs.append(sim.run())
+            if reuse:
+                assert (sim.stats.reused > 0) == reusable, (placer, comm)
+        assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------- measurement window
+def test_window_is_exact_for_a_lone_job_and_simulates_the_finishing_slot() -> None:
+    # identical iterations: the rate over the window's second half is the slot's rate
+    cluster = ElasticCluster(num_nodes=3, slot_s=100.0)
+    it_s = 0.449 + _eff_mb() * NET_B / 1000.0
+    job = _job(0, epochs=3.5 * 100.0 / it_s / 115)
+    cfg = ContentionConfig(
+        min_steps_per_slot=None, global_batch_workers=1, measure_fraction=0.2, reuse_slots=False
+    )
+    sim = ContentionSlotSimulator(cluster, [job], Pinned({0: ([0], [1])}), cfg)
+    result = sim.run()
+    assert result.jobs[0].finish == pytest.approx(3.5, rel=1e-9)
+    # slots 0-2 from the window; slot 3, where the job finishes, simulated to its end
+    assert (sim.stats.windowed, sim.stats.simulated) == (3, 4)
+    first = 100.0 / it_s / 115
+    sim.reset()
+    assert _one_slot(sim).epochs[0] == pytest.approx(first, rel=1e-9)
+
+
+def test_window_error_against_the_whole_slot_is_bounded() -> None:
+    # the same slot states rated both ways (the whole-slot rates drive the run)
+    errors: list[float] = []
+
+    class Shadow(ContentionSlotSimulator):
+        def _slot_rates(self, t, allocation):
+            full = self.config
+            self.config = ContentionConfig(min_steps_per_slot=5, measure_fraction=0.3)
+            self._cache = {}
+            approx = super()._slot_rates(t, allocation)
+            self.config = full
+            rates = super()._slot_rates(t, allocation)
+            assert rates is not None and approx is not None
+            errors.extend(abs(approx[j] - r) / r for j, r in rates.items() if r > 0)
+            return rates
+
+    cfg = ContentionConfig(min_steps_per_slot=5, reuse_slots=False)
+    for alloc in (DRF, Optimus):
+        for seed in range(2):
+            Shadow(ElasticCluster(num_nodes=6), LONG.workload(seed), alloc(), cfg).run()
+    mean = sum(errors) / len(errors)
+    assert len(errors) > 200
+    assert mean < 0.05 and max(errors) < 0.5, (mean, max(errors))
+
+
+def test_bad_window_is_a_clear_error() -> None:
+    for bad in (0.0, -0.1, 1.5, "half"):
+        with pytest.raises(ConfigError, match="measure_fraction"):
+            ContentionConfig(measure_fraction=bad)  # type: ignore[arg-type]
+
+
+def test_a_fractional_last_step_longer_than_the_slot_finishes() -> None:
+    # one step = 0.449 s + 2.22 s of exchange > the 1-s slot; the job needs half a step:
+    # 0.3745 of a step in slot 0, the remaining 0.1255 step at solo speed in slot 1
+    cluster = ElasticCluster(num_nodes=3, slot_s=1.0)
+    it_s = 0.449 + _eff_mb() * NET_B / 1000.0
+    assert it_s > 1.0
+    job = _job(0, epochs=0.5 / 115)
+    sim = ContentionSlotSimulator(cluster, [job], Pinned({0: ([0], [1])}), EXACT)
+    result = sim.run()
+    assert result.jobs[0].finish == pytest.approx(0.5 * it_s, rel=1e-9)
+    assert result.num_slots == 2
