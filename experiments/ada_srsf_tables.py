@@ -20,6 +20,7 @@ import argparse
 from collections.abc import Sequence
 
 import numpy as np
+from _common import seed_list
 
 from envs.sim import ClusterSpec, SimConfig, SimResult, simulate
 from envs.sim.stacks import REFERENCE_ALGO, STACKS, TABLE_IV, TABLE_V
@@ -177,18 +178,11 @@ def adadual_verdict(seeds: Sequence[int]) -> None:
     )
 
 
-def _seed_range(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = text.split("-")
-        return list(range(int(lo), int(hi) + 1))
-    return [int(x) for x in text.split(",")]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--table", choices=["IV", "V"], required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--correct-seeds", type=_seed_range, default=list(range(10)))
+    ap.add_argument("--correct-seeds", type=seed_list, default=list(range(10)))
     args = ap.parse_args()
     stacks = TABLE_IV if args.table == "IV" else TABLE_V
     print(f"## Ada-SRSF Table {args.table}: {', '.join(STACKS[s] for s in stacks)}")

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from _common import DL2_REFERENCE_JCT, seed_list
 
 from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Allocator, Optimus, Tetris
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
@@ -37,24 +38,12 @@ ALLOCATORS: dict[str, tuple[Callable[[], Allocator], Callable[[], Allocator]]] =
     "tetris": (Tetris, Tetris.reference),
     "optimus": (Optimus, Optimus.reference),
 }
-#: DL² reference code, Google arrivals, "Normal" lengths (dl2.md §0; JCT in slots).
-REFERENCE = {
-    "small": {"optimus": 85.0, "drf": 117.2, "srtf": 519.6, "fifo": 520.1, "tetris": 963.2},
-    "large": {"optimus": 28.9, "drf": 41.4, "fifo": 55.0, "srtf": 55.3, "tetris": 60.1},
-}
-
-
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = text.split("-")
-        return list(range(int(lo), int(hi) + 1))
-    return [int(x) for x in text.split(",")]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--setting", choices=["small", "large"], default="small")
-    ap.add_argument("--seeds", type=_seeds, default=list(range(5)))
+    ap.add_argument("--seeds", type=seed_list, default=list(range(5)))
     ap.add_argument("--speed", choices=["measured", "analytical"], default="measured")
     args = ap.parse_args()
     setting = DL2_SMALL if args.setting == "small" else DL2_LARGE
@@ -106,7 +95,7 @@ def main() -> None:
                 mk.append(s["makespan_slots"])
                 cpu_u.append(s["mean_cpu_util"])
                 gpu_u.append(s["mean_gpu_util"])
-            ref = REFERENCE[args.setting].get(name, float("nan"))
+            ref = DL2_REFERENCE_JCT[args.setting].get(name, float("nan"))
             print(
                 f"| {name} | {variant} | {np.mean(jct):.1f} | {np.std(jct):.1f} | "
                 f"{np.mean(mk):.1f} | {100 * np.mean(cpu_u):.1f}% | {100 * np.mean(gpu_u):.1f}% | "

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from _common import DL2_REFERENCE_JCT, seed_list
 
 from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Allocator, FixedDemand, Optimus, Tetris
 from envs.sim.elastic.engine_slots import (
@@ -67,25 +68,6 @@ ALLOCATORS: dict[str, Callable[[], Allocator]] = {
 }
 SPEEDS = ("measured", "analytical", "contention")
 SETTINGS = {"small": DL2_SMALL, "large": DL2_LARGE}
-#: DL² reference code, Google arrivals, "Normal" lengths, measured speeds (dl2.md §0; slots)
-REFERENCE = {
-    "small": {"optimus": 85.0, "drf": 117.2, "srtf": 519.6, "fifo": 520.1, "tetris": 963.2},
-    "large": {"optimus": 28.9, "drf": 41.4, "fifo": 55.0, "srtf": 55.3, "tetris": 60.1},
-}
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        if "-" in text:
-            lo, hi = text.split("-")
-            seeds = list(range(int(lo), int(hi) + 1))
-        else:
-            seeds = [int(x) for x in text.split(",")]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"seeds: '0-2' or '0,3,5', got {text!r}") from e
-    if not seeds:
-        raise argparse.ArgumentTypeError(f"seeds: empty range {text!r}")
-    return seeds
 
 
 def run_one(
@@ -162,7 +144,7 @@ def table(
             gu = np.mean([r["mean_gpu_util"] for r, _, _ in rows])
             cpu_s = float(np.mean([c for _, c, _ in rows]))
             notes = ", ".join(n for _, _, n in rows if n) or "-"
-            ref = REFERENCE[name][a] if sp == "measured" else math.nan
+            ref = DL2_REFERENCE_JCT[name][a] if sp == "measured" else math.nan
             print(
                 f"| {a} | {sp} | {jct.mean():.1f} | {jct.std():.1f} | {jct_s:,.0f} | {mk:.1f} | "
                 f"{cu:.1%} | {gu:.1%} | {cpu_s:.1f} | {notes} | "
@@ -183,7 +165,7 @@ def bias() -> None:
         max_workers=8,
         max_ps=8,
     )
-    cluster = ElasticCluster(num_nodes=8, slot_s=1200.0)
+    cluster = setting.cluster()
     print(
         "| allocator | seed | min_steps_per_slot | measure_fraction | avg JCT (slots) | makespan "
         "| slots simulated/total | engine events | CPU-s |"
@@ -357,7 +339,7 @@ def ada(seeds: list[int], slot_s: float, min_steps: int | None, time_unit: float
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--setting", choices=sorted(SETTINGS), default="small")
-    ap.add_argument("--seeds", type=_seeds, default=[0, 1, 2])
+    ap.add_argument("--seeds", type=seed_list, default=[0, 1, 2])
     ap.add_argument("--min-steps", type=int, default=50, help="0 = exact (every iteration)")
     ap.add_argument("--speeds", default="measured,contention", help="comma list of " + str(SPEEDS))
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))

@@ -1,0 +1,30 @@
+"""What several experiment scripts share: the ``--seeds`` parser and DL²'s reference numbers.
+
+The scripts run as ``python experiments/<script>.py``, so this directory is on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: DL² reference code, Google arrivals, "Normal" lengths, measured speeds (dl2.md §0; avg JCT
+#: in slots).
+DL2_REFERENCE_JCT = {
+    "small": {"optimus": 85.0, "drf": 117.2, "srtf": 519.6, "fifo": 520.1, "tetris": 963.2},
+    "large": {"optimus": 28.9, "drf": 41.4, "fifo": 55.0, "srtf": 55.3, "tetris": 60.1},
+}
+
+
+def seed_list(text: str) -> list[int]:
+    """``'0-2'`` (inclusive range) or ``'0,3,5'``, for ``argparse`` ``type=``."""
+    try:
+        if "-" in text:
+            lo, hi = text.split("-")
+            seeds = list(range(int(lo), int(hi) + 1))
+        else:
+            seeds = [int(x) for x in text.split(",")]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"seeds: '0-2' or '0,3,5', got {text!r}") from e
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"seeds: empty range {text!r}")
+    return seeds
