@@ -609,9 +609,6 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self._fits = fits
         return True
 
-    def _any_valid(self) -> bool:
-        return self._n_valid > 0
-
     def _close_mask(self) -> None:
         self._mbytes[:] = self._closed_bytes
         self._n_valid = 0
