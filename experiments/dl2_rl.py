@@ -36,10 +36,11 @@ from agents.evaluation import (  # noqa: E402
     evaluate_random,
 )
 from agents.exploration import ExplorationConfig  # noqa: E402
-from envs.gym.factory import EnvConfig, coerce_env_config  # noqa: E402
+from envs.gym.factory import EnvConfig, coerce_env_config, make_env  # noqa: E402
+from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds  # noqa: E402
 from pretrain.teachers import make_teacher  # noqa: E402
 
-HEURISTICS = ("drf", "srtf", "tetris", "optimus", "adasrsf")
+HEURISTICS = ("drf", "srtf", "tetris", "optimus", "esrtf", "adasrsf")
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> None:
@@ -66,6 +67,17 @@ def _stats(results: list[EpisodeResult]) -> tuple[float, float]:
     return float(x.mean()), float(half)
 
 
+def _lower_bound(env_cfg: EnvConfig, seed: int) -> float:
+    """No policy of the env can have a lower avg JCT on workload ``seed`` (bounds.py): the
+    window bound, or the solo bound when jobs beyond the window are allocated too."""
+    env = make_env(env_cfg, seed=seed)
+    env.reset(seed=seed)
+    sim = env._require_sim()
+    if env.allocator_for_unused is not None:
+        return mean_jct(solo_bounds(env.jobs, sim.spec, sim.speed))
+    return mean_jct(window_bounds(env.jobs, sim.spec, sim.speed, env.J))
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     runs = [Path(p) for p in args.runs if (Path(p) / "summary.json").is_file()]
     if not runs:
@@ -87,6 +99,9 @@ def cmd_report(args: argparse.Namespace) -> None:
             "uniform, job-aware exploration rules always on",
         )
     )
+    bound = np.array([_lower_bound(env_cfg, s) for s in seeds])
+    half = 1.96 * bound.std(ddof=1) / np.sqrt(len(bound)) if len(bound) > 1 else 0.0
+    rows.append(("lower bound", (float(bound.mean()), float(half)), "no policy can do better"))
     done_clones: set[str] = set()
     curves: list[str] = []
     for run in runs:

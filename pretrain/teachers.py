@@ -10,6 +10,8 @@ its slot decision into the env's incremental actions.  Names:
 ``srtf``       SRTF (alias ``srsf``): least remaining fraction first
 ``tetris``     Tetris packing
 ``optimus``    Optimus's marginal-gain greedy on the speed model
+``esrtf``      dlsched's EfficientSRTF: shortest estimated remaining time first, each job
+               at the smallest allocation within 92% of its best speed
 ``adasrsf``    the fixed-demand Ada-SRSF stack in the elastic world: every job asks for
                ``workers`` workers (and as many PS, bundled), all or nothing, least remaining
                service first (remaining epochs x demand); the core's LWF placement and
@@ -28,6 +30,7 @@ from envs.sim.elastic.allocators import (
     FIFO,
     SRTF,
     Allocator,
+    EfficientSRTF,
     FixedDemand,
     JobState,
     Optimus,
@@ -63,6 +66,7 @@ TEACHERS: dict[str, Callable[..., Allocator]] = {
     "srtf": SRTF,
     "tetris": Tetris,
     "optimus": Optimus,
+    "esrtf": EfficientSRTF,
     "adasrsf": lambda workers=DEFAULT_FIXED_WORKERS: UniformDemand(workers, order="srsf"),
     "tiresias": lambda workers=DEFAULT_FIXED_WORKERS: UniformDemand(workers, order="las"),
 }

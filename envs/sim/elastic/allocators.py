@@ -1,4 +1,5 @@
-"""Per-slot allocators of DL²'s elastic world: DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand.
+"""Per-slot allocators of DL²'s elastic world: DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand,
+and dlsched's own EfficientSRTF.
 
 An allocator is asked once per time slot, with the cluster empty, how many workers and
 parameter servers (PS) every active job gets in this slot.  It places every task through the
@@ -43,7 +44,7 @@ import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 import numpy as np
 
@@ -177,6 +178,11 @@ class _Base:
         self.last_decisions.append((job.job_id, "bundle", node))
         return True
 
+    @classmethod
+    def reference(cls) -> Self:
+        """The allocator with every switch set to DL²'s reference behaviour."""
+        return cls(stop_at_first_failure=True)
+
     @staticmethod
     def _result(counts: dict[int, list[int]]) -> dict[int, tuple[int, int]]:
         return {jid: (c[0], c[1]) for jid, c in counts.items()}
@@ -193,10 +199,6 @@ class DRF(_Base):
     """
 
     name = "drf"
-
-    @classmethod
-    def reference(cls) -> DRF:
-        return cls(stop_at_first_failure=True)
 
     def allocate(
         self,
@@ -273,10 +275,6 @@ class FIFO(_InTurn):
 
     name = "fifo"
 
-    @classmethod
-    def reference(cls) -> FIFO:
-        return cls(stop_at_first_failure=True)
-
     def _key(self, job: JobState) -> tuple[float, ...]:
         return (job.arrival, job.job_id)
 
@@ -286,10 +284,6 @@ class SRTF(_InTurn):
     (not remaining time), ties by arrival then job id; each job up to its caps."""
 
     name = "srtf"
-
-    @classmethod
-    def reference(cls) -> SRTF:
-        return cls(stop_at_first_failure=True)
 
     def _key(self, job: JobState) -> tuple[float, ...]:
         return (job.remaining_fraction, job.arrival, job.job_id)
@@ -429,10 +423,6 @@ class Optimus(_Base):
     def __init__(self, *, oracle_speed_factor: bool = False, stop_at_first_failure: bool = False):
         super().__init__(stop_at_first_failure=stop_at_first_failure)
         self.oracle_speed_factor = oracle_speed_factor
-
-    @classmethod
-    def reference(cls) -> Optimus:
-        return cls(stop_at_first_failure=True)
 
     def __repr__(self) -> str:
         return (
@@ -606,6 +596,117 @@ class FixedDemand(_Base):
         return self._result(counts)
 
 
+class EfficientSRTF(_Base):
+    """Shortest remaining time first at an efficient allocation (dlsched's own heuristic, not
+    from the literature; added as a stronger baseline than Optimus on DL²'s settings).
+
+    Each job's *target* is the smallest allocation (fewest tasks; ties: faster, then fewer
+    workers) within its caps whose speed is at least ``efficiency`` times the best speed over
+    its caps (the measured table has diminishing and even negative returns, so the last few
+    percent of speed cost many tasks).  Jobs are served in order of their estimated
+    remaining slots at the target (``remaining_epochs / epochs_per_slot``, declared epochs,
+    ``speed_factor`` unknown unless ``oracle_speed_factor``, as for :class:`Optimus`; ties:
+    arrival, id); each gets workers and PSs towards its target, the role further behind its
+    target share first (ties: worker), each on the least-loaded node.  A task that does not
+    fit ends the job's growth; a job left without a worker or a PS releases its tasks.
+    ``stop_at_first_failure`` ends the slot at the first task that does not fit.
+
+    ``efficiency = 0.92`` was chosen on the pretraining workloads of DL²'s small setting
+    (seeds 1000-1005, through the env: 0.80 / 0.85 / 0.90 / 0.92 / 0.95 / 0.97 give avg JCT
+    92.4 / 88.8 / 85.4 / 82.6 / 86.6 / 91.3 slots; DRF 134.6, Optimus 99.8).
+    """
+
+    name = "esrtf"
+
+    def __init__(
+        self,
+        efficiency: float = 0.92,
+        *,
+        oracle_speed_factor: bool = False,
+        stop_at_first_failure: bool = False,
+    ) -> None:
+        super().__init__(stop_at_first_failure=stop_at_first_failure)
+        if not 0.0 < efficiency <= 1.0:
+            raise ConfigError(f"EfficientSRTF: efficiency must be in (0, 1], got {efficiency}")
+        self.efficiency = float(efficiency)
+        self.oracle_speed_factor = oracle_speed_factor
+        self._targets: dict[tuple[int, int, int], tuple[float, int, int]] = {}
+        self._targets_of: SpeedModel | None = None  # the speed model the cache is for
+
+    def __repr__(self) -> str:
+        return (
+            f"EfficientSRTF(efficiency={self.efficiency}, "
+            f"oracle_speed_factor={self.oracle_speed_factor}, "
+            f"stop_at_first_failure={self.stop_at_first_failure})"
+        )
+
+    def target(self, job: JobState, speed: SpeedModel) -> tuple[float, int, int]:
+        """``(iterations/s, workers, ps)`` of ``job``'s target allocation (cached per type,
+        caps and speed model)."""
+        spec = job.spec
+        if speed is not self._targets_of:
+            self._targets, self._targets_of = {}, speed
+        key = (spec.type.index, spec.max_workers, spec.max_ps)
+        got = self._targets.get(key)
+        if got is None:
+            ty = spec.type
+            grid = [
+                (float(speed.speed(ty, p, w)), w, p)
+                for w in range(1, spec.max_workers + 1)
+                for p in range(1, spec.max_ps + 1)
+            ]
+            top = max(g[0] for g in grid)
+            if top <= 0:
+                got = (0.0, 1, 1)
+            else:
+                ok = [g for g in grid if g[0] >= self.efficiency * top]
+                got = min(ok, key=lambda g: (g[1] + g[2], -g[0], g[1]))
+            self._targets[key] = got
+        return got
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+
+        def remaining_slots(job: JobState) -> float:
+            its = self.target(job, speed)[0]
+            if self.oracle_speed_factor:
+                its *= job.spec.speed_factor
+            per_slot = its * slot_s / job.spec.type.iterations_per_epoch
+            return slots_to_finish(job.remaining_epochs, per_slot)
+
+        order = sorted(by_id.values(), key=lambda j: (remaining_slots(j), j.arrival, j.job_id))
+        for job in order:
+            _, tw, tp = self.target(job, speed)
+            c = counts[job.job_id]
+            placed: list[Decision] = []
+            while c[0] < tw or c[1] < tp:
+                worker = c[1] >= tp or (c[0] < tw and c[0] * tp <= c[1] * tw)
+                role = "worker" if worker else "ps"
+                node = cluster.place_least_loaded(*(job.worker_demand if worker else job.ps_demand))
+                if node is None:
+                    break
+                c[0 if worker else 1] += 1
+                placed.append((job.job_id, role, node))
+            self.last_decisions.extend(placed)
+            failed = c[0] < tw or c[1] < tp
+            if c[0] == 0 or c[1] == 0:
+                for _, role, node in placed:
+                    cluster.release(
+                        *(job.worker_demand if role == "worker" else job.ps_demand), node
+                    )
+                del self.last_decisions[len(self.last_decisions) - len(placed) :]
+                c[0] = c[1] = 0
+            if failed and self.stop_at_first_failure:
+                break
+        return self._result(counts)
+
+
 ALLOCATORS: dict[str, type[_Base]] = {
-    cls.name: cls for cls in (DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand)
+    cls.name: cls for cls in (DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand, EfficientSRTF)
 }

@@ -16,6 +16,7 @@ from envs.sim.elastic.allocators import (
     DRF,
     FIFO,
     SRTF,
+    EfficientSRTF,
     FixedDemand,
     JobState,
     Optimus,
@@ -369,6 +370,8 @@ ALLOCATORS = [
     lambda jobs: Tetris.reference(),
     lambda jobs: Optimus(),
     lambda jobs: Optimus.reference(),
+    lambda jobs: EfficientSRTF(),
+    lambda jobs: EfficientSRTF.reference(),
     lambda jobs: _fixed(jobs, False),
     lambda jobs: _fixed(jobs, True),
 ]
