@@ -13,13 +13,13 @@ scheduler is run), both in slots and directly comparable with
   starts no earlier than its arrival slot.
 * :func:`window_bounds` -- the same jobs behind the Gymnasium environment's window
   (:class:`~envs.gym.cluster_env.ClusterEnv` with its default ``allocator_for_unused=None``):
-  only the first ``J`` active jobs in arrival order can get tasks, so the jobs form a
-  first-come-first-served queue in front of ``J`` "servers".  A job enters the window at the
-  first slot start at which fewer than ``J`` earlier jobs are still active, and then needs
-  at least its solo time.  Start times in a FCFS multi-server queue are monotone in service
-  times (a longer service never lets a later job start earlier), and rounding a window
-  entry up to the next slot start is monotone too, so these queue completion times are
-  lower bounds of every policy's completion times through the env.
+  only the first ``J`` active jobs in arrival order can get tasks.  Job ``n`` (in arrival
+  order) can first get tasks at the first slot start ``t >= arrival`` at which fewer than
+  ``J`` earlier jobs are unfinished, i.e. ``t >= `` the ``J``-th largest finish time of
+  the earlier jobs, and it then needs at least its solo time.  By induction over arrival
+  order, if every earlier job finishes no earlier than its bound, the ``J``-th largest
+  finish time is no earlier either, so job ``n`` enters and finishes no earlier than its
+  bound: these completion times are lower bounds for every policy of the env.
 
 Both ignore that jobs compete for the cluster's capacity, so real schedulers stay above them
 (tests check every heuristic against them); on DL²'s small setting the window bound alone is
