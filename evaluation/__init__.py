@@ -17,7 +17,7 @@ Modules (imports point downward):
 **Schedulers.**  ``<kind>:<argument>``; a name with no registered kind prefix is a
 contention-engine stack (``lwf1_adasrsf``, ``fifo:lwf4_srsf2``, see ``envs/sim/stacks.py``):
 ``stack:<name>``, ``elastic:<allocator>`` (``drf``, ``fifo``, ``srtf``, ``tetris``, ``optimus``,
-``fixed``; settings under ``elastic.*``) and ``policy:<path>`` (a checkpoint directory, a
+``esrtf``, ``fixed``; settings under ``elastic.*``) and ``policy:<path>`` (a checkpoint directory, a
 ``model.zip`` or a pretraining ``policy.pt``; ``policy_eval.deterministic``,
 ``policy_eval.sample_seed``).
 

@@ -6,8 +6,8 @@ contention-engine stack (``lwf1_adasrsf``, ``fifo:lwf4_srsf2``, see ``envs/sim/s
 
 - ``stack:<name>`` — the contention engine (:func:`envs.sim.simulate`) with a named stack;
 - ``elastic:<allocator>`` — DL²'s slot simulator with ``drf``, ``fifo``, ``srtf``, ``tetris``,
-  ``optimus`` or ``fixed`` (``envs/sim/elastic``), or the same allocator driven through the DL²
-  Gymnasium env when the run is in env mode (:mod:`evaluation.env_runs`);
+  ``optimus``, ``esrtf`` or ``fixed`` (``envs/sim/elastic``), or the same allocator driven
+  through the DL² Gymnasium env when the run is in env mode (:mod:`evaluation.env_runs`);
 - ``policy:<path>`` — a trained DL²-style policy (:mod:`evaluation.policy`).
 
 A new kind is a class with ``name``, ``needs``, ``check(arg, cfg)`` and ``run(task) ->
