@@ -19,6 +19,7 @@ import argparse
 import csv
 import functools
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -69,7 +70,10 @@ def _stats(results: list[EpisodeResult]) -> tuple[float, float]:
 
 def _lower_bound(env_cfg: EnvConfig, seed: int) -> float:
     """No policy of the env can have a lower avg JCT on workload ``seed`` (bounds.py): the
-    window bound, or the solo bound when jobs beyond the window are allocated too."""
+    window bound, or the solo bound when jobs beyond the window are allocated too; NaN when
+    the env's rates do not come from its speed model (the contention speed mode)."""
+    if getattr(env_cfg, "speed", "measured") != "measured":
+        return math.nan
     env = make_env(env_cfg, seed=seed)
     env.reset(seed=seed)
     sim = env._require_sim()
