@@ -110,8 +110,17 @@ def pretrain(
     seeds = [config.seed_offset + i for i in range(config.num_workloads)]
     if config.dataset:
         data = TeacherDataset.load(config.dataset)
-        if data.meta.get("env") not in (None, env_config.as_dict()):
-            raise ConfigError(f"{config.dataset} was collected with env {data.meta.get('env')}")
+        then, now = data.meta.get("env"), env_config.as_dict()
+        if then is not None and then != now:
+            diff = {
+                k: (then.get(k, "<absent>"), now.get(k, "<absent>"))
+                for k in sorted(set(then) | set(now))
+                if then.get(k, "<absent>") != now.get(k, "<absent>")
+            }
+            raise ConfigError(
+                f"{config.dataset} was collected with another env; differing keys "
+                f"(dataset, this run): {diff}"
+            )
     else:
         data = collect(teacher, env_config, seeds, teacher_options=config.teacher_options)
     data.save(out / "dataset")
