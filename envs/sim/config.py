@@ -17,8 +17,11 @@ class Fidelity(enum.Enum):
     ``FAST``: every job runs ``K`` consecutive iterations as one step with ``K`` times the
     forward, backward and all-reduce, ``K = shortest job's iterations // fast_min_steps``.
     Work is conserved exactly; GPU time-sharing and NIC contention happen at step
-    granularity, which biases JCTs (measured in EXPERIMENTS.md): explore with it, report
-    with FULL.  Continuous time only."""
+    granularity; a communication scheduler that compares a job's one-iteration size with a
+    running task's remainder (AdaDUAL) is told that remainder divided by the asking job's
+    ``K``, i.e. it compares step sizes.  The schedule this gives differs from FULL's and
+    the avg JCT is biased by several percent either way (measured in EXPERIMENTS.md, up to
+    15% at paper scale): explore with it, report with FULL.  Continuous time only."""
 
     FULL = "full"
     FAST = "fast"

@@ -1207,15 +1207,25 @@ class Simulator:
         In tick mode this is the reference's probe: one tick of progress at the current rate
         counts (it is banked at the end of this tick); with ``probe_side_effect`` the probe
         also *adds* that tick to the task, once per call.
+
+        FAST fidelity: a job asking to start a merged all-reduce of ``chunk`` iterations is
+        told the remainder divided by its ``chunk``, so that a scheduler comparing it with
+        one iteration's size (AdaDUAL's ratio test) compares the two steps' sizes.
         """
         task = cast(CommTask, view)
         t = self.now
-        if self._asking is not None:
-            self._asking.probe_target = task
+        asking = self._asking
+        if asking is not None:
+            asking.probe_target = task
+        if self.tick is None:
+            rem = task.size_mb
+            if task.start_t != t:
+                rem -= task.trans + (t - task.bank_t) * task.speed
+            if asking is not None and asking.chunk > 1:
+                rem /= asking.chunk
+            return rem
         if task.start_t == t:
             return task.size_mb
-        if self.tick is None:
-            return task.size_mb - (task.trans + (t - task.bank_t) * task.speed)
         self._bank_to(task, t - self.tick)
         step = task.speed * self.tick
         if self.cfg.probe_side_effect:
