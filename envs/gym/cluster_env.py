@@ -109,6 +109,14 @@ is a fresh dict with every documented key on every step; the episode's results
 (``sim.result()``) are computed only on the terminating step.  ``benchmarks/bench_env.py``
 measures the rate (EXPERIMENTS.md).
 
+**Contention speed mode**: :class:`ContentionClusterEnv` (built by
+:func:`envs.gym.factory.make_env` for ``speed="contention"``) is the same env whose slots are
+simulated in the contention engine (:class:`~envs.sim.elastic.engine_slots.
+ContentionSlotSimulator`): the engine places the tasks where the env put them (its placement
+log is the simulator's ``last_decisions``), or, with ``placer=`` a core placement token such
+as ``"lwf1"``, uses only the per-job counts.  The default :class:`ClusterEnv` path is
+unchanged (its simulator is built by :meth:`ClusterEnv._new_sim`).
+
 **Registration**: importing :mod:`envs.gym` registers :data:`ENV_ID`; ``gymnasium.make(
 "envs.gym:dlsched/Cluster-v0", ...)`` imports it on demand (Gymnasium 1.x's ``module:id``
 syntax; Gymnasium 1.x no longer loads ``gymnasium.envs`` entry-point plugins).
@@ -129,6 +137,11 @@ from gymnasium.error import ResetNeeded
 
 from envs.sim.elastic.allocators import Allocator, JobState, dominant_share
 from envs.sim.elastic.cluster import Placement, SlotCluster, placement_rule
+from envs.sim.elastic.engine_slots import (
+    ContentionConfig,
+    ContentionSlotSimulator,
+    ContentionSpeed,
+)
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
@@ -144,6 +157,7 @@ __all__ = [
     "FEATURES_PER_JOB",
     "STAY_SCALE",
     "ClusterEnv",
+    "ContentionClusterEnv",
 ]
 
 #: The registered id.
@@ -372,15 +386,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
                 raise ConfigError(
                     f"job {job.job_id} has type index {job.type.index}, outside L={self.L}"
                 )
-        self.sim = SlotSimulator(
-            self.cluster_spec,
-            self.jobs,
-            None,
-            self.speed,
-            scaling_overhead_s=self.scaling_overhead_s,
-            max_slots=self.max_slots + 1,
-            placement=self.placement,
-        )
+        self.sim = self._new_sim()
         self._cluster = self.sim.cluster
         self._num_jobs = len(self.jobs)
         self._prepare_jobs()
@@ -467,6 +473,18 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         return None
 
     # ------------------------------------------------------------------ internals
+    def _new_sim(self) -> SlotSimulator:
+        """The episode's simulator for ``self.jobs`` (built by :meth:`reset`)."""
+        return SlotSimulator(
+            self.cluster_spec,
+            self.jobs,
+            None,
+            self.speed,
+            scaling_overhead_s=self.scaling_overhead_s,
+            max_slots=self.max_slots + 1,
+            placement=self.placement,
+        )
+
     def _require_sim(self) -> SlotSimulator:
         if self.sim is None:
             raise ResetNeeded("call reset() before step()")
@@ -787,3 +805,104 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         grid[:, :ncpu][cpu_idx < cluster.used_cpu[:, None]] = _CPU
         grid[:, ncpu + 1 :][gpu_idx < cluster.used_gpu[:, None]] = _GPU
         return np.repeat(np.repeat(grid, CELL_PX, axis=0), CELL_PX, axis=1)
+
+
+#: The role of an action kind (``a - 3 * row``) in an allocator's ``last_decisions`` log.
+_ROLES = ("worker", "ps", "bundle")
+
+
+class _EnvDecisions:
+    """What :class:`ContentionSlotSimulator` reads of an allocator when it uses the
+    allocator's task placement: the slot's ordered ``(job_id, role, node)`` log, here the
+    env's own placements (the env is the allocator)."""
+
+    name = "env"
+
+    def __init__(self) -> None:
+        self.last_decisions: list[tuple[int, str, int]] = []
+
+    def allocate(self, *args: Any, **kwargs: Any) -> dict[int, tuple[int, int]]:
+        raise ConfigError("the env's decisions are made by its actions, not by allocate()")
+
+
+class ContentionClusterEnv(ClusterEnv):
+    """:class:`ClusterEnv` whose slots are simulated in the contention engine
+    (:class:`~envs.sim.elastic.engine_slots.ContentionSlotSimulator`, the ``contention``
+    speed mode of the elastic world) instead of the measured table.
+
+    Same observation, actions, masks, rewards and seeding as :class:`ClusterEnv`; only the
+    epochs a job trains in a slot differ.  Extra keyword arguments: ``contention`` (a
+    :class:`~envs.sim.elastic.engine_slots.ContentionConfig`; default its defaults: fair-share
+    NICs, SRSF engine order, 50 merged steps per slot, exact slot reuse) and ``placer``:
+
+    * ``None`` (default): the engine places every worker and PS exactly on the node the env
+      put it (the env's placement rule, ``placement=``); the env logs its placements as the
+      simulator's ``last_decisions`` (``allocator_for_unused`` is not supported then: its
+      tasks would have no log);
+    * a core placement token (``"lwf1"``, ``"ff"``, ``"ls"``, ...): only the per-job
+      ``(workers, ps)`` counts of the env's decisions are used; the core placer chooses the
+      workers' devices in the engine (PS ``k`` next to worker ``k mod W``).
+
+    ``speed`` (what the env's jobs and heuristics plan with) defaults to the contention
+    model's uncontended speed (:class:`ContentionSpeed` of ``contention``).
+    """
+
+    def __init__(
+        self,
+        setting: str | DL2Setting = "small",
+        *,
+        contention: ContentionConfig | None = None,
+        placer: str | None = None,
+        speed: SpeedModel | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.contention = contention if contention is not None else ContentionConfig()
+        if not isinstance(self.contention, ContentionConfig):
+            raise ConfigError(f"contention must be a ContentionConfig, got {contention!r}")
+        if placer is not None:
+            from envs.sim.stacks import make_stack
+
+            make_stack(f"{self.contention.order}:{placer}_{self.contention.comm}")
+        elif kwargs.get("allocator_for_unused") is not None:
+            raise ConfigError(
+                "allocator_for_unused needs a core placer (placer=...) in the contention "
+                "mode: the engine reads the env's own placements, and the backlog "
+                "allocator's tasks have none"
+            )
+        self.placer_name = placer
+        super().__init__(
+            setting,
+            speed=ContentionSpeed(self.contention) if speed is None else speed,
+            **kwargs,
+        )
+        self._decisions = _EnvDecisions()
+
+    def _new_sim(self) -> SlotSimulator:
+        return ContentionSlotSimulator(
+            self.cluster_spec,
+            self.jobs,
+            self._decisions if self.placer_name is None else None,
+            self.contention,
+            placer=self.placer_name,
+            speed=self.speed if isinstance(self.speed, ContentionSpeed) else None,
+            scaling_overhead_s=self.scaling_overhead_s,
+            max_slots=self.max_slots + 1,
+            placement=self.placement,
+        )
+
+    def _apply(self, a: int) -> bool:
+        if self.placer_name is None:
+            # log the node the placement rule will choose (SlotCluster.take follows
+            # find_node's rule) for the engine's task placement
+            j = a // 3
+            kind = a - 3 * j
+            cpu, gpu = self._rows[j].acts[kind]
+            node = self._cluster.find_node(cpu, gpu)  # type: ignore[union-attr]
+            if node is not None:
+                job_id = self._window[j].spec.job_id
+                self._decisions.last_decisions.append((job_id, _ROLES[kind], node))
+        return super()._apply(a)
+
+    def _open_next_slot(self) -> int:
+        self._decisions.last_decisions = []
+        return super()._open_next_slot()

@@ -9,18 +9,150 @@ Named settings: ``small`` and ``large`` (DL²'s), ``tiny`` (4 nodes, 12 jobs, ``
 3,000 max epochs, 8 workers/PS per job: episodes of a few hundred decisions, for tests and
 smoke runs) and ``medium`` (12 nodes, 24 jobs, ``J`` = 12, 20,000 max epochs, 16 workers/PS:
 a few thousand decisions, for quick experiments).
+
+**Ada-SRSF workload family** (``ada``, ``ada_builtin``; :class:`AdaSetting`): the Ada-SRSF
+distribution in the elastic world, as ``experiments/dl2_speed_models.py --ada`` runs it: 160
+jobs (:func:`envs.sim.workload.generate_ada_srsf` with the env's workload seed, a fresh draw
+per seed; ``ada_builtin``: the shipped workloads of seeds 0-2 only), 16 nodes of 16 CPU and
+16 GPU slots (4 DL² workers each), 60-s slots, the trace's milliseconds read as seconds
+(``time_unit`` = 1), each job's work what it trains alone at its requested GPUs (one PS per
+worker, caps ``max_workers = max_ps = GPUs``) in its traced duration under the speed mode's
+model; window ``J`` = 64 (at least the active jobs of the heuristics' runs).
+
+**Speed modes** (``speed``): ``measured`` (DL²'s table, :class:`SlotSimulator`; the default)
+or ``contention`` (:class:`~envs.gym.cluster_env.ContentionClusterEnv`: every slot simulated
+in the contention engine; ``placer``: ``None`` = the env's own task placement, or a core
+placement token such as ``lwf1``; ``comm``: the engine's communication scheduler, ``fs``
+fair share or ``adasrsf``; ``min_steps``: time compression, 0 = every iteration).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Optional
 
-from envs.gym.cluster_env import ClusterEnv
+from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
+from envs.sim.elastic.engine_slots import ContentionConfig, ContentionSpeed
+from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
+from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
 from envs.sim.errors import ConfigError
 
-__all__ = ["SETTINGS", "EnvConfig", "make_env", "setting_of"]
+__all__ = [
+    "ADA_SETTING",
+    "SETTINGS",
+    "SPEEDS",
+    "AdaSetting",
+    "EnvConfig",
+    "contention_config",
+    "make_env",
+    "setting_of",
+]
+
+#: Speed modes of :attr:`EnvConfig.speed`.
+SPEEDS = ("measured", "contention")
+
+
+@dataclass(frozen=True)
+class AdaSetting(DL2Setting):
+    """The Ada-SRSF workload family in the elastic world (see the module docstring).
+
+    ``num_jobs`` jobs drawn by :func:`~envs.sim.workload.generate_ada_srsf` (``source =
+    "generated"``, any seed) or the shipped :func:`~envs.sim.workload.builtin_ada_srsf`
+    workloads (``"builtin"``, seeds 0-2, 160 jobs); ``num_nodes`` nodes of ``cpu_slots`` /
+    ``gpu_slots`` slots, ``slot_s``-second slots; ``time_unit`` workload ms per elastic
+    second; ``work_speed`` (``"contention"`` or ``"measured"``): the model that sets each
+    job's work (:func:`~envs.sim.elastic.trace.elastic_jobs_from_workload`).  The DL²
+    generator's fields ``max_arrivals_per_slot`` and ``max_epochs`` are unused;
+    ``max_workers`` / ``max_ps`` are the largest request (32 GPUs).
+    """
+
+    cpu_slots: int = 16
+    gpu_slots: int = 16
+    slot_s: float = 60.0
+    time_unit: float = 1.0
+    source: str = "generated"
+    work_speed: str = "contention"
+
+    def __post_init__(self) -> None:
+        if self.source not in ("generated", "builtin"):
+            raise ConfigError(
+                f"AdaSetting.source must be 'generated' or 'builtin', got {self.source!r}"
+            )
+        if self.work_speed not in SPEEDS:
+            raise ConfigError(
+                f"AdaSetting.work_speed must be one of {SPEEDS}, got {self.work_speed!r}"
+            )
+        if not (math.isfinite(self.slot_s) and self.slot_s > 0):
+            raise ConfigError(f"slot_s must be a finite number > 0, got {self.slot_s}")
+        if not (math.isfinite(self.time_unit) and self.time_unit > 0):
+            raise ConfigError(f"time_unit must be a finite number > 0, got {self.time_unit}")
+        if self.source == "builtin" and self.num_jobs != 160:
+            raise ConfigError(
+                f"the builtin Ada-SRSF workloads have 160 jobs; num_jobs={self.num_jobs} needs "
+                "the 'ada' (generated) setting"
+            )
+
+    def workload_model(self, seed: int) -> Any:
+        """The core :class:`~envs.sim.spec.Workload` of ``seed`` (before conversion)."""
+        from envs.sim.workload import builtin_ada_srsf, generate_ada_srsf
+
+        if self.source == "builtin":
+            if seed not in (0, 1, 2):
+                raise ConfigError(
+                    f"the builtin Ada-SRSF workloads are seeds 0-2, got seed {seed}; use the "
+                    "'ada' (generated) setting for other seeds"
+                )
+            return builtin_ada_srsf(seed)
+        return generate_ada_srsf(int(seed), num_jobs=self.num_jobs)
+
+    def work_model(self) -> SpeedModel:
+        """The speed model that sets the jobs' work."""
+        return ContentionSpeed() if self.work_speed == "contention" else MeasuredSpeed()
+
+    def workload(self, seed: int, **options: Any) -> tuple[ElasticJob, ...]:
+        """The elastic jobs of workload ``seed``; no generator options."""
+        from envs.sim.elastic.trace import elastic_jobs_from_workload
+
+        if options:
+            raise ConfigError(
+                f"the Ada-SRSF setting takes no workload options, got {sorted(options)}"
+            )
+        return elastic_jobs_from_workload(
+            self.workload_model(seed),
+            slot_s=self.slot_s,
+            speed=self.work_model(),
+            time_unit=self.time_unit,
+        )
+
+    def submit_offset_s(self, seed: int) -> float:
+        """Mean offset of the jobs' submissions inside their arrival slots (s): subtract it
+        from the env's JCT (counted from the arrival slot's start) for JCT from submission."""
+        jobs = self.workload_model(seed).jobs
+        return sum(j.submit_ms / self.time_unit % self.slot_s for j in jobs) / len(jobs)
+
+    def cluster(self) -> ElasticCluster:
+        return ElasticCluster(
+            num_nodes=self.num_nodes,
+            cpu_slots=self.cpu_slots,
+            gpu_slots=self.gpu_slots,
+            slot_s=self.slot_s,
+        )
+
+
+#: ``experiments/dl2_speed_models.py --ada``'s world: 160 jobs, 16 nodes x 4 workers, 60-s slots.
+ADA_SETTING = AdaSetting(
+    num_nodes=16,
+    num_jobs=160,
+    max_arrivals_per_slot=0,
+    J=64,
+    max_epochs=0,
+    max_workers=32,
+    max_ps=32,
+)
+#: overrides (:attr:`EnvConfig.overrides`) that mean something in the Ada-SRSF setting
+_ADA_OVERRIDES = ("J", "num_jobs", "num_nodes")
 
 SETTINGS: dict[str, DL2Setting] = {
     "small": DL2_SMALL,
@@ -43,6 +175,8 @@ SETTINGS: dict[str, DL2Setting] = {
         max_workers=16,
         max_ps=16,
     ),
+    "ada": ADA_SETTING,
+    "ada_builtin": replace(ADA_SETTING, source="builtin"),
 }
 _SETTING_FIELDS = {f.name for f in fields(DL2Setting)}
 
@@ -56,6 +190,12 @@ class EnvConfig:
     normalised epochs) or ``"jct"`` (minus job-slots in the system / ``jct_scale``);
     ``max_slots``: truncation horizon; ``arrival``: ``"google"``, ``"poisson"`` or
     ``"uniform"``; ``trace``: a normalised trace CSV instead of the generator (``None``).
+
+    ``speed``: ``"measured"`` (default) or ``"contention"`` (every slot simulated in the
+    contention engine); contention only: ``placer`` (``None``: the env's own task placement;
+    or a core placement token, e.g. ``"lwf1"``), ``comm`` (engine communication scheduler,
+    ``"fs"`` or e.g. ``"adasrsf"``), ``min_steps`` (merged steps per slot; 0 = every
+    iteration).  ``slot_s``: slot length of the Ada-SRSF settings (``None``: 60 s).
     """
 
     setting: str = "small"
@@ -65,9 +205,30 @@ class EnvConfig:
     max_slots: int = 2000
     arrival: str = "google"
     trace: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
+    speed: str = "measured"
+    placer: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
+    comm: str = "fs"
+    min_steps: int = 50
+    slot_s: Optional[float] = None  # noqa: UP045 (OmegaConf structured config)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields (what runs record and cache keys hash); the speed-mode fields are left
+        out at their defaults, so that earlier configs keep their records and keys."""
+        d = asdict(self)
+        for name, default in _MODE_DEFAULTS.items():
+            if d[name] == default:
+                del d[name]
+        return d
+
+
+#: the speed-mode fields of :class:`EnvConfig` and their defaults (see ``as_dict``)
+_MODE_DEFAULTS: dict[str, Any] = {
+    "speed": "measured",
+    "placer": None,
+    "comm": "fs",
+    "min_steps": 50,
+    "slot_s": None,
+}
 
 
 def setting_of(config: EnvConfig) -> DL2Setting:
@@ -80,14 +241,73 @@ def setting_of(config: EnvConfig) -> DL2Setting:
         raise ConfigError(
             f"unknown env override(s) {unknown}; DL2Setting fields: {sorted(_SETTING_FIELDS)}"
         )
+    base = SETTINGS[config.setting]
+    if isinstance(base, AdaSetting):
+        bad = sorted(set(overrides) - set(_ADA_OVERRIDES))
+        if bad:
+            raise ConfigError(
+                f"env override(s) {bad} have no effect in the {config.setting!r} setting; "
+                f"it takes {list(_ADA_OVERRIDES)}"
+            )
     try:
-        return replace(SETTINGS[config.setting], **{k: int(v) for k, v in overrides.items()})
+        setting = replace(base, **{k: int(v) for k, v in overrides.items()})
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"bad env overrides {overrides}: {exc}") from None
+    if isinstance(setting, AdaSetting):
+        extra: dict[str, Any] = {"work_speed": config.speed}
+        if config.slot_s is not None:
+            extra["slot_s"] = float(config.slot_s)
+        setting = replace(setting, **extra)
+    return setting
+
+
+def _check_modes(config: EnvConfig) -> None:
+    """Clear errors for speed-mode and Ada-SRSF options that do not go together."""
+    if config.speed not in SPEEDS:
+        raise ConfigError(f"env speed must be one of {list(SPEEDS)}, got {config.speed!r}")
+    if config.speed != "contention":
+        set_ = [
+            name
+            for name, value, default in (
+                ("placer", config.placer, None),
+                ("comm", config.comm, "fs"),
+                ("min_steps", config.min_steps, 50),
+            )
+            if value != default
+        ]
+        if set_:
+            raise ConfigError(
+                f"env option(s) {set_} apply only to speed='contention' (speed is {config.speed!r})"
+            )
+    if isinstance(config.min_steps, bool) or int(config.min_steps) != config.min_steps:
+        raise ConfigError(f"min_steps must be an integer >= 0, got {config.min_steps!r}")
+    if config.min_steps < 0:
+        raise ConfigError(f"min_steps must be >= 0 (0 = every iteration), got {config.min_steps}")
+    ada = isinstance(SETTINGS.get(config.setting), AdaSetting)
+    if config.slot_s is not None and not ada:
+        raise ConfigError(
+            f"slot_s applies to the Ada-SRSF settings ('ada', 'ada_builtin'), not "
+            f"{config.setting!r}"
+        )
+    if ada and config.trace:
+        raise ConfigError(
+            f"the {config.setting!r} setting draws its own workloads; trace= is not allowed"
+        )
+    if ada and config.arrival != "google":
+        raise ConfigError(
+            f"arrival={config.arrival!r} is a DL² generator option; the {config.setting!r} "
+            "setting draws Ada-SRSF arrivals (uniform over 12,000 trace ms)"
+        )
+
+
+def contention_config(config: EnvConfig) -> ContentionConfig:
+    """The :class:`ContentionConfig` of a contention-mode ``config``."""
+    return ContentionConfig(min_steps_per_slot=int(config.min_steps) or None, comm=config.comm)
 
 
 def env_kwargs(config: EnvConfig, seed: int = 0) -> dict[str, Any]:
     """Keyword arguments of :class:`ClusterEnv` for ``config``."""
+    _check_modes(config)
     kwargs: dict[str, Any] = {
         "setting": setting_of(config),
         "seed": int(seed),
@@ -97,8 +317,13 @@ def env_kwargs(config: EnvConfig, seed: int = 0) -> dict[str, Any]:
     }
     if config.trace:
         kwargs["trace"] = config.trace
-    else:
+    elif not isinstance(kwargs["setting"], AdaSetting):
         kwargs["workload_options"] = {"arrival": config.arrival}
+    if config.speed == "contention":
+        kwargs["contention"] = contention_config(config)
+        kwargs["placer"] = config.placer
+    elif isinstance(kwargs["setting"], AdaSetting):
+        kwargs["speed"] = kwargs["setting"].work_model()  # experiments' MeasuredSpeed()
     return kwargs
 
 
@@ -107,7 +332,10 @@ def make_env(config: EnvConfig | dict[str, Any], seed: int = 0) -> ClusterEnv:
     whose first unseeded reset uses workload ``seed``."""
     if not isinstance(config, EnvConfig):
         config = coerce_env_config(config)
-    return ClusterEnv(**env_kwargs(config, seed))
+    kwargs = env_kwargs(config, seed)
+    if config.speed == "contention":
+        return ContentionClusterEnv(**kwargs)
+    return ClusterEnv(**kwargs)
 
 
 def coerce_env_config(data: Any) -> EnvConfig:
