@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Optional
 
 from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
+from envs.sim.elastic.allocators import ALLOCATORS
 from envs.sim.elastic.engine_slots import ContentionConfig, ContentionSpeed
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
@@ -196,6 +197,11 @@ class EnvConfig:
     or a core placement token, e.g. ``"lwf1"``), ``comm`` (engine communication scheduler,
     ``"fs"`` or e.g. ``"adasrsf"``), ``min_steps`` (merged steps per slot; 0 = every
     iteration).  ``slot_s``: slot length of the Ada-SRSF settings (``None``: 60 s).
+
+    ``backlog``: what the jobs beyond the window get when a slot closes, on the capacity the
+    window left: ``"none"`` (default: nothing, they wait), ``"bundle"`` (one worker + one PS
+    each while they fit, arrival order: DL²'s ``ASSIGN_BUNDLE``, which DL² applies before the
+    policy acts, here after), or an allocator name (``"drf"``, ``"optimus"``, ...).
     """
 
     setting: str = "small"
@@ -210,6 +216,7 @@ class EnvConfig:
     comm: str = "fs"
     min_steps: int = 50
     slot_s: Optional[float] = None  # noqa: UP045 (OmegaConf structured config)
+    backlog: str = "none"
 
     def as_dict(self) -> dict[str, Any]:
         """The fields (what runs record and cache keys hash); the speed-mode fields are left
@@ -228,6 +235,7 @@ _MODE_DEFAULTS: dict[str, Any] = {
     "comm": "fs",
     "min_steps": 50,
     "slot_s": None,
+    "backlog": "none",
 }
 
 
@@ -319,6 +327,13 @@ def env_kwargs(config: EnvConfig, seed: int = 0) -> dict[str, Any]:
         kwargs["trace"] = config.trace
     elif not isinstance(kwargs["setting"], AdaSetting):
         kwargs["workload_options"] = {"arrival": config.arrival}
+    if config.backlog != "none":
+        if config.backlog not in ALLOCATORS:
+            raise ConfigError(
+                f"env backlog must be 'none' or an allocator name {sorted(ALLOCATORS)}, "
+                f"got {config.backlog!r}"
+            )
+        kwargs["allocator_for_unused"] = ALLOCATORS[config.backlog]()
     if config.speed == "contention":
         kwargs["contention"] = contention_config(config)
         kwargs["placer"] = config.placer

@@ -596,6 +596,20 @@ class FixedDemand(_Base):
         return self._result(counts)
 
 
+class OneBundleEach(FixedDemand):
+    """Every job one worker and one PS on one node (DL²'s ``ASSIGN_BUNDLE``), in arrival
+    order (then id), while bundles fit (a job whose bundle does not fit gets nothing; later
+    ones are still tried).  Used for the jobs beyond the env's window (``env.backlog``)."""
+
+    name = "bundle"
+
+    def _demand(self, job: JobState) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return f"OneBundleEach(stop_at_first_failure={self.stop_at_first_failure})"
+
+
 class EfficientSRTF(_Base):
     """Shortest remaining time first at an efficient allocation (dlsched's own heuristic, not
     from the literature; added as a stronger baseline than Optimus on DL²'s settings).
@@ -708,5 +722,6 @@ class EfficientSRTF(_Base):
 
 
 ALLOCATORS: dict[str, type[_Base]] = {
-    cls.name: cls for cls in (DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand, EfficientSRTF)
+    cls.name: cls
+    for cls in (DRF, FIFO, SRTF, Tetris, Optimus, FixedDemand, OneBundleEach, EfficientSRTF)
 }
