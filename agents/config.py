@@ -76,7 +76,9 @@ class EvalConfig:
     every: int = 20000
     deterministic: bool = False
     sample_seed: int = 0
-    baselines: list[str] = field(default_factory=lambda: ["drf", "srtf", "optimus", "adasrsf"])
+    baselines: list[str] = field(
+        default_factory=lambda: ["drf", "srtf", "optimus", "esrtf", "adasrsf"]
+    )
 
 
 @dataclass
