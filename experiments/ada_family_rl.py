@@ -51,10 +51,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,45 +62,17 @@ import numpy as np
 import torch as th
 from _common import seed_list
 
+from agents.checkpoint import load_policy
 from agents.evaluation import evaluate_policy
 from agents.policy import PolicyConfig
 from envs.gym.factory import AdaSetting, EnvConfig, contention_config, make_env, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim.elastic.allocators import DRF, Allocator, FixedDemand, Optimus
 from envs.sim.elastic.engine_slots import ContentionSlotSimulator
+from envs.sim.elastic.simulator import ElasticResult
+from evaluation.stats import mean_ci95
 from pretrain.bc import BCConfig
 from pretrain.run import PretrainConfig, pretrain
-
-#: two-sided 95% Student-t quantiles by degrees of freedom (no scipy here)
-_T95 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    12: 2.179,
-    15: 2.131,
-    20: 2.086,
-    30: 2.042,
-}
-
-
-def t95(df: int) -> float:
-    return _T95.get(df) or _T95[max(k for k in _T95 if k <= df)] if df >= 1 else math.nan
-
-
-def ci(x: Sequence[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% t-interval."""
-    a = np.asarray(x, dtype=float)
-    if a.size < 2:
-        return float(a.mean()), math.nan
-    return float(a.mean()), t95(a.size - 1) * float(a.std(ddof=1)) / math.sqrt(a.size)
-
 
 #: direct simulator stacks: label -> (allocator factory, core placer, comm)
 STACKS: dict[str, tuple[Callable[[], Allocator], str | None, str]] = {
@@ -129,16 +100,24 @@ def env_config(num_jobs: int, placer: str | None = None, comm: str = "fs") -> En
     )
 
 
+def simulate_direct(cfg: EnvConfig, make: Callable[[], Allocator], seed: int) -> ElasticResult:
+    """``make()``'s run on the contention simulator of ``cfg`` (its core placer and comm)."""
+    setting = setting_of(cfg)
+    return ContentionSlotSimulator(
+        setting.cluster(),
+        setting.workload(seed),
+        make(),
+        contention_config(cfg),
+        placer=cfg.placer,
+        max_slots=20_000,
+    ).run()
+
+
 def run_direct(cfg: EnvConfig, label: str, seed: int) -> tuple[float, float]:
     """(avg JCT from the arrival slot's start in s, CPU s) of a stack on the simulator."""
     make, placer, comm = STACKS[label]
-    setting = setting_of(cfg)
-    ccfg = contention_config(replace(cfg, placer=placer, comm=comm))
     cpu = time.process_time()
-    sim = ContentionSlotSimulator(
-        setting.cluster(), setting.workload(seed), make(), ccfg, placer=placer, max_slots=20_000
-    )
-    result = sim.run()
+    result = simulate_direct(replace(cfg, placer=placer, comm=comm), make, seed)
     return result.avg_jct_s, time.process_time() - cpu
 
 
@@ -212,19 +191,12 @@ def main() -> None:
             ("DRF + LWF-1", env_config(args.num_jobs, placer="lwf1")),
             (BASELINE, env_config(args.num_jobs, placer="lwf1", comm="adasrsf")),
         ):
-            make, placer_, _ = STACKS[label]
+            make = STACKS[label][0]
             env = make_env(driver_cfg)
             HeuristicDriver(make(), env).run_episode(seed=s)
             sim = env._require_sim()
             via_env = [sim.finish_time(j.job_id) for j in env.jobs]
-            direct = ContentionSlotSimulator(
-                setting.cluster(),
-                setting.workload(s),
-                make(),
-                contention_config(driver_cfg),
-                placer=placer_,
-                max_slots=20_000,
-            ).run()
+            direct = simulate_direct(driver_cfg, make, s)
             same = via_env == [r.finish for r in direct.jobs]
             print(
                 f"<!-- check {label} seed {s}: per-job finish times through the env "
@@ -257,15 +229,11 @@ def main() -> None:
             + f" CPU {time.process_time() - cpu:.0f} s -->",
             flush=True,
         )
-        from agents.checkpoint import load_policy
-
         policies.append(
             (f"BC({args.teacher}), {args.arch}", load_policy(summary["policy_path"])[0])
         )
     for spec in args.policy:
         label, _, path = spec.partition("=")
-        from agents.checkpoint import load_policy
-
         policies.append((label, load_policy(path)[0]))
     runs = [(f"{label} [{placer or 'env'} placement]", p, learn_cfg) for label, p in policies]
     if placer is not None:  # the same policies with the env's own placement
@@ -299,8 +267,8 @@ def main() -> None:
         "Optimus": "own / fair share",
     }
     for label, values in jct.items():
-        m, h = ci(values)
-        d, dh = ci(list(np.asarray(values) - base))
+        m, h = mean_ci95(values)
+        d, dh = mean_ci95(list(np.asarray(values) - base))
         per = ", ".join(f"{v:,.0f}" for v in values)
         print(
             f"| {label} | {where.get(label, learned_where(label))} | {m:,.0f} ± "
