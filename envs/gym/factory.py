@@ -228,14 +228,11 @@ class EnvConfig:
         return d
 
 
-#: the speed-mode fields of :class:`EnvConfig` and their defaults (see ``as_dict``)
+#: the mode fields of :class:`EnvConfig` and their defaults (see ``as_dict``)
 _MODE_DEFAULTS: dict[str, Any] = {
-    "speed": "measured",
-    "placer": None,
-    "comm": "fs",
-    "min_steps": 50,
-    "slot_s": None,
-    "backlog": "none",
+    f.name: f.default
+    for f in fields(EnvConfig)
+    if f.name in ("speed", "placer", "comm", "min_steps", "slot_s", "backlog")
 }
 
 
@@ -276,12 +273,8 @@ def _check_modes(config: EnvConfig) -> None:
     if config.speed != "contention":
         set_ = [
             name
-            for name, value, default in (
-                ("placer", config.placer, None),
-                ("comm", config.comm, "fs"),
-                ("min_steps", config.min_steps, 50),
-            )
-            if value != default
+            for name in ("placer", "comm", "min_steps")
+            if getattr(config, name) != _MODE_DEFAULTS[name]
         ]
         if set_:
             raise ConfigError(
