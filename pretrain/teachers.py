@@ -31,10 +31,9 @@ from envs.sim.elastic.allocators import (
     SRTF,
     Allocator,
     EfficientSRTF,
-    FixedDemand,
-    JobState,
     Optimus,
     Tetris,
+    UniformDemand,
 )
 from envs.sim.errors import ConfigError
 
@@ -42,22 +41,6 @@ __all__ = ["ALIASES", "TEACHERS", "UniformDemand", "make_teacher"]
 
 #: Default per-job demand of the fixed-demand teachers (workers; PS as many, capped).
 DEFAULT_FIXED_WORKERS = 4
-
-
-class UniformDemand(FixedDemand):
-    """:class:`FixedDemand` where every job asks for the same ``workers`` (capped per job)."""
-
-    def __init__(self, workers: int = DEFAULT_FIXED_WORKERS, *, order: str = "srsf") -> None:
-        if int(workers) != workers or workers < 1:
-            raise ConfigError(f"fixed-demand teacher: workers must be an int >= 1, got {workers}")
-        super().__init__(order=order)
-        self.workers = int(workers)
-
-    def _demand(self, job: JobState) -> int:
-        return min(self.workers, job.spec.max_workers)
-
-    def __repr__(self) -> str:
-        return f"UniformDemand(workers={self.workers}, order={self.order!r})"
 
 
 TEACHERS: dict[str, Callable[..., Allocator]] = {

@@ -596,15 +596,33 @@ class FixedDemand(_Base):
         return self._result(counts)
 
 
-class OneBundleEach(FixedDemand):
+class UniformDemand(FixedDemand):
+    """:class:`FixedDemand` where every job asks for the same ``workers`` (capped per job)."""
+
+    def __init__(
+        self, workers: int, *, order: str = "srsf", stop_at_first_failure: bool = False
+    ) -> None:
+        if int(workers) != workers or workers < 1:
+            raise ConfigError(f"fixed-demand teacher: workers must be an int >= 1, got {workers}")
+        super().__init__(order=order, stop_at_first_failure=stop_at_first_failure)
+        self.workers = int(workers)
+
+    def _demand(self, job: JobState) -> int:
+        return min(self.workers, job.spec.max_workers)
+
+    def __repr__(self) -> str:
+        return f"UniformDemand(workers={self.workers}, order={self.order!r})"
+
+
+class OneBundleEach(UniformDemand):
     """Every job one worker and one PS on one node (DL²'s ``ASSIGN_BUNDLE``), in arrival
     order (then id), while bundles fit (a job whose bundle does not fit gets nothing; later
     ones are still tried).  Used for the jobs beyond the env's window (``env.backlog``)."""
 
     name = "bundle"
 
-    def _demand(self, job: JobState) -> int:
-        return 1
+    def __init__(self, *, stop_at_first_failure: bool = False) -> None:
+        super().__init__(1, order="fifo", stop_at_first_failure=stop_at_first_failure)
 
     def __repr__(self) -> str:
         return f"OneBundleEach(stop_at_first_failure={self.stop_at_first_failure})"
