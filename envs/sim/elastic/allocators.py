@@ -383,6 +383,14 @@ def slots_to_finish(remaining_epochs: float, epochs_per_slot: float) -> float:
     return remaining_epochs / epochs_per_slot
 
 
+def _estimated_epochs_per_slot(job: JobState, its: float, slot_s: float, oracle: bool) -> float:
+    """Epochs per slot at ``its`` iterations/s as a scheduler estimates them: without the
+    job's ``speed_factor`` unless ``oracle`` (DL² §6.4's speed variation)."""
+    if oracle:
+        its *= job.spec.speed_factor
+    return its * slot_s / job.spec.type.iterations_per_epoch
+
+
 def optimus_utility(remaining_epochs: float, eps_now: float, eps_next: float) -> float:
     """Slots saved by going from ``eps_now`` to ``eps_next`` epochs per slot.
 
@@ -436,9 +444,7 @@ class Optimus(_Base):
         if ps <= 0 or workers <= 0:
             return 0.0
         rate = float(speed.speed(job.spec.type, ps, workers))
-        if self.oracle_speed_factor:
-            rate *= job.spec.speed_factor
-        return rate * slot_s / job.spec.type.iterations_per_epoch
+        return _estimated_epochs_per_slot(job, rate, slot_s, self.oracle_speed_factor)
 
     def allocate(
         self,
@@ -707,9 +713,7 @@ class EfficientSRTF(_Base):
 
         def remaining_slots(job: JobState) -> float:
             its = self.target(job, speed)[0]
-            if self.oracle_speed_factor:
-                its *= job.spec.speed_factor
-            per_slot = its * slot_s / job.spec.type.iterations_per_epoch
+            per_slot = _estimated_epochs_per_slot(job, its, slot_s, self.oracle_speed_factor)
             return slots_to_finish(job.remaining_epochs, per_slot)
 
         order = sorted(by_id.values(), key=lambda j: (remaining_slots(j), j.arrival, j.job_id))
@@ -725,14 +729,14 @@ class EfficientSRTF(_Base):
                     break
                 c[0 if worker else 1] += 1
                 placed.append((job.job_id, role, node))
-            self.last_decisions.extend(placed)
             failed = c[0] < tw or c[1] < tp
-            if c[0] == 0 or c[1] == 0:
+            if c[0] and c[1]:
+                self.last_decisions.extend(placed)
+            else:  # no worker or no PS: the job cannot run, its tasks are released
                 for _, role, node in placed:
                     cluster.release(
                         *(job.worker_demand if role == "worker" else job.ps_demand), node
                     )
-                del self.last_decisions[len(self.last_decisions) - len(placed) :]
                 c[0] = c[1] = 0
             if failed and self.stop_at_first_failure:
                 break
