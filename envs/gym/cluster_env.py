@@ -151,6 +151,7 @@ from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
 from envs.sim.errors import ConfigError
 
 __all__ = [
+    "ACTION_ROLES",
     "CELL_PX",
     "DEFAULT_MAX_SLOTS",
     "ENV_ID",
@@ -807,8 +808,8 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         return np.repeat(np.repeat(grid, CELL_PX, axis=0), CELL_PX, axis=1)
 
 
-#: The role of an action kind (``a - 3 * row``) in an allocator's ``last_decisions`` log.
-_ROLES = ("worker", "ps", "bundle")
+#: The role of each action kind (``a - 3 * row``), as allocators name it in ``last_decisions``.
+ACTION_ROLES = ("worker", "ps", "bundle")
 
 
 class _EnvDecisions:
@@ -900,7 +901,7 @@ class ContentionClusterEnv(ClusterEnv):
             node = self._cluster.find_node(cpu, gpu)  # type: ignore[union-attr]
             if node is not None:
                 job_id = self._window[j].spec.job_id
-                self._decisions.last_decisions.append((job_id, _ROLES[kind], node))
+                self._decisions.last_decisions.append((job_id, ACTION_ROLES[kind], node))
         return super()._apply(a)
 
     def _open_next_slot(self) -> int:

@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from envs.gym.cluster_env import ClusterEnv
+from envs.gym.cluster_env import ACTION_ROLES, ClusterEnv
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.simulator import SlotSimulator
@@ -45,7 +45,7 @@ from envs.sim.errors import ConfigError
 __all__ = ["ROLE_OFFSET", "HeuristicDriver"]
 
 #: Action offset inside a window row for each role of ``Allocator.last_decisions``.
-ROLE_OFFSET = {"worker": 0, "ps": 1, "bundle": 2}
+ROLE_OFFSET = {role: kind for kind, role in enumerate(ACTION_ROLES)}
 
 
 class HeuristicDriver:
