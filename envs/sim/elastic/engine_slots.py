@@ -341,6 +341,15 @@ class _Entry:
 _CACHE_SIZE = 4096
 
 
+def _finishing_rate(
+    e: _Entry, start_ms: float, until_ms: float, done: float, steps: float
+) -> float:
+    """Epochs/s of job ``e``, which finishes its ``e.need`` steps once ``done`` of the
+    ``steps`` it makes from ``start_ms`` to ``until_ms`` are done (after its overhead)."""
+    done_ms = start_ms + (until_ms - start_ms) * done / steps
+    return e.need * e.per_it / max(done_ms / 1000.0 - e.overhead, 1e-12)
+
+
 class ContentionSlotSimulator(SlotSimulator):
     """:class:`SlotSimulator` whose per-slot progress comes out of the contention engine.
 
@@ -445,9 +454,7 @@ class ContentionSlotSimulator(SlotSimulator):
             run_s = slot_s - e.overhead
             start = ob.start_ms
             if not math.isnan(ob.finish_ms):
-                done_ms = start + (ob.finish_ms - start) * min(need, n) / n
-                used = max(done_ms / 1000.0 - e.overhead, 1e-12)
-                rates[e.jid] = need * per_it / used
+                rates[e.jid] = _finishing_rate(e, start, ob.finish_ms, min(need, n), n)
                 continue
             if math.isnan(start):
                 continue  # never placed in this slot (a core placer found no room)
@@ -457,8 +464,7 @@ class ContentionSlotSimulator(SlotSimulator):
             if credit >= need:
                 # its last, fractional step ends before the slot end at its rate over the slot
                 # (the engine runs whole steps): it finishes there
-                done_ms = start + (end_ms - start) * need / credit
-                rates[e.jid] = need * per_it / max(done_ms / 1000.0 - e.overhead, 1e-12)
+                rates[e.jid] = _finishing_rate(e, start, end_ms, need, credit)
                 continue
             rates[e.jid] = credit * per_it / run_s
         return rates
