@@ -16,6 +16,7 @@ from envs.sim.workload import (
     builtin_philly_trace,
     generate_ada_srsf,
     gpu_count_layout,
+    jitter_compute,
     load_ada_srsf_csv,
     load_reference_results,
     load_reference_summary,
@@ -335,3 +336,33 @@ def test_trace_empty_and_missing_file(tmp_path: Path) -> None:
 def test_trace_blank_lines_are_not_rows(tmp_path: Path) -> None:
     p = _write(tmp_path, "blank.csv", [TRACE_HEADER, TRACE_ROW0, "", TRACE_ROW1, ""])
     assert [j.name for j in load_trace_csv(p, seed=0).jobs] == ["a", "b"]
+
+
+def test_jitter_compute_is_seeded_bounded_and_per_model() -> None:
+    w = builtin_ada_srsf(0)
+    a, b = jitter_compute(w, 1e-3, seed=7), jitter_compute(w, 1e-3, seed=7)
+    assert a == b  # same seed, same workload
+    assert a != jitter_compute(w, 1e-3, seed=8)
+    by_model: dict[str, tuple[float, float]] = {}
+    for old, new in zip(w.jobs, a.jobs, strict=True):
+        assert (new.job_id, new.submit_ms, new.iterations, new.num_gpus) == (
+            old.job_id,
+            old.submit_ms,
+            old.iterations,
+            old.num_gpus,
+        )
+        assert new.model.model_size_mb == old.model.model_size_mb
+        for attr in ("forward_ms", "backward_ms"):
+            f = getattr(new.model, attr) / getattr(old.model, attr)
+            assert 1 - 1e-3 <= f <= 1 + 1e-3 and f != 1.0
+        # every job of one model keeps one profile
+        times = (new.model.forward_ms, new.model.backward_ms)
+        assert by_model.setdefault(old.model.name, times) == times
+    assert len(by_model) == 4
+    assert jitter_compute(w, 0.0, seed=1).jobs == w.jobs
+
+
+@pytest.mark.parametrize("rel", [-0.1, 1.0, float("nan")])
+def test_jitter_compute_rejects_bad_rel(rel: float) -> None:
+    with pytest.raises(ConfigError, match="jitter rel"):
+        jitter_compute(builtin_ada_srsf(0), rel, seed=0)

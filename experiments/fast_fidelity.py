@@ -1,0 +1,153 @@
+"""How sensitive FULL's avg JCT is to tiny timing changes, and where FAST lies against that.
+
+Usage::
+
+    python experiments/fast_fidelity.py run --seeds 0-2 --members 5 --procs 1
+    python experiments/fast_fidelity.py report
+
+``run`` simulates every Ada-SRSF stack on the shipped workloads at the paper's scale (x100)
+in both fidelities, on the workload as shipped (member 0) and on ``members - 1`` copies whose
+model forward/backward times are jittered by at most ``--rel`` (default 0.1%, see
+:func:`envs.sim.workload.jitter_compute`). Rows go to ``--out`` (CSV) as they finish; a rerun
+skips the rows already there, so an interrupted run resumes. ``report`` prints, per stack and
+seed, FULL's spread over the ensemble, FAST's deviation from FULL on the shipped timings and
+the deviation of the ensemble means, then the same per stack over all seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from _common import seed_list
+
+from envs.sim import ClusterSpec, Fidelity, SimConfig, simulate
+from envs.sim.stacks import STACKS
+from envs.sim.workload import builtin_ada_srsf, jitter_compute, scale_workload
+
+FIELDS = ("stack", "seed", "member", "rel", "fidelity", "avg_jct_s", "events", "cpu_s")
+
+
+def _one(stack: str, seed: int, member: int, rel: float, fidelity: str) -> dict[str, object]:
+    w = scale_workload(builtin_ada_srsf(seed), 100, 100)
+    if member:
+        w = jitter_compute(w, rel, seed=1000 * seed + member)
+    t0 = time.process_time()
+    res = simulate(ClusterSpec(), w, stack, SimConfig(fidelity=Fidelity(fidelity)))
+    return {
+        "stack": stack,
+        "seed": seed,
+        "member": member,
+        "rel": rel if member else 0.0,
+        "fidelity": fidelity,
+        "avg_jct_s": round(res.summary()["avg_jct_ms"] / 1000, 3),
+        "events": res.events,
+        "cpu_s": round(time.process_time() - t0, 2),
+    }
+
+
+def _load(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def run(args: argparse.Namespace) -> None:
+    out: Path = args.out
+    done = {(r["stack"], int(r["seed"]), int(r["member"]), r["fidelity"]) for r in _load(out)}
+    todo = [
+        (stack, seed, m, args.rel, fid)
+        for seed in args.seeds
+        for m in range(args.members)
+        for stack in args.stacks
+        for fid in ("fast", "full")
+        if (stack, seed, m, fid) not in done
+    ]
+    print(f"{len(todo)} runs to do, {len(done)} already in {out}", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not out.exists()
+    with out.open("a", newline="") as f, ProcessPoolExecutor(args.procs) as pool:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new_file:
+            writer.writeheader()
+        for row in pool.map(_one, *zip(*todo, strict=True)) if todo else ():
+            writer.writerow(row)
+            f.flush()
+            print(", ".join(f"{k}={row[k]}" for k in FIELDS), flush=True)
+
+
+def _dev(a: float, b: float) -> str:
+    return f"{100 * (a - b) / b:+.2f}%"
+
+
+def report(args: argparse.Namespace) -> None:
+    rows = _load(args.out)
+    if not rows:
+        raise SystemExit(f"no rows in {args.out}; run `run` first")
+    jct: dict[tuple[str, int, str], dict[int, float]] = defaultdict(dict)
+    for r in rows:
+        jct[(r["stack"], int(r["seed"]), r["fidelity"])][int(r["member"])] = float(r["avg_jct_s"])
+    stacks = [s for s in STACKS if any(k[0] == s for k in jct)]
+    seeds = sorted({k[1] for k in jct})
+    print(
+        "| stack | seed | members | FULL shipped | FULL min-max over ensemble | FULL spread "
+        "| FAST shipped | FAST - FULL, shipped | FAST - FULL, ensemble means |"
+    )
+    print("|---" * 9 + "|")
+    per_stack: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    cells = within_spread = within2_means = 0
+    for stack in stacks:
+        for seed in seeds:
+            full, fast = jct.get((stack, seed, "full"), {}), jct.get((stack, seed, "fast"), {})
+            common = sorted(set(full) & set(fast))
+            if 0 not in common:
+                continue
+            fv = [full[m] for m in common]
+            av = [fast[m] for m in common]
+            lo, hi, fm, am = min(fv), max(fv), statistics.fmean(fv), statistics.fmean(av)
+            per_stack[stack].append((fm, am))
+            cells += 1
+            within_spread += lo <= fast[0] <= hi
+            within2_means += abs(am - fm) <= 0.02 * fm
+            print(
+                f"| {stack} | {seed} | {len(common)} | {full[0]:.1f} | {lo:.1f}-{hi:.1f} "
+                f"| {100 * (hi - lo) / fm:.1f}% | {fast[0]:.1f} | {_dev(fast[0], full[0])} "
+                f"| {_dev(am, fm)} |"
+            )
+    print(
+        f"\n{cells} cells; FAST (shipped timings) inside FULL's ensemble range: {within_spread}; "
+        f"ensemble means within 2%: {within2_means}\n"
+    )
+    print("| stack | seeds | FULL mean | FAST mean | FAST - FULL |")
+    print("|---|---|---|---|---|")
+    for stack, pairs in per_stack.items():
+        fm = statistics.fmean(p[0] for p in pairs)
+        am = statistics.fmean(p[1] for p in pairs)
+        print(f"| {stack} | {len(pairs)} | {fm:.1f} | {am:.1f} | {_dev(am, fm)} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("command", choices=("run", "report"))
+    ap.add_argument("--seeds", type=seed_list, default=[0, 1, 2])
+    ap.add_argument("--stacks", type=lambda s: s.split(","), default=list(STACKS))
+    ap.add_argument("--members", type=int, default=5, help="ensemble size, shipped timings incl.")
+    ap.add_argument("--rel", type=float, default=1e-3, help="max relative jitter of fw/bw times")
+    ap.add_argument("--procs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--out", type=Path, default=Path("runs/fast_fidelity.csv"))
+    args = ap.parse_args()
+    for s in args.stacks:
+        if s not in STACKS:
+            raise SystemExit(f"unknown stack {s!r}; have {', '.join(STACKS)}")
+    (run if args.command == "run" else report)(args)
+
+
+if __name__ == "__main__":
+    main()
