@@ -11,6 +11,8 @@ stdout, and everything into the run directory (``out_dir``, default
     python evaluate.py stacks=[lwf1_srsf1,lwf1_srsf2] cluster=paper_10gbe
     python evaluate.py workload=generated seeds=[0,1,2,3] baseline=lwf1_srsf1
     python evaluate.py workload=csv workload.path=jobs.csv
+    python evaluate.py workload=csv workload.path=jobs.csv workload.jitter=0.001 \\
+        seeds=[0,1,2,3,4]                               # one workload, 5 timing draws
     python evaluate.py workload=philly stacks=[lwf1_srsf1,ff_adasrsf,elastic:drf]
     python evaluate.py workload=trace workload.path=cluster_log.csv \\
         workload.trace.repairs.zero_gpus=skip workload.trace.max_jobs=2000 \\

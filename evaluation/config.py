@@ -130,6 +130,12 @@ class WorkloadConfig:
     - ``dl2``: DL²'s elastic generator, one draw per seed; ``dl2.*``.
     - ``env``: the DL² Gymnasium env's own workload (``env.*``, :class:`EnvSection`), one per
       seed; every scheduler runs through the env (``elastic:`` and ``policy:`` kinds only).
+
+    ``jitter`` (job-level kinds): each seed's workload gets every model's forward and backward
+    time multiplied by its own factor in ``[1 - jitter, 1 + jitter]``, drawn from the seed
+    (:func:`envs.sim.workload.jitter_compute`).  With a fixed workload (``ada_srsf_csv``,
+    ``trace``) the seeds then form an ensemble of the same jobs under timing noise; a single
+    run's avg JCT can move by several percent under 0.1% jitter (EXPERIMENTS.md).
     """
 
     kind: str = "ada_srsf_builtin"
@@ -139,6 +145,7 @@ class WorkloadConfig:
     num_jobs: int = 160
     arrival_window_ms: float = 12000.0
     time_unit: float = 1000.0
+    jitter: float = 0.0
     trace: TraceConfig = field(default_factory=TraceConfig)
     dl2: DL2Config = field(default_factory=DL2Config)
     env: EnvSection = field(default_factory=EnvSection)
@@ -198,11 +205,11 @@ class EvaluateConfig:
 
 #: Workload keys each kind uses (besides ``kind``); any other key must keep its default.
 WORKLOAD_KEYS: dict[str, tuple[str, ...]] = {
-    "ada_srsf_builtin": ("iterations_scale", "time_scale"),
-    "ada_srsf_csv": ("path", "iterations_scale", "time_scale"),
-    "generator": ("num_jobs", "iterations_scale", "arrival_window_ms"),
-    "trace": ("path", "time_unit", "trace"),
-    "philly_builtin": ("time_unit", "trace"),
+    "ada_srsf_builtin": ("iterations_scale", "time_scale", "jitter"),
+    "ada_srsf_csv": ("path", "iterations_scale", "time_scale", "jitter"),
+    "generator": ("num_jobs", "iterations_scale", "arrival_window_ms", "jitter"),
+    "trace": ("path", "time_unit", "trace", "jitter"),
+    "philly_builtin": ("time_unit", "trace", "jitter"),
     "dl2": ("dl2",),
     "env": ("env",),
 }
@@ -214,6 +221,7 @@ WORKLOAD_FIELDS = (
     "num_jobs",
     "arrival_window_ms",
     "time_unit",
+    "jitter",
     "trace",
     "dl2",
     "env",

@@ -37,6 +37,7 @@ from envs.sim.workload import (
     _data_file,
     builtin_ada_srsf,
     generate_ada_srsf,
+    jitter_compute,
     load_ada_srsf_csv,
     scale_workload,
 )
@@ -188,6 +189,10 @@ def _prepare_seed(
         workload = build_workload(w, seed)
         name = workload.name
         record["source"] = workload.source
+    if workload is not None and w.jitter:
+        workload = jitter_compute(workload, w.jitter, seed)
+        name = workload.name
+        record["jitter"] = {"rel": w.jitter, "seed": seed}
     if workload is not None:
         workload.check_fits(cluster)
         record["jobs"] = len(workload)
