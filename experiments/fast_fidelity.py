@@ -34,12 +34,23 @@ from envs.sim.workload import builtin_ada_srsf, jitter_compute, scale_workload
 FIELDS = ("stack", "seed", "member", "rel", "fidelity", "avg_jct_s", "events", "cpu_s")
 
 
+def _label(steps: int) -> str:
+    """The ``fidelity`` column of FAST rows: ``fast`` at the default ``fast_min_steps``,
+    ``fast<steps>`` otherwise."""
+    return "fast" if steps == SimConfig().fast_min_steps else f"fast{steps}"
+
+
 def _one(stack: str, seed: int, member: int, rel: float, fidelity: str) -> dict[str, object]:
     w = scale_workload(builtin_ada_srsf(seed), 100, 100)
     if member:
         w = jitter_compute(w, rel, seed=1000 * seed + member)
+    if fidelity == "full":
+        cfg = SimConfig()
+    else:
+        steps = int(fidelity[4:] or SimConfig().fast_min_steps)
+        cfg = SimConfig(fidelity=Fidelity.FAST, fast_min_steps=steps)
     t0 = time.process_time()
-    res = simulate(ClusterSpec(), w, stack, SimConfig(fidelity=Fidelity(fidelity)))
+    res = simulate(ClusterSpec(), w, stack, cfg)
     return {
         "stack": stack,
         "seed": seed,
@@ -67,7 +78,7 @@ def run(args: argparse.Namespace) -> None:
         for seed in args.seeds
         for m in range(args.members)
         for stack in args.stacks
-        for fid in ("fast", "full")
+        for fid in (_label(args.steps), *(() if args.fast_only else ("full",)))
         if (stack, seed, m, fid) not in done
     ]
     print(f"{len(todo)} runs to do, {len(done)} already in {out}", flush=True)
@@ -91,11 +102,13 @@ def report(args: argparse.Namespace) -> None:
     rows = _load(args.out)
     if not rows:
         raise SystemExit(f"no rows in {args.out}; run `run` first")
+    fast_label = _label(args.steps)
     jct: dict[tuple[str, int, str], dict[int, float]] = defaultdict(dict)
     for r in rows:
         jct[(r["stack"], int(r["seed"]), r["fidelity"])][int(r["member"])] = float(r["avg_jct_s"])
     stacks = [s for s in STACKS if any(k[0] == s for k in jct)]
     seeds = sorted({k[1] for k in jct})
+    print(f"FAST: fast_min_steps={args.steps} (K = 1000 // {args.steps})\n")
     print(
         "| stack | seed | members | FULL shipped | FULL min-max over ensemble | FULL spread "
         "| FAST shipped | FAST - FULL, shipped | FAST - FULL, ensemble means |"
@@ -105,7 +118,8 @@ def report(args: argparse.Namespace) -> None:
     cells = within_spread = within2_means = 0
     for stack in stacks:
         for seed in seeds:
-            full, fast = jct.get((stack, seed, "full"), {}), jct.get((stack, seed, "fast"), {})
+            full = jct.get((stack, seed, "full"), {})
+            fast = jct.get((stack, seed, fast_label), {})
             common = sorted(set(full) & set(fast))
             if 0 not in common:
                 continue
@@ -140,6 +154,10 @@ def main() -> None:
     ap.add_argument("--stacks", type=lambda s: s.split(","), default=list(STACKS))
     ap.add_argument("--members", type=int, default=5, help="ensemble size, shipped timings incl.")
     ap.add_argument("--rel", type=float, default=1e-3, help="max relative jitter of fw/bw times")
+    ap.add_argument(
+        "--steps", type=int, default=SimConfig().fast_min_steps, help="FAST's fast_min_steps"
+    )
+    ap.add_argument("--fast-only", action="store_true", help="run: FAST rows only")
     ap.add_argument("--procs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--out", type=Path, default=Path("runs/fast_fidelity.csv"))
     args = ap.parse_args()

@@ -5,6 +5,11 @@ merged steps change which job wins a shared GPU and how transfers overlap, and t
 that results differs job by job (measured in EXPERIMENTS.md, "FAST fidelity").  The 2% target
 is kept as a strict xfail so that a fast path that meets it shows up; a loose bound guards
 against gross regressions.
+
+FULL itself is not reproducible to 2% under timing noise far below what the inputs are known
+to: 0.1% on the models' forward/backward times moves its avg JCT by several percent either way
+(``test_full_moves_more_than_two_percent_under_0p1_percent_jitter``), so no approximation can
+meet a per-run 2% bar except by luck (EXPERIMENTS.md, "How reproducible is one run").
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import pytest
 from envs.sim import ClusterSpec, Fidelity, SimConfig, SimResult, Workload, simulate
 from envs.sim.engine import CommTask, Simulator
 from envs.sim.stacks import STACKS, make_stack
-from envs.sim.workload import builtin_ada_srsf, scale_workload
+from envs.sim.workload import builtin_ada_srsf, jitter_compute, scale_workload
 
 CLUSTER = ClusterSpec()
 #: 10x iterations (shortest job 100) over half the jobs: K = 100 // 50 = 2
@@ -60,7 +65,9 @@ def test_fast_avg_jct_is_not_grossly_off(runs: dict[str, tuple[SimResult, SimRes
 
 
 @pytest.mark.xfail(
-    strict=True, reason="FAST misses the issue's 2% target (up to 5.6% here, 15% at paper scale)"
+    strict=True,
+    reason="FAST misses the issue's 2% target (up to 5.6% here, 15% at paper scale); FULL "
+    "itself moves by more under 0.1% timing jitter",
 )
 def test_fast_within_two_percent_for_every_stack(
     runs: dict[str, tuple[SimResult, SimResult]],
@@ -90,3 +97,25 @@ def test_fast_tells_adadual_the_remainder_per_step_of_the_asking_job() -> None:
     sim.now = 0.0  # just started: the whole step, per iteration of the asking job
     new.chunk = 4
     assert sim.remaining_mb(task) == pytest.approx(50.0)
+
+
+def test_full_moves_more_than_two_percent_under_0p1_percent_jitter() -> None:
+    """The shipped workload (seed 0, reference scale), LWF-1 + SRSF(1), full fidelity: two
+    draws of at most 0.1% on each model's forward/backward time (the reference code's own
+    rounding of Table III is up to 0.6%) move avg JCT by +5.5% and -3.6%.  A run is one
+    sample of a quantity with that much spread; compare stacks over seeds or jitter draws."""
+    w = builtin_ada_srsf(0)
+    base = simulate(CLUSTER, w, "lwf1_srsf1", SimConfig())
+    devs = []
+    for member in (1, 2):
+        r = simulate(CLUSTER, jitter_compute(w, 1e-3, seed=member), "lwf1_srsf1", SimConfig())
+        assert [x.job_id for x in r.records] == [x.job_id for x in base.records]
+        devs.append(
+            (r.summary()["avg_jct_ms"] - base.summary()["avg_jct_ms"])
+            / base.summary()["avg_jct_ms"]
+        )
+    assert devs[0] > 0.02 and devs[1] < -0.02, devs
+    assert max(map(abs, devs)) < 0.10, devs  # sensitive, not erratic
+    # jitter 0 is the workload itself: bit-identical
+    same = simulate(CLUSTER, jitter_compute(w, 0.0, seed=1), "lwf1_srsf1", SimConfig())
+    assert same.records == base.records
