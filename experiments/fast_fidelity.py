@@ -145,6 +145,38 @@ def report(args: argparse.Namespace) -> None:
         fm = statistics.fmean(p[0] for p in pairs)
         am = statistics.fmean(p[1] for p in pairs)
         print(f"| {stack} | {len(pairs)} | {fm:.1f} | {am:.1f} | {_dev(am, fm)} |")
+    _distribution(jct, fast_label)
+
+
+def _distribution(jct: dict[tuple[str, int, str], dict[int, float]], fast_label: str) -> None:
+    """Two distributions of |relative difference| in avg JCT, over every cell and member:
+    FULL on a jittered copy against FULL on the shipped timings (how far one run is from
+    another equally valid one), and FAST against FULL on the same timings."""
+    self_dev: list[float] = []
+    fast_dev: list[float] = []
+    for (stack, seed, fid), full in jct.items():
+        if fid != "full":
+            continue
+        fast = jct.get((stack, seed, fast_label), {})
+        if 0 in full:
+            self_dev += [abs(v - full[0]) / full[0] for m, v in full.items() if m]
+        fast_dev += [abs(fast[m] - v) / v for m, v in full.items() if m in fast]
+    print("\n| pairs of runs | n | mean | median | p90 | max | share > 2% |")
+    print("|---|---|---|---|---|---|---|")
+    for name, devs in (
+        ("FULL (0.1% jitter) vs FULL (shipped)", self_dev),
+        (f"{fast_label.upper()} vs FULL, same timings", fast_dev),
+    ):
+        if not devs:
+            continue
+        d = sorted(devs)
+        p90 = d[min(len(d) - 1, int(0.9 * len(d)))]
+        share = sum(x > 0.02 for x in d) / len(d)
+        print(
+            f"| {name} | {len(d)} | {100 * statistics.fmean(d):.2f}% "
+            f"| {100 * statistics.median(d):.2f}% | {100 * p90:.2f}% | {100 * d[-1]:.2f}% "
+            f"| {100 * share:.0f}% |"
+        )
 
 
 def main() -> None:
