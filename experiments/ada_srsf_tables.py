@@ -25,6 +25,7 @@ from _common import seed_list
 from envs.sim import ClusterSpec, SimConfig, SimResult, simulate
 from envs.sim.stacks import REFERENCE_ALGO, STACKS, TABLE_IV, TABLE_V
 from envs.sim.workload import builtin_ada_srsf, load_reference_results, load_reference_summary
+from evaluation.stats import mean_ci95
 
 #: (GPU util %, avg, median, p95 JCT in s) as printed in the paper's Tables IV and V.
 PAPER = {
@@ -171,10 +172,10 @@ def adadual_verdict(seeds: Sequence[int]) -> None:
     print("|---|---|---|---|")
     for s, x, y, z in zip(seeds, a, b, d, strict=True):
         print(f"| {s} | {x:.1f} | {y:.1f} | {z:+.1f}% |")
-    half = 1.96 * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+    mean, half = mean_ci95(d)
     print(
-        f"\nmean paired difference {d.mean():+.1f}% (95% CI ± {half:.1f}%); Ada-SRSF is better "
-        f"on {better} of {len(seeds)} seeds."
+        f"\nmean paired difference {mean:+.1f}% (95% Student-t CI ± {half:.1f}%); Ada-SRSF is "
+        f"better on {better} of {len(seeds)} seeds."
     )
 
 

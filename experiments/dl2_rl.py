@@ -24,8 +24,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -39,6 +37,7 @@ from agents.evaluation import (  # noqa: E402
 from agents.exploration import ExplorationConfig  # noqa: E402
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env  # noqa: E402
 from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds  # noqa: E402
+from evaluation.stats import mean_ci95  # noqa: E402
 from pretrain.teachers import make_teacher  # noqa: E402
 
 HEURISTICS = ("drf", "srtf", "tetris", "optimus", "esrtf", "adasrsf")
@@ -63,9 +62,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def _stats(results: list[EpisodeResult]) -> tuple[float, float]:
-    x = np.array([r.avg_jct for r in results])
-    half = 1.96 * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
-    return float(x.mean()), float(half)
+    """Mean avg JCT over the test workloads and the half-width of its 95% Student-t CI."""
+    return mean_ci95([r.avg_jct for r in results])
 
 
 def _lower_bound(env_cfg: EnvConfig, seed: int) -> float:
@@ -103,9 +101,8 @@ def cmd_report(args: argparse.Namespace) -> None:
             "uniform, job-aware exploration rules always on",
         )
     )
-    bound = np.array([_lower_bound(env_cfg, s) for s in seeds])
-    half = 1.96 * bound.std(ddof=1) / np.sqrt(len(bound)) if len(bound) > 1 else 0.0
-    rows.append(("lower bound", (float(bound.mean()), float(half)), "no policy can do better"))
+    bound = [_lower_bound(env_cfg, s) for s in seeds]
+    rows.append(("lower bound", mean_ci95(bound), "no policy can do better"))
     done_clones: set[str] = set()
     curves: list[str] = []
     for run in runs:
