@@ -364,7 +364,7 @@ def jitter_compute(workload: Workload, rel: float, seed: int) -> Workload:
     new: dict[ModelProfile, ModelProfile] = {}
     for j in workload.jobs:
         if j.model not in new:
-            f, b = rng.uniform(1 - rel, 1 + rel, size=2)
+            f, b = map(float, rng.uniform(1 - rel, 1 + rel, size=2))  # plain floats: hot path
             new[j.model] = replace(
                 j.model, forward_ms=j.model.forward_ms * f, backward_ms=j.model.backward_ms * b
             )

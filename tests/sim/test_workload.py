@@ -353,6 +353,7 @@ def test_jitter_compute_is_seeded_bounded_and_per_model() -> None:
         )
         assert new.model.model_size_mb == old.model.model_size_mb
         for attr in ("forward_ms", "backward_ms"):
+            assert type(getattr(new.model, attr)) is float  # not numpy scalars in the engine
             f = getattr(new.model, attr) / getattr(old.model, attr)
             assert 1 - 1e-3 <= f <= 1 + 1e-3 and f != 1.0
         # every job of one model keeps one profile
