@@ -34,21 +34,23 @@ from envs.sim.workload import builtin_ada_srsf, jitter_compute, scale_workload
 FIELDS = ("stack", "seed", "member", "rel", "fidelity", "avg_jct_s", "events", "cpu_s")
 
 
-def _label(steps: int) -> str:
-    """The ``fidelity`` column of FAST rows: ``fast`` at the default ``fast_min_steps``,
-    ``fast<steps>`` otherwise."""
+def _label(steps: int | None) -> str:
+    """The ``fidelity`` column: ``full`` (``steps`` None); for FAST ``fast`` at the default
+    ``fast_min_steps``, ``fast<steps>`` otherwise."""
+    if steps is None:
+        return "full"
     return "fast" if steps == SimConfig().fast_min_steps else f"fast{steps}"
 
 
-def _one(stack: str, seed: int, member: int, rel: float, fidelity: str) -> dict[str, object]:
+def _one(stack: str, seed: int, member: int, rel: float, steps: int | None) -> dict[str, object]:
+    """One run; ``steps`` None is FULL, else FAST with that ``fast_min_steps``."""
     w = scale_workload(builtin_ada_srsf(seed), 100, 100)
     if member:
         w = jitter_compute(w, rel, seed=1000 * seed + member)
-    if fidelity == "full":
-        cfg = SimConfig()
-    else:
-        steps = int(fidelity[4:] or SimConfig().fast_min_steps)
-        cfg = SimConfig(fidelity=Fidelity.FAST, fast_min_steps=steps)
+    cfg = SimConfig(
+        fidelity=Fidelity.FULL if steps is None else Fidelity.FAST,
+        fast_min_steps=steps or SimConfig().fast_min_steps,
+    )
     t0 = time.process_time()
     res = simulate(ClusterSpec(), w, stack, cfg)
     return {
@@ -56,7 +58,7 @@ def _one(stack: str, seed: int, member: int, rel: float, fidelity: str) -> dict[
         "seed": seed,
         "member": member,
         "rel": rel if member else 0.0,
-        "fidelity": fidelity,
+        "fidelity": _label(steps),
         "avg_jct_s": round(res.summary()["avg_jct_ms"] / 1000, 3),
         "events": res.events,
         "cpu_s": round(time.process_time() - t0, 2),
@@ -74,12 +76,12 @@ def run(args: argparse.Namespace) -> None:
     out: Path = args.out
     done = {(r["stack"], int(r["seed"]), int(r["member"]), r["fidelity"]) for r in _load(out)}
     todo = [
-        (stack, seed, m, args.rel, fid)
+        (stack, seed, m, args.rel, steps)
         for seed in args.seeds
         for m in range(args.members)
         for stack in args.stacks
-        for fid in (_label(args.steps), *(() if args.fast_only else ("full",)))
-        if (stack, seed, m, fid) not in done
+        for steps in (args.steps, *(() if args.fast_only else (None,)))
+        if (stack, seed, m, _label(steps)) not in done
     ]
     print(f"{len(todo)} runs to do, {len(done)} already in {out}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
