@@ -84,6 +84,11 @@ class SimConfig:
     #: TIC as the paper's Algorithm 1 is written and the upstream code runs it (an op whose
     #: only outstanding recv is ``r`` does not set ``M+(r)``; ties the Fig. 1 orders)
     tictac_upstream_ties: bool = False
+    #: which event loop ``simulate`` uses: ``"auto"`` the native one (C, bit-identical
+    #: results, ~20x faster) where it covers the run and is built, else Python;
+    #: ``"python"`` always Python; ``"native"`` native or an error saying why not
+    #: (see :mod:`envs.sim.native`).  ``Simulator`` objects are always Python.
+    engine: str = "auto"
 
     def __post_init__(self) -> None:
         if self.tick_ms is not None and self.tick_ms <= 0:
@@ -108,6 +113,10 @@ class SimConfig:
             raise ConfigError(
                 f"ps_iteration must be 'sequential', 'random', 'tic' or 'tac', "
                 f"got {self.ps_iteration!r}"
+            )
+        if self.engine not in ("auto", "python", "native"):
+            raise ConfigError(
+                f"engine must be 'auto', 'python' or 'native', got {self.engine!r}"
             )
         if self.ps_iteration != "sequential" and self.fidelity is Fidelity.JOB:
             raise ConfigError(

@@ -1525,7 +1525,10 @@ def simulate(
     stack: str | SchedulerStack,
     config: SimConfig | None = None,
 ) -> SimResult:
-    """Run ``workload`` under a named (or given) stack; policies are built fresh."""
+    """Run ``workload`` under a named (or given) stack; policies are built fresh.
+
+    On the native event loop when ``config.engine`` allows and :mod:`envs.sim.native` covers
+    the run (same results, bit for bit), else on :class:`Simulator`."""
     cfg = config or SimConfig()
     if isinstance(stack, str):
         stack = make_stack(
@@ -1535,4 +1538,12 @@ def simulate(
         )
     elif not isinstance(stack, SchedulerStack):
         raise ConfigError(f"stack must be a name or a SchedulerStack, got {type(stack).__name__}")
+    if cfg.engine != "python":
+        from envs.sim import native
+
+        why = native.unsupported(workload, stack, cfg)
+        if why is None:
+            return native.run(cluster, workload, stack, cfg, _make_rng(cfg.seed))
+        if cfg.engine == "native":
+            raise ConfigError(f"engine='native' cannot run this: {why}")
     return Simulator(cluster, workload, stack, cfg).run()

@@ -1,0 +1,182 @@
+"""The native event loop (``envs/sim/_native.c``): the Python engine's results, faster.
+
+:func:`envs.sim.simulate` runs a configuration here when :func:`unsupported` finds nothing
+against it and the extension is built (``SimConfig.engine``: ``"auto"`` = here when possible,
+``"python"`` = never, ``"native"`` = here or a :class:`ConfigError` saying why not).
+
+What it covers: continuous time, all-reduce jobs, job order SRSF or FIFO, placement RAND, FF,
+LS or LWF-κ, communication SRSF(n), AdaDUAL or fair share, FULL or FAST fidelity -- the
+Ada-SRSF stacks in the paper's (correct) model.  Everything else (reference mode's ticks and
+quirks, parameter servers, preemptive orders, Tiresias placers, JOB fidelity, debug
+invariants, custom policies) runs in the Python engine, which is the specification: the C
+code is a line-by-line port computing the same floating-point operations in the same order,
+and ``tests/sim/test_native.py`` requires bit-identical per-job times on every stack.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from envs.sim.config import Fidelity, SimConfig
+from envs.sim.errors import ConfigError
+from envs.sim.policies.comm import AdaDual, FairShare, SRSFn
+from envs.sim.policies.job_order import FIFO, SRSF
+from envs.sim.policies.placement import LWF, FirstFit, RandomPlacer
+from envs.sim.results import JobRecord, SimResult
+from envs.sim.spec import ClusterSpec, CommArch, Workload
+from envs.sim.stacks import SchedulerStack
+
+try:
+    from envs.sim import _native  # type: ignore[attr-defined]
+except ImportError:  # not built (no C compiler at install time): the Python engine runs
+    _native = None
+
+_ORDERS = {SRSF: 0, FIFO: 1}
+_PLACERS = {RandomPlacer: 0, FirstFit: 1}
+#: ``SimConfig`` fields the native loop implements only at their default value
+_DEFAULT_ONLY = (
+    "tick_ms",
+    "probe_side_effect",
+    "skip_after_place",
+    "lagged_release",
+    "check_invariants",
+    "ps_iteration",
+)
+
+
+def available() -> bool:
+    """Whether the extension is built."""
+    return _native is not None
+
+
+def unsupported(workload: Workload, stack: SchedulerStack, cfg: SimConfig) -> str | None:
+    """Why this run needs the Python engine, or ``None`` if the native loop can run it."""
+    if _native is None:
+        return "the native extension envs.sim._native is not built (no C compiler at install?)"
+    default = SimConfig()
+    for name in _DEFAULT_ONLY:
+        if getattr(cfg, name) != getattr(default, name):
+            return f"SimConfig.{name}={getattr(cfg, name)!r} (Python engine only)"
+    if cfg.fidelity not in (Fidelity.FULL, Fidelity.FAST):
+        return f"fidelity {cfg.fidelity.value!r} (Python engine only)"
+    if type(stack.order) not in _ORDERS:
+        return f"job order {getattr(stack.order, 'name', stack.order)!r} (Python engine only)"
+    placer = stack.placer
+    if type(placer) not in _PLACERS and not isinstance(placer, LWF):
+        return f"placer {getattr(placer, 'name', placer)!r} (Python engine only)"
+    if isinstance(placer, LWF) and (
+        type(placer).place is not LWF.place or placer._server_order is not None
+    ):
+        return "an LWF placer that has been used or overridden (Python engine only)"
+    if type(stack.comm) not in (SRSFn, AdaDual, FairShare):
+        return f"communication {getattr(stack.comm, 'name', stack.comm)!r} (Python engine only)"
+    bad = next((j for j in workload.jobs if j.comm is not CommArch.ALLREDUCE), None)
+    if bad is not None:
+        return f"job {bad.job_id} is a parameter-server job (Python engine only)"
+    return None
+
+
+def run(
+    cluster: ClusterSpec,
+    workload: Workload,
+    stack: SchedulerStack,
+    cfg: SimConfig,
+    rng: Any,
+) -> SimResult:
+    """Run on the native loop (the caller checked :func:`unsupported`); the same
+    :class:`SimResult` as ``Simulator.run()`` but for ``events`` (the native loop has no
+    compute windows, so it counts every forward/backward) and ``extra["engine"]``."""
+    assert _native is not None
+    wall = time.perf_counter()
+    workload.check_fits(cluster)
+    net = cluster.network
+    placer = stack.placer
+    kappa = 0
+    if isinstance(placer, LWF):
+        code, kappa = 2, placer.kappa
+    else:
+        code = _PLACERS[type(placer)]
+    comm = stack.comm
+    if isinstance(comm, SRSFn):
+        comm_code, srsf_n, inclusive = 0, comm.n, False
+    elif isinstance(comm, AdaDual):
+        comm_code, srsf_n, inclusive = 1, 0, comm.inclusive
+    else:
+        comm_code, srsf_n, inclusive = 2, 0, False
+    est = placer.comm_estimate_ms_per_mb
+    chunk_max = 1
+    if cfg.fidelity is Fidelity.FAST:
+        chunk_max = max(1, min(j.iterations for j in workload.jobs) // cfg.fast_min_steps)
+    jobs = [
+        (
+            float(j.submit_ms),
+            float(j.model.forward_ms),
+            float(j.model.backward_ms),
+            float(j.model.compute_ms),
+            float(j.total_compute_ms),
+            float(j.model.model_size_mb),
+            float(j.model.gpu_memory_mb),
+            int(j.iterations),
+            int(j.num_gpus),
+        )
+        for j in workload.jobs
+    ]
+    start, finish, servers, events = _native.run(
+        (
+            cluster.num_servers,
+            cluster.gpus_per_server,
+            float(cluster.gpu_memory_mb),
+            float(net.a_ms),
+            float(net.b_ms_per_mb),
+            float(net.eta_ms_per_mb),
+        ),
+        (
+            _ORDERS[type(stack.order)],
+            code,
+            min(kappa, 1 << 30),
+            comm_code,
+            srsf_n,
+            int(inclusive),
+            float(net.b_ms_per_mb if est is None else est),
+        ),
+        chunk_max,
+        rng.random,
+        jobs,
+    )
+    stuck = [j.job_id for j, f in zip(workload.jobs, finish, strict=True) if math.isnan(f)]
+    if stuck:
+        from envs.sim.engine import SimulationError
+
+        raise SimulationError(
+            f"no events left but {len(stuck)} jobs never finished (first ids {stuck[:10]})"
+        )
+    records = [
+        JobRecord(
+            job_id=j.job_id,
+            name=j.name or f"j{j.job_id}",
+            model=j.model.name,
+            num_gpus=j.num_gpus,
+            iterations=j.iterations,
+            submit_ms=j.submit_ms,
+            start_ms=s,
+            finish_ms=f,
+            gpu_ms=j.total_compute_ms,
+            servers=n,
+        )
+        for j, s, f, n in zip(workload.jobs, start, finish, servers, strict=True)
+    ]
+    return SimResult(
+        records=records,
+        makespan_ms=max(r.finish_ms for r in records),
+        busy_gpu_ms=sum(r.gpu_ms for r in records),
+        num_gpus=cluster.num_gpus,
+        stack=stack.name,
+        config=cfg.to_dict(),
+        workload=workload.name,
+        events=events,
+        wall_s=time.perf_counter() - wall,
+        extra={"iterations_per_step": chunk_max, "engine": "native"},
+    )
+
