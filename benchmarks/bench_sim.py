@@ -4,15 +4,18 @@ Usage::
 
     python benchmarks/bench_sim.py                 # reference scale (1/100), all 7 stacks
     python benchmarks/bench_sim.py --paper-scale   # + the paper's full iteration counts,
-                                                   #   FAST fidelity and (with --full) FULL
-    python benchmarks/bench_sim.py --paper-scale --full --seeds 0,1,2
-                                                   # FAST vs FULL per stack and seed, CPU s
+                                                   #   FULL fidelity on the native loop
+    python benchmarks/bench_sim.py --paper-scale --python --fast --seeds 0,1,2
+                                                   # + the Python engine (same results?)
+                                                   #   and FAST fidelity, CPU s
 
 Reference scale (best-of-N wall seconds) compares with the reference simulator's own CPU
 seconds on the same workload (``user_cpu_s`` in the shipped
-``reference_results/summary.csv``, CPython 2.7, 1 ms ticks).  Paper scale reports CPU seconds
-(``time.process_time``) of one run, FAST's avg JCT deviation from FULL per stack and seed,
-and the largest one.
+``reference_results/summary.csv``, CPython 2.7, 1 ms ticks); the reference mode runs on the
+Python engine (ticks), the correct mode on both engines.  Paper scale reports CPU seconds
+(``time.process_time``) of one FULL run on the native loop (and on the Python engine with
+``--python``, checking that the per-job times agree) and FAST's avg JCT deviation from FULL
+per stack and seed (``--fast``).
 Figures are printed as Markdown tables; nothing here asserts on time.
 """
 
@@ -24,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from envs.sim import ClusterSpec, Fidelity, SimConfig, SimResult, Workload, simulate
+from envs.sim import ClusterSpec, Fidelity, SimConfig, SimResult, Workload, native, simulate
 from envs.sim.stacks import REFERENCE_ALGO, STACKS
 from envs.sim.workload import builtin_ada_srsf, load_reference_summary, scale_workload
 
@@ -54,47 +57,61 @@ def reference_scale(seed: int, repeat: int) -> None:
     }
     w = builtin_ada_srsf(seed)
     print(f"\n## Reference scale (workload seed {seed}, 160 jobs, 1/100 iterations)\n")
-    print("| stack | mode | wall s | events | events/s | reference CPU s | speed-up |")
-    print("|---|---|---|---|---|---|---|")
+    print("| stack | mode | engine | wall s | events | events/s | reference CPU s | speed-up |")
+    print("|---|---|---|---|---|---|---|---|")
+    runs = (("reference", "python"), ("correct", "python"), ("correct", "native"))
     for stack in STACKS:
-        for mode in ("reference", "correct"):
-            wall, res = _timed(stack, w, SimConfig.named(mode), repeat)
+        for mode, engine in runs:
+            if engine == "native" and not native.available():
+                continue
+            wall, res = _timed(stack, w, SimConfig.named(mode, engine=engine), repeat)
             cpu = ref_cpu.get(("original", seed, REFERENCE_ALGO[stack]))
             cmp = f"{cpu:.1f} | {cpu / wall:.0f}x" if cpu and mode == "reference" else "- | -"
             rate = res.events / wall
-            print(f"| {stack} | {mode} | {wall:.3f} | {res.events} | {rate:,.0f} | {cmp} |")
+            print(
+                f"| {stack} | {mode} | {engine} | {wall:.3f} | {res.events} | {rate:,.0f} | {cmp} |"
+            )
 
 
-def paper_scale(seeds: list[int], full: bool, steps: int) -> None:
-    """FAST (and with ``full`` FULL) at the paper's scale, CPU seconds per run; with FULL,
-    the deviation of FAST's avg JCT per stack and seed and the largest one."""
-    print(
-        f"\n## Paper scale (x100: 1000-6000 iterations over 20 min), correct mode, "
-        f"fast_min_steps={steps}\n"
-    )
-    head = "| stack | seed | FAST avg JCT s | FAST events | FAST CPU s |"
-    if full:
-        head += " FULL avg JCT s | FULL events | FULL CPU s | FAST - FULL |"
+def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
+    """FULL fidelity at the paper's scale on the native loop, CPU seconds per run; with
+    ``python`` also on the Python engine (same results required), with ``fast`` also FAST
+    fidelity and its avg JCT deviation from FULL."""
+    engine = "native" if native.available() else "python"
+    print("\n## Paper scale (x100: 1000-6000 iterations over 20 min), correct mode, FULL\n")
+    head = f"| stack | seed | avg JCT s | events | {engine} CPU s | events/s |"
+    if python and engine == "native":
+        head += " python CPU s | same per-job times |"
+    if fast:
+        head += f" FAST(K from {steps} steps) CPU s | FAST - FULL |"
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
-    fast_cfg = SimConfig(fidelity=Fidelity.FAST, fast_min_steps=steps)
+    full_cfg = SimConfig(engine=engine)
     worst = 0.0
     for seed in seeds:
         w = scale_workload(builtin_ada_srsf(seed), 100, 100)
         for stack in STACKS:
-            cf, rf = _timed(stack, w, fast_cfg, clock=time.process_time)
-            jf = rf.summary()["avg_jct_ms"] / 1000
-            row = f"| {stack} | {seed} | {jf:.1f} | {rf.events} | {cf:.2f} |"
-            if full:
-                cl, rl = _timed(
-                    stack, w, replace(fast_cfg, fidelity=Fidelity.FULL), clock=time.process_time
+            cl, rl = _timed(stack, w, full_cfg, clock=time.process_time)
+            jl = rl.summary()["avg_jct_ms"] / 1000
+            row = (
+                f"| {stack} | {seed} | {jl:.1f} | {rl.events} | {cl:.2f} | {rl.events / cl:,.0f} |"
+            )
+            if python and engine == "native":
+                cp, rp = _timed(
+                    stack, w, replace(full_cfg, engine="python"), clock=time.process_time
                 )
-                jl = rl.summary()["avg_jct_ms"] / 1000
-                dev = 100 * (jf - jl) / jl
+                same = [(r.start_ms, r.finish_ms) for r in rp.records] == [
+                    (r.start_ms, r.finish_ms) for r in rl.records
+                ]
+                row += f" {cp:.2f} | {'yes' if same else 'NO'} |"
+            if fast:
+                cfg = replace(full_cfg, fidelity=Fidelity.FAST, fast_min_steps=steps)
+                cf, rf = _timed(stack, w, cfg, clock=time.process_time)
+                dev = 100 * (rf.summary()["avg_jct_ms"] / 1000 - jl) / jl
                 worst = max(worst, abs(dev))
-                row += f" {jl:.1f} | {rl.events} | {cl:.2f} | {dev:+.2f}% |"
+                row += f" {cf:.2f} | {dev:+.2f}% |"
             print(row, flush=True)
-    if full:
+    if fast:
         print(f"\nlargest |FAST - FULL|: {worst:.2f}%")
 
 
@@ -106,14 +123,17 @@ def main() -> None:
     )
     ap.add_argument("--repeat", type=int, default=3, help="best of N at reference scale")
     ap.add_argument("--paper-scale", action="store_true")
-    ap.add_argument("--full", action="store_true", help="also FULL fidelity at paper scale")
+    ap.add_argument(
+        "--python", action="store_true", help="paper scale: also the Python engine (slow)"
+    )
+    ap.add_argument("--fast", action="store_true", help="paper scale: also FAST fidelity")
     ap.add_argument("--steps", type=int, default=SimConfig().fast_min_steps)
     args = ap.parse_args()
     print(f"python {platform.python_version()} on {platform.machine()}")
     reference_scale(args.seed, args.repeat)
     if args.paper_scale:
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-        paper_scale(seeds, args.full, args.steps)
+        paper_scale(seeds, args.python, args.fast, args.steps)
 
 
 if __name__ == "__main__":

@@ -1008,4 +1008,15 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native",
                                        "dlsched's native event loop (see envs/sim/native.py).",
                                        -1, methods};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&moduledef); }
+#ifndef DLSCHED_SOURCE_SHA256
+#define DLSCHED_SOURCE_SHA256 "unknown"
+#endif
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA256", DLSCHED_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

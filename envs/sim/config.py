@@ -115,9 +115,7 @@ class SimConfig:
                 f"got {self.ps_iteration!r}"
             )
         if self.engine not in ("auto", "python", "native"):
-            raise ConfigError(
-                f"engine must be 'auto', 'python' or 'native', got {self.engine!r}"
-            )
+            raise ConfigError(f"engine must be 'auto', 'python' or 'native', got {self.engine!r}")
         if self.ps_iteration != "sequential" and self.fidelity is Fidelity.JOB:
             raise ConfigError(
                 "ps_iteration (TicTac) needs per-iteration exchanges: not JOB fidelity"

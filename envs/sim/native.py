@@ -15,12 +15,13 @@ and ``tests/sim/test_native.py`` requires bit-identical per-job times on every s
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 from envs.sim.config import Fidelity, SimConfig
-from envs.sim.errors import ConfigError
 from envs.sim.policies.comm import AdaDual, FairShare, SRSFn
 from envs.sim.policies.job_order import FIFO, SRSF
 from envs.sim.policies.placement import LWF, FirstFit, RandomPlacer
@@ -33,8 +34,21 @@ try:
 except ImportError:  # not built (no C compiler at install time): the Python engine runs
     _native = None
 
-_ORDERS = {SRSF: 0, FIFO: 1}
-_PLACERS = {RandomPlacer: 0, FirstFit: 1}
+
+def _stale() -> bool:
+    """Whether the built module comes from another version of ``_native.c`` than the one
+    beside this file (edited since the last build); an installed package without the source
+    is taken as it is."""
+    src = Path(__file__).with_name("_native.c")
+    if _native is None or not src.exists():
+        return False
+    return bool(hashlib.sha256(src.read_bytes()).hexdigest() != _native.SOURCE_SHA256)
+
+
+_STALE = _stale()
+
+_ORDERS: dict[type, int] = {SRSF: 0, FIFO: 1}
+_PLACERS: dict[type, int] = {RandomPlacer: 0, FirstFit: 1}
 #: ``SimConfig`` fields the native loop implements only at their default value
 _DEFAULT_ONLY = (
     "tick_ms",
@@ -47,14 +61,16 @@ _DEFAULT_ONLY = (
 
 
 def available() -> bool:
-    """Whether the extension is built."""
-    return _native is not None
+    """Whether the extension is built from the current source."""
+    return _native is not None and not _STALE
 
 
 def unsupported(workload: Workload, stack: SchedulerStack, cfg: SimConfig) -> str | None:
     """Why this run needs the Python engine, or ``None`` if the native loop can run it."""
     if _native is None:
         return "the native extension envs.sim._native is not built (no C compiler at install?)"
+    if _STALE:
+        return "stale build: envs/sim/_native.c changed since it was compiled (run make setup)"
     default = SimConfig()
     for name in _DEFAULT_ONLY:
         if getattr(cfg, name) != getattr(default, name):
@@ -179,4 +195,3 @@ def run(
         wall_s=time.perf_counter() - wall,
         extra={"iterations_per_step": chunk_max, "engine": "native"},
     )
-

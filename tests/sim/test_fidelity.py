@@ -39,7 +39,7 @@ def test_fast_merges_steps_and_keeps_every_invariant(stack: str) -> None:
         # merged steps conserve the work: the job still needs its whole compute critical path
         assert r.iterations == j.iterations
         assert r.jct_ms >= j.iterations * j.model.compute_ms - 1e-6
-    full = simulate(CLUSTER, w, stack, SimConfig())
+    full = simulate(CLUSTER, w, stack, SimConfig(engine="python"))  # same engine as res
     assert res.events < full.events / 2
 
 

@@ -16,8 +16,8 @@ CLUSTER = ClusterSpec()
 @pytest.mark.parametrize("stack", list(STACKS))
 def test_windows_change_nothing(stack: str, mode: str) -> None:
     w = builtin_ada_srsf(1)
-    on = simulate(CLUSTER, w, stack, SimConfig.named(mode))
-    off = simulate(CLUSTER, w, stack, SimConfig.named(mode, compute_windows=False))
+    on = simulate(CLUSTER, w, stack, SimConfig.named(mode, engine="python"))
+    off = simulate(CLUSTER, w, stack, SimConfig.named(mode, compute_windows=False, engine="python"))
     np.testing.assert_array_equal(on.jcts_ms(), off.jcts_ms())
     assert [r.start_ms for r in on.records] == [r.start_ms for r in off.records]
     assert on.events < off.events  # the shortcut is taken
@@ -36,14 +36,18 @@ def test_windows_keep_invariants_with_float_times(stack: str) -> None:
         replace(j, model=PAPER_MODELS[j.model.name]) for j in base.jobs if j.job_id % 2 == 0
     )
     w = Workload(jobs, name="paper-times")
-    on = simulate(CLUSTER, w, stack, SimConfig(check_invariants=True))
-    off = simulate(CLUSTER, w, stack, SimConfig(compute_windows=False))
+    on = simulate(CLUSTER, w, stack, SimConfig(engine="python", check_invariants=True))
+    off = simulate(CLUSTER, w, stack, SimConfig(engine="python", compute_windows=False))
     np.testing.assert_array_equal(on.jcts_ms(), off.jcts_ms())
-    fast_on = simulate(CLUSTER, w, stack, SimConfig(fidelity=Fidelity.FAST, fast_min_steps=10))
+    fast_on = simulate(
+        CLUSTER, w, stack, SimConfig(engine="python", fidelity=Fidelity.FAST, fast_min_steps=10)
+    )
     fast_off = simulate(
         CLUSTER,
         w,
         stack,
-        SimConfig(fidelity=Fidelity.FAST, fast_min_steps=10, compute_windows=False),
+        SimConfig(
+            engine="python", fidelity=Fidelity.FAST, fast_min_steps=10, compute_windows=False
+        ),
     )
     np.testing.assert_array_equal(fast_on.jcts_ms(), fast_off.jcts_ms())
