@@ -196,6 +196,7 @@ class EvaluateConfig:
     baseline: str | None = None
     mode: str = "correct"
     fidelity: str = "full"
+    engine: str = "auto"
     seeds: list[int] = field(default_factory=lambda: [0])
     workers: int = 0
     out_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}_evaluate"

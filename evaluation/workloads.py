@@ -244,14 +244,18 @@ def build_cluster(c: ClusterConfig) -> ClusterSpec:
 
 
 def sim_config(cfg: EvaluateConfig, seed: int) -> SimConfig:
-    """``SimConfig.named(mode)`` with the run's fidelity, invariant checks and seed."""
+    """``SimConfig.named(mode)`` with the run's fidelity, invariant checks, seed and engine."""
     try:
         fidelity = Fidelity(cfg.fidelity)
     except ValueError:
         known = sorted(f.value for f in Fidelity)
         raise ConfigError(f"unknown fidelity {cfg.fidelity!r}; known: {known}") from None
     return SimConfig.named(
-        cfg.mode, fidelity=fidelity, check_invariants=cfg.check_invariants, seed=seed
+        cfg.mode,
+        fidelity=fidelity,
+        check_invariants=cfg.check_invariants,
+        seed=seed,
+        engine=cfg.engine,
     )
 
 

@@ -2,6 +2,8 @@
 
     python experiments/ada_srsf_tables.py --table IV
     python experiments/ada_srsf_tables.py --table V [--seeds 0 1 2] [--correct-seeds 0-9]
+    python experiments/ada_srsf_tables.py --table V --correct-scale 100   # correct model at
+                                                                         # the paper's scale
 
 For every stack of the table it prints, side by side (JCT in the paper's "seconds" = sim ms/10):
 - the paper's published numbers;
@@ -9,7 +11,9 @@ For every stack of the table it prints, side by side (JCT in the paper's "second
   as published ("original") and with its AdaDUAL probe fixed ("fixed_probe");
 - dlsched in reference-compatible mode and in reference-with-fixed-probe mode, with the
   distribution of per-job JCT differences against the reference;
-- dlsched's correct model (the default), mean over ``--correct-seeds``.
+- dlsched's correct model (the default), mean over ``--correct-seeds``, on the workloads
+  scaled by ``--correct-scale`` (iterations and submit times; 100 = the paper's 1000-6000
+  iterations, which the native event loop runs in about a second per stack).
 It ends with a paired comparison of LWF-1 + Ada-SRSF against LWF-1 + SRSF(1) under the correct
 model: whether AdaDUAL helps.
 """
@@ -24,7 +28,12 @@ from _common import seed_list
 
 from envs.sim import ClusterSpec, SimConfig, SimResult, simulate
 from envs.sim.stacks import REFERENCE_ALGO, STACKS, TABLE_IV, TABLE_V
-from envs.sim.workload import builtin_ada_srsf, load_reference_results, load_reference_summary
+from envs.sim.workload import (
+    builtin_ada_srsf,
+    load_reference_results,
+    load_reference_summary,
+    scale_workload,
+)
 from evaluation.stats import mean_ci95
 
 #: (GPU util %, avg, median, p95 JCT in s) as printed in the paper's Tables IV and V.
@@ -40,12 +49,19 @@ PAPER = {
 CLUSTER = ClusterSpec()
 
 
-def _run(stack: str, seed: int, mode: str) -> SimResult:
-    return simulate(CLUSTER, builtin_ada_srsf(seed), stack, SimConfig.named(mode))
+def _run(stack: str, seed: int, mode: str, scale: float = 1.0) -> SimResult:
+    w = builtin_ada_srsf(seed)
+    if scale != 1.0:
+        w = scale_workload(w, scale, scale)
+    res = simulate(CLUSTER, w, stack, SimConfig.named(mode))
+    res.extra["scale"] = scale
+    return res
 
 
 def _paper_s(result: SimResult) -> np.ndarray:
-    return result.jcts_ms() / 10.0
+    """JCTs in the paper's seconds: the shipped workloads run 1/100 of the paper's
+    iterations and time, so a reference-scale ms is 100 paper ms (scale 100: 1 ms)."""
+    return result.jcts_ms() / (10.0 * result.extra.get("scale", 1.0))
 
 
 def _fmt(xs: Sequence[float]) -> str:
@@ -102,7 +118,9 @@ def compare_with_reference(stacks: Sequence[str], seeds: Sequence[int]) -> None:
             )
 
 
-def side_by_side(stacks: Sequence[str], seeds: Sequence[int], correct_seeds: Sequence[int]) -> None:
+def side_by_side(
+    stacks: Sequence[str], seeds: Sequence[int], correct_seeds: Sequence[int], scale: float
+) -> None:
     summary = load_reference_summary()
     print("\n### Side by side (paper s; GPU util %)\n")
     print(
@@ -134,7 +152,7 @@ def side_by_side(stacks: Sequence[str], seeds: Sequence[int], correct_seeds: Seq
                 f"{np.mean([_paper_s(r).mean() for r in ours]):.1f} "
                 f"({100 * np.mean([r.gpu_utilisation for r in ours]):.1f}%)"
             )
-        corr = [_run(stack, s, "correct") for s in correct_seeds]
+        corr = [_run(stack, s, "correct", scale) for s in correct_seeds]
         cells.append(
             f"{np.mean([_paper_s(r).mean() for r in corr]):.1f} "
             f"({100 * np.mean([r.gpu_utilisation for r in corr]):.1f}%)"
@@ -142,12 +160,15 @@ def side_by_side(stacks: Sequence[str], seeds: Sequence[int], correct_seeds: Seq
         print(f"| {STACKS[stack]} | " + " | ".join(cells) + " |")
 
 
-def correct_table(stacks: Sequence[str], seeds: Sequence[int]) -> None:
-    print(f"\n### Correct model, workload seeds {seeds[0]}-{seeds[-1]} (mean ± sd over seeds)\n")
+def correct_table(stacks: Sequence[str], seeds: Sequence[int], scale: float) -> None:
+    print(
+        f"\n### Correct model, workload seeds {seeds[0]}-{seeds[-1]}, iterations x{scale:g} "
+        "(mean ± sd over seeds)\n"
+    )
     print("| stack | GPU util % | avg JCT | median | p95 |")
     print("|---|---|---|---|---|")
     for stack in stacks:
-        res = [_run(stack, s, "correct") for s in seeds]
+        res = [_run(stack, s, "correct", scale) for s in seeds]
         cols = {
             "util": [100 * r.gpu_utilisation for r in res],
             "avg": [_paper_s(r).mean() for r in res],
@@ -161,13 +182,16 @@ def correct_table(stacks: Sequence[str], seeds: Sequence[int]) -> None:
         )
 
 
-def adadual_verdict(seeds: Sequence[int]) -> None:
-    a = np.array([_paper_s(_run("lwf1_adasrsf", s, "correct")).mean() for s in seeds])
-    b = np.array([_paper_s(_run("lwf1_srsf1", s, "correct")).mean() for s in seeds])
+def adadual_verdict(seeds: Sequence[int], scale: float) -> None:
+    a = np.array([_paper_s(_run("lwf1_adasrsf", s, "correct", scale)).mean() for s in seeds])
+    b = np.array([_paper_s(_run("lwf1_srsf1", s, "correct", scale)).mean() for s in seeds])
     d = 100 * (a - b) / b
     better = int(np.sum(a < b))
     print("\n### Does AdaDUAL help under the correct model?")
-    print("\nLWF-1 + Ada-SRSF against LWF-1 + SRSF(1), paired by workload seed.\n")
+    print(
+        f"\nLWF-1 + Ada-SRSF against LWF-1 + SRSF(1), paired by workload seed, iterations "
+        f"x{scale:g}.\n"
+    )
     print("| seed | Ada-SRSF avg JCT | SRSF(1) avg JCT | Ada-SRSF vs SRSF(1) |")
     print("|---|---|---|---|")
     for s, x, y, z in zip(seeds, a, b, d, strict=True):
@@ -184,14 +208,20 @@ def main() -> None:
     ap.add_argument("--table", choices=["IV", "V"], required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--correct-seeds", type=seed_list, default=list(range(10)))
+    ap.add_argument(
+        "--correct-scale",
+        type=float,
+        default=1.0,
+        help="iterations and submit times of the correct-model runs x this (100: paper scale)",
+    )
     args = ap.parse_args()
     stacks = TABLE_IV if args.table == "IV" else TABLE_V
     print(f"## Ada-SRSF Table {args.table}: {', '.join(STACKS[s] for s in stacks)}")
-    side_by_side(stacks, args.seeds, args.correct_seeds)
+    side_by_side(stacks, args.seeds, args.correct_seeds, args.correct_scale)
     compare_with_reference(stacks, args.seeds)
-    correct_table(stacks, args.correct_seeds)
+    correct_table(stacks, args.correct_seeds, args.correct_scale)
     if args.table == "V":
-        adadual_verdict(args.correct_seeds)
+        adadual_verdict(args.correct_seeds, args.correct_scale)
 
 
 if __name__ == "__main__":

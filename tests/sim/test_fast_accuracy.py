@@ -1,9 +1,11 @@
 """FAST fidelity against FULL: what it saves (events, by count) and what it costs (avg JCT).
 
-The issue's target is FAST within 2% of FULL's avg JCT for every stack.  It is not met: the
-merged steps change which job wins a shared GPU and how transfers overlap, and the schedule
-that results differs job by job (measured in EXPERIMENTS.md, "FAST fidelity").  The 2% target
-is kept as a strict xfail so that a fast path that meets it shows up; a loose bound guards
+The issue asked for a fast path within 2% of FULL's avg JCT *if FULL could not reach 5 s per
+stack at paper scale*; FULL now does, on the native event loop (0.5-1.1 CPU s, see
+``test_native.py``), so FAST is an exploration tool only.  It does not meet 2%: the merged
+steps change which job wins a shared GPU and how transfers overlap, and the schedule that
+results differs job by job (measured in EXPERIMENTS.md, "FAST fidelity").  The 2% bar is
+kept as a strict xfail so that a fast path that meets it shows up; a loose bound guards
 against gross regressions.
 
 FULL itself is not reproducible to 2% under timing noise far below what the inputs are known
