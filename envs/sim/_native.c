@@ -281,11 +281,8 @@ static int place(Sim *s, Job *j, int *out) {
     double need = j->mem;
     int *avail = s->scratch_a;
     if (s->placer == PL_LWF && n > s->kappa) {
-        if (count_eligible(s, need) < n) {
-            lwf_refuse(s);
-            return 0;
-        }
-        lwf_refuse(s);
+        lwf_refuse(s); /* sorts the server order even when it refuses, as the reference */
+        if (count_eligible(s, need) < n) return 0;
         int got = 0;
         for (int k = 0; k < s->S && got < n; k++) {
             int v = s->server_order[k], c = 0;
@@ -608,16 +605,9 @@ static int communicate(Sim *s, double t) {
     int nready = s->ready.n;
     sort_ctx = s;
     qsort(s->ready.a, (size_t)nready, sizeof(int), cmp_placed_g);
-    /* syncs below never add to ready (only task ends do) */
-    int *rd = (int *)malloc((size_t)(nready ? nready : 1) * sizeof(int));
-    if (!rd) {
-        oom = 1;
-        return 0;
-    }
-    memcpy(rd, s->ready.a, (size_t)nready * sizeof(int));
-    s->ready.n = 0;
+    /* walked in place: the syncs below never add to ready (only task ends do) */
     for (int r = 0; r < nready; r++) {
-        int ji = rd[r];
+        int ji = s->ready.a[r];
         Job *j = &s->jobs[ji];
         if (j->multi) {
             j->fresh = 1;
@@ -630,7 +620,7 @@ static int communicate(Sim *s, double t) {
             sync_job(s, ji, t);
         }
     }
-    free(rd);
+    s->ready.n = 0;
     if (s->unreleased.n) {
         release(s);
         if (s->qn && allocate(s, t) < 0) return -1;

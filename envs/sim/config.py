@@ -121,6 +121,13 @@ class SimConfig:
                 "ps_iteration (TicTac) needs per-iteration exchanges: not JOB fidelity"
             )
 
+    def iterations_per_step(self, shortest_iterations: int) -> int:
+        """Iterations merged into one step: ``K`` in FAST fidelity (from the workload's
+        shortest job), 1 otherwise."""
+        if self.fidelity is not Fidelity.FAST:
+            return 1
+        return max(1, shortest_iterations // self.fast_min_steps)
+
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
         """The reference simulator's behaviour, quirks included."""

@@ -31,7 +31,7 @@ from typing import Any, cast
 import numpy as np
 
 from envs.sim.config import Fidelity, SimConfig
-from envs.sim.errors import ConfigError, DlschedError
+from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.policies.base import (
     CommScheduler,
     CommTaskView,
@@ -55,10 +55,6 @@ EV_TASK, EV_COMM, EV_SYNC, EV_ARRIVAL, EV_WAKE, EV_WINDOW = 0, 1, 2, 3, 4, 5
 EV_RESTORE, EV_JOBEND, EV_RESCHED = 6, 7, 8
 # gpu_task kind of a GPU that runs its part of a job's compute window
 WINDOW = 9
-
-
-class SimulationError(DlschedError):
-    """The simulation reached an impossible state (an invariant failed or jobs are stuck)."""
 
 
 class Job:
@@ -404,10 +400,7 @@ class Simulator:
             raise ConfigError(
                 f"preemptive job order {self.porder.name!r} needs continuous time (tick_ms=None)"
             )
-        self.chunk_max = 1
-        if self.cfg.fidelity is Fidelity.FAST:
-            shortest = min(j.iterations for j in workload.jobs)
-            self.chunk_max = max(1, shortest // self.cfg.fast_min_steps)
+        self.chunk_max = self.cfg.iterations_per_step(min(j.iterations for j in workload.jobs))
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any, version: int = 0) -> None:
@@ -1442,19 +1435,7 @@ class Simulator:
 
     def _result(self, wall: float) -> SimResult:
         records = [
-            JobRecord(
-                job_id=j.spec.job_id,
-                name=j.spec.name or f"j{j.spec.job_id}",
-                model=j.spec.model.name,
-                num_gpus=j.spec.num_gpus,
-                iterations=j.spec.iterations,
-                submit_ms=j.spec.submit_ms,
-                start_ms=j.start_ms,
-                finish_ms=j.finish_ms,
-                gpu_ms=j.spec.total_compute_ms,
-                servers=len(j.servers),
-            )
-            for j in self.jobs
+            JobRecord.from_spec(j.spec, j.start_ms, j.finish_ms, len(j.servers)) for j in self.jobs
         ]
         extra: dict[str, Any] = {"iterations_per_step": self.chunk_max}
         if self.preemptive:
@@ -1465,10 +1446,8 @@ class Simulator:
             stats = getattr(self.porder, "stats", None)
             if stats:
                 extra["order_stats"] = dict(stats)
-        return SimResult(
-            records=records,
-            makespan_ms=max(r.finish_ms for r in records),
-            busy_gpu_ms=sum(r.gpu_ms for r in records),
+        return SimResult.from_records(
+            records,
             num_gpus=self.cluster.num_gpus,
             stack=self.stack.name,
             config=self.cfg.to_dict(),

@@ -13,3 +13,7 @@ class WorkloadError(DlschedError):
 
 class ConfigError(DlschedError):
     """An unknown policy/stack name, an unknown config key or an invalid value."""
+
+
+class SimulationError(DlschedError):
+    """The simulation reached an impossible state (an invariant failed or jobs are stuck)."""

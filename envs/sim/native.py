@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.sim.config import Fidelity, SimConfig
+from envs.sim.errors import SimulationError
 from envs.sim.policies.comm import AdaDual, FairShare, SRSFn
 from envs.sim.policies.job_order import FIFO, SRSF
 from envs.sim.policies.placement import LWF, FirstFit, RandomPlacer
@@ -122,9 +123,7 @@ def run(
     else:
         comm_code, srsf_n, inclusive = 2, 0, False
     est = placer.comm_estimate_ms_per_mb
-    chunk_max = 1
-    if cfg.fidelity is Fidelity.FAST:
-        chunk_max = max(1, min(j.iterations for j in workload.jobs) // cfg.fast_min_steps)
+    chunk_max = cfg.iterations_per_step(min(j.iterations for j in workload.jobs))
     jobs = [
         (
             float(j.submit_ms),
@@ -163,30 +162,15 @@ def run(
     )
     stuck = [j.job_id for j, f in zip(workload.jobs, finish, strict=True) if math.isnan(f)]
     if stuck:
-        from envs.sim.engine import SimulationError
-
         raise SimulationError(
             f"no events left but {len(stuck)} jobs never finished (first ids {stuck[:10]})"
         )
     records = [
-        JobRecord(
-            job_id=j.job_id,
-            name=j.name or f"j{j.job_id}",
-            model=j.model.name,
-            num_gpus=j.num_gpus,
-            iterations=j.iterations,
-            submit_ms=j.submit_ms,
-            start_ms=s,
-            finish_ms=f,
-            gpu_ms=j.total_compute_ms,
-            servers=n,
-        )
+        JobRecord.from_spec(j, s, f, n)
         for j, s, f, n in zip(workload.jobs, start, finish, servers, strict=True)
     ]
-    return SimResult(
-        records=records,
-        makespan_ms=max(r.finish_ms for r in records),
-        busy_gpu_ms=sum(r.gpu_ms for r in records),
+    return SimResult.from_records(
+        records,
         num_gpus=cluster.num_gpus,
         stack=stack.name,
         config=cfg.to_dict(),

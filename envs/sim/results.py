@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from envs.sim.spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,22 @@ class JobRecord:
     finish_ms: float
     gpu_ms: float  # compute service: workers x iterations x (fw + bw)
     servers: int  # servers the job spanned
+
+    @classmethod
+    def from_spec(cls, spec: JobSpec, start_ms: float, finish_ms: float, servers: int) -> JobRecord:
+        """The record of ``spec``'s run (what every engine reports)."""
+        return cls(
+            job_id=spec.job_id,
+            name=spec.name or f"j{spec.job_id}",
+            model=spec.model.name,
+            num_gpus=spec.num_gpus,
+            iterations=spec.iterations,
+            submit_ms=spec.submit_ms,
+            start_ms=start_ms,
+            finish_ms=finish_ms,
+            gpu_ms=spec.total_compute_ms,
+            servers=servers,
+        )
 
     @property
     def jct_ms(self) -> float:
@@ -50,6 +69,33 @@ class SimResult:
     events: int = 0
     wall_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(
+        cls,
+        records: list[JobRecord],
+        *,
+        num_gpus: int,
+        stack: str,
+        config: dict[str, Any],
+        workload: str,
+        events: int,
+        wall_s: float,
+        extra: dict[str, Any],
+    ) -> SimResult:
+        """A result whose makespan and busy GPU time are derived from ``records``."""
+        return cls(
+            records=records,
+            makespan_ms=max(r.finish_ms for r in records),
+            busy_gpu_ms=sum(r.gpu_ms for r in records),
+            num_gpus=num_gpus,
+            stack=stack,
+            config=config,
+            workload=workload,
+            events=events,
+            wall_s=wall_s,
+            extra=extra,
+        )
 
     def jcts_ms(self) -> np.ndarray:
         return np.array([r.jct_ms for r in self.records], dtype=float)
