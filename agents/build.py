@@ -41,6 +41,24 @@ def _dl2(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: s
     )
 
 
+def _group(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+    from agents.group import GroupPPO
+
+    return GroupPPO(
+        env=env,
+        learning_rate=cfg.learning_rate,
+        gamma=cfg.gamma,
+        ent_coef=cfg.ent_coef,
+        vf_coef=cfg.vf_coef,
+        max_grad_norm=cfg.max_grad_norm,
+        group=cfg.group,
+        normalize_advantage=cfg.normalize_advantage,
+        policy_kwargs=kwargs,
+        tensorboard_log=tb,
+        seed=seed,
+    )
+
+
 def _ppo_kwargs(
     cfg: AgentConfig, kwargs: dict[str, Any], seed: int, tb: str | None
 ) -> dict[str, Any]:
@@ -82,6 +100,7 @@ def _maskable_ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: i
 
 BUILDERS: dict[str, Callable[..., BaseAlgorithm]] = {
     "dl2_a2c": _dl2,
+    "group_ppo": _group,
     "ppo": _ppo,
     "maskable_ppo": _maskable_ppo,
 }

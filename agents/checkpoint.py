@@ -42,8 +42,15 @@ def _agent_classes() -> dict[str, type[BaseAlgorithm]]:
     from stable_baselines3 import A2C, PPO
 
     from agents.dl2 import DL2A2C
+    from agents.group import GroupPPO
 
-    return {"DL2A2C": DL2A2C, "PPO": PPO, "MaskablePPO": MaskablePPO, "A2C": A2C}
+    return {
+        "DL2A2C": DL2A2C,
+        "GroupPPO": GroupPPO,
+        "PPO": PPO,
+        "MaskablePPO": MaskablePPO,
+        "A2C": A2C,
+    }
 
 
 def save_checkpoint(model: BaseAlgorithm, directory: PathLike, meta: dict[str, Any]) -> Path:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from agents.exploration import ExplorationConfig
+from agents.group import GroupConfig
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
 from envs.gym.factory import EnvConfig
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 #: Agent algorithms ``train.py`` knows (``agent.algo``).
-ALGOS = ("dl2_a2c", "ppo", "maskable_ppo")
+ALGOS = ("dl2_a2c", "group_ppo", "ppo", "maskable_ppo")
 
 
 @dataclass
@@ -42,7 +43,9 @@ class PPOConfig:
 class AgentConfig:
     """One learner.  ``algo``: ``dl2_a2c`` (DL²'s actor-critic; ``critic: false`` makes it
     REINFORCE with a moving-average baseline), ``ppo`` (SB3, no masks: invalid actions are the
-    env's counted no-ops), ``maskable_ppo`` (sb3-contrib).  The rest as in
+    env's counted no-ops), ``maskable_ppo`` (sb3-contrib), ``group_ppo``
+    (:class:`agents.group.GroupPPO`: batched episodes, input-driven baseline, anchor;
+    settings in ``group``).  The rest as in
     :class:`agents.dl2.DL2A2C` / SB3."""
 
     name: str = "a2c"
@@ -62,6 +65,7 @@ class AgentConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    group: GroupConfig = field(default_factory=GroupConfig)
 
 
 @dataclass

@@ -60,10 +60,26 @@ def _training_envs(cfg: TrainConfig) -> tuple[Any, list[EnvConfig]]:
 
     if cfg.federated.mode != "none":
         return federated_vec_env(cfg.federated, cfg.seed, reference=cfg.env)
+    n_envs = _n_envs(cfg)
+    configs = [cfg.env] * n_envs
+    return make_training_vec_env(configs, [cfg.seed + i for i in range(n_envs)]), configs
+
+
+def _n_envs(cfg: TrainConfig) -> int:
+    """Env copies: ``n_envs``, or ``groups x group_size`` for the group learner."""
     if cfg.n_envs < 1:
         raise ConfigError(f"n_envs must be >= 1, got {cfg.n_envs}")
-    configs = [cfg.env] * cfg.n_envs
-    return make_training_vec_env(configs, [cfg.seed + i for i in range(cfg.n_envs)]), configs
+    agent: AgentConfig = cfg.agent
+    if agent.algo != "group_ppo":
+        return int(cfg.n_envs)
+    n = agent.group.groups * agent.group.group_size
+    agent.group.check(n)
+    if cfg.n_envs not in (1, n):
+        raise ConfigError(
+            f"n_envs={cfg.n_envs} disagrees with agent.group: the group learner runs "
+            f"groups x group_size = {n} env copies (leave n_envs at 1)"
+        )
+    return n
 
 
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +115,8 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
                 progress=cfg.progress_bar,
             )
             load_pretrained_weights(model, pre["policy_path"])
+            if hasattr(model, "set_anchor"):  # the group learner's anchor: the clone
+                model.set_anchor()
             summary["pretrain"] = {k: v for k, v in pre.items() if k != "policy_path"}
             summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
     ev: EvalConfig = cfg.eval

@@ -1,0 +1,201 @@
+"""Batched rollouts: many env copies stepped in lockstep, one policy forward per step.
+
+:func:`run_batched` runs one episode in each of ``N`` :class:`~envs.gym.cluster_env.ClusterEnv`
+copies (each reset with its own workload seed) to its end.  Every step gathers the observations
+and masks of the envs still running into one batch, computes the masked logits once
+(:class:`~agents.policy.NumpyPolicy`, numpy float64), picks an action per env (masked argmax,
+or an inverse-CDF draw from the masked softmax with *that env's own* generator), and steps each
+env.  The envs keep their observation and mask in preallocated arrays, so a step makes no
+Python call per env beyond ``env.step`` itself.
+
+Because every episode samples from its own generator (seeded by the caller), an episode's
+trajectory depends on its workload seed, its sampling seed and the policy only, never on how
+many envs run beside it: ``N`` envs in lockstep reproduce ``N`` runs of one env (a test).
+
+With ``record=True`` the result keeps every decision (observation, mask, action, behaviour
+log-probability, simulated time) and every reward with its time, episode by episode, which is
+what the group learner (:mod:`agents.group`) trains on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from agents.policy import NumpyPolicy
+from envs.gym.cluster_env import ClusterEnv
+from envs.sim.errors import ConfigError
+
+__all__ = ["Batch", "Episode", "run_batched"]
+
+_LOG_FLOOR = -69.0  # log(1e-30): a valid action's probability never logs below this
+
+
+@dataclass
+class Episode:
+    """One finished (or truncated) episode of a batched run."""
+
+    env_index: int
+    seed: int
+    decisions: int
+    reward_times: npt.NDArray[np.float64]
+    rewards: npt.NDArray[np.float64]
+    terminated: bool
+    avg_jct_slots: float | None  # the env's figure when terminated
+
+
+@dataclass
+class Batch:
+    """Every decision of a batched run, episode after episode (rows of episode ``e`` are
+    ``starts[e] .. starts[e + 1] - 1``, in decision order), and the episodes."""
+
+    obs: npt.NDArray[np.float32]
+    masks: npt.NDArray[np.bool_]
+    actions: npt.NDArray[np.int64]
+    logp: npt.NDArray[np.float32]
+    times: npt.NDArray[np.float64]
+    episodes: list[Episode] = field(default_factory=list)
+    starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(1, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def rows(self, e: int) -> slice:
+        return slice(int(self.starts[e]), int(self.starts[e + 1]))
+
+
+def _pick(
+    logits: npt.NDArray[np.float64],
+    deterministic: bool,
+    rngs: Sequence[np.random.Generator],
+    active: Sequence[int],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Actions and their log-probabilities for a batch of masked logits."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(axis=1)
+    n, width = logits.shape
+    if deterministic:
+        a = np.argmax(logits, axis=1)
+    else:
+        c = np.cumsum(e / total[:, None], axis=1)
+        u = np.fromiter((rngs[i].random() for i in active), dtype=np.float64, count=n)
+        a = (c <= (u * c[:, -1])[:, None]).sum(axis=1)
+        np.minimum(a, width - 1, out=a)
+    rows = np.arange(n)
+    logp = z[rows, a] - np.log(total)
+    np.maximum(logp, _LOG_FLOOR, out=logp)
+    return a.astype(np.int64), logp
+
+
+def run_batched(
+    envs: Sequence[ClusterEnv],
+    seeds: Sequence[int],
+    policy: NumpyPolicy,
+    *,
+    deterministic: bool,
+    sample_seeds: Sequence[int] | None = None,
+    record: bool = False,
+    on_step: Callable[[int], bool] | None = None,
+) -> Batch:
+    """One episode per env (``envs[i]`` reset with workload ``seeds[i]``), in lockstep.
+
+    ``sample_seeds[i]`` seeds env ``i``'s action draws (needed unless ``deterministic``).
+    ``on_step(n)`` is called after every lockstep step with the number of decisions it made;
+    returning False stops the run (the episodes are then reported as not terminated).
+    Without ``record`` the batch holds only the episodes (no per-decision arrays)."""
+    n = len(envs)
+    if n < 1 or len(seeds) != n:
+        raise ConfigError(f"run_batched needs one seed per env; got {n} envs, {len(seeds)} seeds")
+    if not deterministic and (sample_seeds is None or len(sample_seeds) != n):
+        raise ConfigError("sampled batched rollouts need one sample seed per env")
+    rngs = [np.random.default_rng(int(s)) for s in (sample_seeds or [0] * n)]
+    obs_dim = envs[0].observation_space.shape[0]  # type: ignore[index]
+    n_act = int(envs[0].action_space.n)  # type: ignore[attr-defined]
+    for env in envs:
+        if env.observation_space.shape != (obs_dim,) or int(env.action_space.n) != n_act:  # type: ignore[attr-defined]
+            raise ConfigError("batched rollouts need envs of one observation and action size")
+    obs = np.zeros((n, obs_dim), dtype=np.float32)
+    masks = np.zeros((n, n_act), dtype=bool)
+    active: list[int] = []
+    for i, env in enumerate(envs):
+        o, _ = env.reset(seed=int(seeds[i]))
+        obs[i] = o
+        masks[i] = env._mask
+        if not env._ended and env._slot_open:
+            active.append(i)
+    counts = [0] * n
+    r_times: list[list[float]] = [[] for _ in range(n)]
+    r_vals: list[list[float]] = [[] for _ in range(n)]
+    terminated = [bool(env.sim is not None and env.sim.done) for env in envs]
+    rec: list[tuple[npt.NDArray[np.int64], ...]] = []
+    rec_f: list[tuple[npt.NDArray, ...]] = []
+    stopped = False
+    while active:
+        idx = np.asarray(active, dtype=np.int64)
+        o_b = obs[idx]
+        m_b = masks[idx]
+        logits = policy.logits(o_b, m_b)
+        actions, logp = _pick(logits, deterministic, rngs, active)
+        if record:
+            times = np.fromiter((envs[i]._t for i in active), dtype=np.float64, count=len(idx))
+            rec.append((idx, actions))
+            rec_f.append((o_b, m_b, logp, times))
+        still: list[int] = []
+        for k, i in enumerate(active):
+            env = envs[i]
+            o, r, term, trunc, info = env.step(int(actions[k]))
+            counts[i] += 1
+            if info["slot_ended"]:
+                r_times[i].append(float(info["closed_slot"]))
+                r_vals[i].append(float(r))
+            if term or trunc:
+                terminated[i] = bool(term)
+                continue
+            obs[i] = o
+            masks[i] = env._mask
+            still.append(i)
+        active = still
+        if on_step is not None and not on_step(len(idx)):
+            stopped = True
+            break
+    episodes = [
+        Episode(
+            env_index=i,
+            seed=int(seeds[i]),
+            decisions=counts[i],
+            reward_times=np.asarray(r_times[i], dtype=np.float64),
+            rewards=np.asarray(r_vals[i], dtype=np.float64),
+            terminated=terminated[i] and not (stopped and i in active),
+            avg_jct_slots=(
+                float(envs[i].sim.result().avg_jct_slots)  # type: ignore[union-attr]
+                if terminated[i] and not (stopped and i in active)
+                else None
+            ),
+        )
+        for i in range(n)
+    ]
+    if not record:
+        return Batch(
+            np.zeros((0, obs_dim), np.float32),
+            np.zeros((0, n_act), bool),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.float32),
+            np.zeros(0, np.float64),
+            episodes,
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        )
+    env_of = np.concatenate([r[0] for r in rec]) if rec else np.zeros(0, np.int64)
+    order = np.argsort(env_of, kind="stable")  # episode by episode, each in decision order
+    return Batch(
+        obs=np.concatenate([r[0] for r in rec_f]).astype(np.float32)[order],
+        masks=np.concatenate([r[1] for r in rec_f])[order],
+        actions=np.concatenate([r[1] for r in rec])[order],
+        logp=np.concatenate([r[2] for r in rec_f]).astype(np.float32)[order],
+        times=np.concatenate([r[3] for r in rec_f])[order],
+        episodes=episodes,
+        starts=np.concatenate([[0], np.cumsum(np.bincount(env_of, minlength=n))]).astype(np.int64),
+    )
