@@ -207,7 +207,7 @@ class GroupPPO(A2C):
                 "(pretrain=<teacher>) or set anchor_coef=0"
             )
         if self._anchor is None:
-            anchor = self.policy_class(  # type: ignore[call-arg]
+            anchor = self.policy_class(
                 self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
             )
             anchor.load_state_dict(self._anchor_state)
@@ -276,9 +276,11 @@ class GroupPPO(A2C):
             deterministic=False,
             sample_seeds=sample_seeds,
             record=True,
+            record_fraction=self.group.sample_fraction,
+            record_rng=self._rng,
             on_step=on_step,
         )
-        if len(batch) == 0:
+        if not any(e.decisions for e in batch.episodes):
             raise ConfigError(
                 "an iteration collected no decisions (every episode ended at reset); check "
                 "the env's workload and max_slots"
@@ -306,23 +308,20 @@ class GroupPPO(A2C):
             for e, re, ad in zip(members, r, a, strict=True):
                 rets[batch.rows(e)] = re
                 advs[batch.rows(e)] = ad
-        keep = np.flatnonzero(self._rng.random(len(batch)) < self.group.sample_fraction)
-        if keep.size == 0:
-            keep = np.arange(len(batch))
         jcts = [e.avg_jct_slots for e in eps if e.avg_jct_slots is not None]
         self._episode_stats = {
             "rollout/avg_jct_slots": float(np.mean(jcts)) if jcts else float("nan"),
             "rollout/episodes_truncated": float(sum(not e.terminated for e in eps)),
-            "rollout/decisions": float(len(batch)),
-            "rollout/trained_decisions": float(keep.size),
+            "rollout/decisions": float(sum(e.decisions for e in eps)),
+            "rollout/trained_decisions": float(len(batch)),
         }
         return (
-            batch.obs[keep],
-            batch.masks[keep],
-            batch.actions[keep],
-            batch.logp[keep],
-            rets[keep].astype(np.float32),
-            advs[keep].astype(np.float32),
+            batch.obs,
+            batch.masks,
+            batch.actions,
+            batch.logp,
+            rets.astype(np.float32),
+            advs.astype(np.float32),
         )
 
     # ------------------------------------------------------------------ update
@@ -404,9 +403,9 @@ class GroupPPO(A2C):
         self._iteration += 1
         self._n_updates += 1
         self._fast.sync()
-        for key, values in stats.items():
-            if values:
-                self.logger.record(f"train/{key}", float(np.mean(values)))
+        for key, vals in stats.items():
+            if vals:
+                self.logger.record(f"train/{key}", float(np.mean(vals)))
         self.logger.record("train/anchor_weight", w_anchor)
         self.logger.record("train/actor_on", float(actor_on))
         self.logger.record("train/early_stop", float(stop))

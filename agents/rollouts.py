@@ -49,8 +49,8 @@ class Episode:
 
 @dataclass
 class Batch:
-    """Every decision of a batched run, episode after episode (rows of episode ``e`` are
-    ``starts[e] .. starts[e + 1] - 1``, in decision order), and the episodes."""
+    """Every recorded decision of a batched run, episode after episode (rows of episode ``e``
+    are ``starts[e] .. starts[e + 1] - 1``, in decision order), and the episodes."""
 
     obs: npt.NDArray[np.float32]
     masks: npt.NDArray[np.bool_]
@@ -99,6 +99,8 @@ def run_batched(
     deterministic: bool,
     sample_seeds: Sequence[int] | None = None,
     record: bool = False,
+    record_fraction: float = 1.0,
+    record_rng: np.random.Generator | None = None,
     on_step: Callable[[int], bool] | None = None,
 ) -> Batch:
     """One episode per env (``envs[i]`` reset with workload ``seeds[i]``), in lockstep.
@@ -106,7 +108,10 @@ def run_batched(
     ``sample_seeds[i]`` seeds env ``i``'s action draws (needed unless ``deterministic``).
     ``on_step(n)`` is called after every lockstep step with the number of decisions it made;
     returning False stops the run (the episodes are then reported as not terminated).
-    Without ``record`` the batch holds only the episodes (no per-decision arrays)."""
+    Without ``record`` the batch holds only the episodes (no per-decision arrays); with
+    ``record_fraction < 1`` it keeps each decision with that probability (drawn from
+    ``record_rng``; the rewards are always kept whole), which bounds the memory of long
+    episodes without changing any trajectory."""
     n = len(envs)
     if n < 1 or len(seeds) != n:
         raise ConfigError(f"run_batched needs one seed per env; got {n} envs, {len(seeds)} seeds")
@@ -134,6 +139,9 @@ def run_batched(
     rec: list[tuple[npt.NDArray[np.int64], ...]] = []
     rec_f: list[tuple[npt.NDArray, ...]] = []
     stopped = False
+    subsample = record and record_fraction < 1.0
+    if subsample and record_rng is None:
+        raise ConfigError("record_fraction < 1 needs a record_rng")
     while active:
         idx = np.asarray(active, dtype=np.int64)
         o_b = obs[idx]
@@ -142,8 +150,13 @@ def run_batched(
         actions, logp = _pick(logits, deterministic, rngs, active)
         if record:
             times = np.fromiter((envs[i]._t for i in active), dtype=np.float64, count=len(idx))
-            rec.append((idx, actions))
-            rec_f.append((o_b, m_b, logp, times))
+            if subsample:
+                kept = record_rng.random(len(idx)) < record_fraction  # type: ignore[union-attr]
+                rec.append((idx[kept], actions[kept]))
+                rec_f.append((o_b[kept], m_b[kept], logp[kept], times[kept]))
+            else:
+                rec.append((idx, actions))
+                rec_f.append((o_b, m_b, logp, times))
         still: list[int] = []
         for k, i in enumerate(active):
             env = envs[i]
@@ -186,7 +199,7 @@ def run_batched(
             np.zeros(0, np.float32),
             np.zeros(0, np.float64),
             episodes,
-            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            np.zeros(n + 1, np.int64),
         )
     env_of = np.concatenate([r[0] for r in rec]) if rec else np.zeros(0, np.int64)
     order = np.argsort(env_of, kind="stable")  # episode by episode, each in decision order

@@ -30,7 +30,8 @@ __all__ = ["BCConfig", "BCHistory", "behaviour_clone", "score"]
 @dataclass
 class BCConfig:
     """``steps`` gradient steps of ``batch_size`` samples, Adam at ``lr``; ``value_coef`` > 0
-    warms the value head on the slot returns; validation every ``eval_every`` steps; ``seed``
+    warms the value head on the slot returns; validation every ``eval_every`` steps (0: only
+    at the end); ``seed``
     drives minibatch sampling."""
 
     steps: int = 1000
@@ -134,7 +135,7 @@ def behaviour_clone(
         run_n += 1
         if bar is not None:
             bar.update(1)
-        if step % config.eval_every == 0 or step == config.steps:
+        if (config.eval_every > 0 and step % config.eval_every == 0) or step == config.steps:
             row: dict[str, float] = {
                 "step": float(step),
                 "train/loss": run_loss / run_n,

@@ -1,0 +1,120 @@
+"""Training throughput: decisions per wall second of *training* (rollouts + updates).
+
+Usage::
+
+    python benchmarks/bench_train.py                 # small setting, n_envs 1/16/64, mlp + per_job
+    python benchmarks/bench_train.py --json          # the figures as one JSON object
+    python benchmarks/bench_train.py --setting medium --n-envs 16 64 --archs mlp
+
+Each cell builds the group learner (:class:`agents.group.GroupPPO`, the ``gppo`` agent's
+defaults: groups of 4 rollouts of one workload, a quarter of the decisions trained on, two PPO
+epochs) on ``n_envs`` env copies (``n_envs = 1``: one rollout per iteration with the critic
+baseline) and times ``learn`` over ``--iterations`` iterations, after one warm-up iteration
+(the clock covers the batched rollouts and the updates; no validation, no pretraining).
+``env_alone`` is the env's own rate in the same process: a uniform-random valid action per
+step on one env, picked from uniforms drawn before the clock starts.  Torch runs on
+``--threads`` threads (default 1: the rollouts are single-threaded and the network is small).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from agents.config import AgentConfig
+from agents.group import GroupConfig, GroupPPO
+from agents.policy import PolicyConfig, policy_kwargs
+from agents.vec import make_training_vec_env
+from envs.gym.factory import EnvConfig, make_env
+
+
+def env_alone(config: EnvConfig, steps: int, seed: int = 0) -> float:
+    """Env steps per wall second with a uniform-random valid action."""
+    env = make_env(config, seed=seed)
+    u = np.random.default_rng(seed).random(steps)
+    env.reset(seed=seed)
+    t0 = time.perf_counter()
+    for i in range(steps):
+        valid = np.flatnonzero(env._mask)
+        _, _, term, trunc, _ = env.step(int(valid[int(u[i] * len(valid))]))
+        if term or trunc:
+            env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def train_rate(config: EnvConfig, n_envs: int, arch: str, iterations: int) -> dict[str, Any]:
+    """Decisions per wall second of ``learn`` (rollouts + updates) for one cell."""
+    defaults = AgentConfig(algo="group_ppo")
+    group = GroupConfig(
+        groups=max(n_envs // 4, 1),
+        group_size=4 if n_envs >= 4 else 1,
+        baseline="group" if n_envs >= 4 else "critic",
+    )
+    env = make_training_vec_env([config] * n_envs, list(range(n_envs)))
+    J = make_env(config).J
+    model = GroupPPO(
+        env=env,
+        learning_rate=defaults.learning_rate,
+        group=group,
+        policy_kwargs=policy_kwargs(PolicyConfig(arch=arch), J),
+        seed=0,
+    )
+    model.learn(1)  # warm-up: one iteration
+    start = model.num_timesteps
+    t0 = time.perf_counter()
+    # one decision past the warm-up and the loop runs ``iterations`` iterations exactly
+    for _ in range(iterations):
+        model.learn(1, reset_num_timesteps=False)
+    wall = time.perf_counter() - t0
+    decisions = model.num_timesteps - start
+    return {
+        "n_envs": n_envs,
+        "arch": arch,
+        "decisions": int(decisions),
+        "wall_s": round(wall, 2),
+        "decisions_per_s": round(decisions / wall),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--setting", default="small")
+    ap.add_argument("--n-envs", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument("--archs", nargs="+", default=["mlp", "per_job"])
+    ap.add_argument("--iterations", type=int, default=1)
+    ap.add_argument("--env-steps", type=int, default=200_000)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    th.set_num_threads(args.threads)
+    config = EnvConfig(setting=args.setting, reward="jct")
+    out: dict[str, Any] = {
+        "setting": args.setting,
+        "machine": f"{platform.processor() or platform.machine()}, torch threads {args.threads}",
+        "env_alone_steps_per_s": round(env_alone(config, args.env_steps)),
+        "train": [],
+    }
+    if not args.json:
+        print(f"env alone ({args.setting}): {out['env_alone_steps_per_s']:,} steps/s")
+    for arch in args.archs:
+        for n in args.n_envs:
+            row = train_rate(config, n, arch, args.iterations)
+            out["train"].append(row)
+            if not args.json:
+                print(
+                    f"{arch:>8} n_envs {n:>3}: {row['decisions_per_s']:>8,} decisions/s "
+                    f"({row['decisions']:,} decisions in {row['wall_s']} s)",
+                    flush=True,
+                )
+    if args.json:
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The group learner: input-driven baseline (hand-computed), anchor, batched rollouts, configs."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch as th
+
+from agents.baselines import RewardCurve, group_advantages
+from agents.evaluation import evaluate_policy
+from agents.group import GroupConfig, GroupPPO, anchor_kl
+from agents.policy import DL2Policy, NumpyPolicy, PolicyConfig, policy_kwargs
+from agents.rollouts import run_batched
+from agents.vec import make_training_vec_env
+from envs.gym.factory import EnvConfig, make_env
+from envs.sim.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = EnvConfig(setting="tiny", reward="jct")
+
+
+def _policy(arch: str = "mlp", seed: int = 0) -> DL2Policy:
+    th.manual_seed(seed)
+    env = make_env(TINY)
+    return DL2Policy(
+        env.observation_space,
+        env.action_space,
+        lambda _: 1e-3,
+        **policy_kwargs(PolicyConfig(arch=arch), env.J),
+    )
+
+
+# ---------------------------------------------------------------- the baseline, by hand
+def test_group_advantages_hand_computed() -> None:
+    # rollout A: decisions at slots 0, 0, 1, 2; slot rewards -3, -2, -1 at slots 0, 1, 2
+    # rollout B: decisions at slots 0, 1, 1;    slot rewards -3, -1    at slots 0, 1
+    # G_A = -6, -3, -1 at t = 0, 1, 2; G_B = -4, -1, 0 (B ended) -> baselines -5, -2, -0.5
+    rets, advs = group_advantages(
+        [[0, 0, 1, 2], [0, 1, 1]], [[0, 1, 2], [0, 1]], [[-3, -2, -1], [-3, -1]], gamma=1.0
+    )
+    np.testing.assert_allclose(rets[0], [-6, -6, -3, -1])
+    np.testing.assert_allclose(rets[1], [-4, -1, -1])
+    np.testing.assert_allclose(advs[0], [-1, -1, -1, -0.5])
+    np.testing.assert_allclose(advs[1], [1, 1, 1])
+    # the advantages of a group at one time sum to 0
+    assert advs[0][0] + advs[1][0] == 0.0
+
+
+def test_reward_curve_discounted_in_simulated_time() -> None:
+    c = RewardCurve([0, 1, 2], [-3, -2, -1], gamma=0.5)
+    # G(2) = -1; G(1) = -2 + 0.5 * -1 = -2.5; G(0) = -3 + 0.5 * -2.5 = -4.25
+    np.testing.assert_allclose(c([0, 1, 2, 3]), [-4.25, -2.5, -1, 0])
+    # between reward times: discounted from the next reward time (0.5 ** 0.5 * G(1))
+    assert c([0.5])[0] == pytest.approx(math.sqrt(0.5) * -2.5)
+    # two rewards at one time merge
+    np.testing.assert_allclose(RewardCurve([1, 1], [2, 3])([0, 1, 2]), [5, 5, 0])
+
+
+def test_reward_curve_rejects_bad_input() -> None:
+    with pytest.raises(ConfigError, match="gamma"):
+        RewardCurve([0], [1], gamma=0)
+    with pytest.raises(ConfigError, match="non-decreasing"):
+        RewardCurve([1, 0], [1, 1])
+    with pytest.raises(ConfigError, match="finite"):
+        RewardCurve([0, 1], [1, float("nan")])
+
+
+# ---------------------------------------------------------------- anchor
+def test_anchor_kl_zero_when_student_is_teacher() -> None:
+    g = th.Generator().manual_seed(0)
+    logits = th.randn(5, 7, generator=g)
+    masks = th.rand(5, 7, generator=g) > 0.3
+    masks[:, -1] = True
+    masked = logits.masked_fill(~masks, float("-inf"))
+    assert th.all(anchor_kl(masked, masked, masks) == 0)
+    other = (logits + th.randn(5, 7, generator=g)).masked_fill(~masks, float("-inf"))
+    kl = anchor_kl(masked, other, masks)
+    assert th.all(kl >= 0) and float(kl.sum()) > 0
+    assert th.all(th.isfinite(kl))
+
+
+def test_anchor_term_zero_at_start_of_fine_tuning() -> None:
+    env = make_training_vec_env([TINY] * 4, [0, 1, 2, 3])
+    model = GroupPPO(
+        env=env,
+        group=GroupConfig(groups=1, group_size=4, anchor_coef=1.0),
+        policy_kwargs=policy_kwargs(PolicyConfig(), make_env(TINY).J),
+        seed=0,
+    )
+    model.set_anchor()
+    anchor = model._anchor_policy()
+    assert anchor is not None
+    obs = th.as_tensor(np.stack([e.unwrapped._obs() for e in env.envs]))
+    masks = th.as_tensor(np.stack([e.unwrapped.action_masks() for e in env.envs]))
+    from agents.policy import masked_logits
+
+    with th.no_grad():
+        kl = anchor_kl(
+            masked_logits(anchor, obs, masks), masked_logits(model.policy, obs, masks), masks
+        )
+    assert th.all(kl == 0)
+
+
+def test_anchor_without_teacher_is_a_config_error() -> None:
+    env = make_training_vec_env([TINY] * 2, [0, 1])
+    model = GroupPPO(
+        env=env,
+        group=GroupConfig(groups=1, group_size=2, anchor_coef=0.5),
+        policy_kwargs=policy_kwargs(PolicyConfig(), make_env(TINY).J),
+        seed=0,
+    )
+    with pytest.raises(ConfigError, match="needs a teacher"):
+        model.learn(10)
+
+
+@pytest.mark.parametrize(
+    ("group", "n_envs", "match"),
+    [
+        (GroupConfig(groups=1, group_size=3), 4, "not a multiple"),
+        (GroupConfig(groups=1, group_size=1, baseline="group"), 1, "group_size >= 2"),
+        (GroupConfig(baseline="value"), 16, "baseline"),
+        (GroupConfig(sample_fraction=0.0), 16, "sample_fraction"),
+        (GroupConfig(target_kl=float("nan")), 16, "target_kl"),
+        (GroupConfig(groups=0), 16, "groups"),
+    ],
+)
+def test_inconsistent_group_settings(group: GroupConfig, n_envs: int, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        group.check(n_envs)
+
+
+# ---------------------------------------------------------------- batched rollouts
+@pytest.mark.parametrize("arch", ["mlp", "per_job"])
+def test_batched_rollouts_reproduce_single_env_runs(arch: str) -> None:
+    fast = NumpyPolicy(_policy(arch))
+    seeds, samples = [3, 3, 4, 5], [10, 11, 12, 13]
+    together = run_batched(
+        [make_env(TINY) for _ in seeds],
+        seeds,
+        fast,
+        deterministic=False,
+        sample_seeds=samples,
+        record=True,
+    )
+    for e, (seed, sample) in enumerate(zip(seeds, samples, strict=True)):
+        alone = run_batched(
+            [make_env(TINY)], [seed], fast, deterministic=False, sample_seeds=[sample], record=True
+        )
+        rows = together.rows(e)
+        np.testing.assert_array_equal(together.actions[rows], alone.actions)
+        np.testing.assert_array_equal(together.obs[rows], alone.obs)
+        np.testing.assert_array_equal(together.times[rows], alone.times)
+        np.testing.assert_array_equal(together.episodes[e].rewards, alone.episodes[0].rewards)
+        assert together.episodes[e].avg_jct_slots == alone.episodes[0].avg_jct_slots
+    # two rollouts of one workload with different draws differ
+    assert together.episodes[0].decisions != together.episodes[1].decisions or not np.array_equal(
+        together.actions[together.rows(0)], together.actions[together.rows(1)]
+    )
+
+
+def test_batched_jct_rewards_sum_to_minus_total_jct() -> None:
+    fast = NumpyPolicy(_policy())
+    envs = [make_env(TINY) for _ in range(3)]
+    batch = run_batched(envs, [0, 1, 2], fast, deterministic=False, sample_seeds=[0, 1, 2])
+    for ep, env in zip(batch.episodes, envs, strict=True):
+        assert ep.terminated
+        assert ep.avg_jct_slots is not None
+        total = -float(ep.rewards.sum())
+        assert total == pytest.approx(ep.avg_jct_slots * len(env.jobs), rel=1e-9)
+
+
+def test_batched_argmax_matches_sequential_evaluation() -> None:
+    policy = _policy()
+    seeds = [100, 101, 102]
+    seq = evaluate_policy(policy, TINY, seeds, deterministic=True)
+    batch = run_batched([make_env(TINY) for _ in seeds], seeds, NumpyPolicy(policy), deterministic=True)
+    for r, ep in zip(seq, batch.episodes, strict=True):
+        assert r.decisions == ep.decisions
+        if ep.avg_jct_slots is not None:
+            assert r.avg_jct == pytest.approx(ep.avg_jct_slots, rel=1e-12)
+
+
+def test_group_ppo_learn_is_reproducible() -> None:
+    def run() -> dict[str, th.Tensor]:
+        env = make_training_vec_env([TINY] * 4, [0, 1, 2, 3])
+        model = GroupPPO(
+            env=env,
+            group=GroupConfig(groups=2, group_size=2, batch_size=64),
+            policy_kwargs=policy_kwargs(PolicyConfig(), make_env(TINY).J),
+            seed=7,
+        )
+        model.learn(3000)
+        return model.policy.state_dict()
+
+    a, b = run(), run()
+    for k in a:
+        assert th.equal(a[k], b[k]), k
+
+
+# ---------------------------------------------------------------- the CLI
+def test_train_cli_group_ppo_smoke(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            "+agent=gppo",
+            "env=tiny",
+            "env.reward=jct",
+            "pretrain=drf",
+            "pretrain.num_workloads=2",
+            "pretrain.bc.steps=50",
+            "pretrain.bc.eval_every=0",
+            "pretrain.eval_seeds=[100]",
+            "agent.group.anchor_coef=1.0",
+            "agent.group.anchor_half_life=2000",
+            "agent.group.batch_size=64",
+            "total_timesteps=3000",
+            "eval=quick",
+            "progress_bar=false",
+            f"pretrain_cache={tmp_path / 'cache'}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "final validation avg JCT" in out.stdout
+    assert (tmp_path / "run" / "checkpoints" / "final" / "model.zip").is_file()
+
+
+def test_train_cli_group_ppo_bad_n_envs(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            "+agent=gppo",
+            "env=tiny",
+            "pretrain=none",
+            "n_envs=6",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2
+    assert "n_envs=6 disagrees with agent.group" in out.stderr
+    assert "Traceback" not in out.stderr
