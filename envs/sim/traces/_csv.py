@@ -10,10 +10,12 @@ Completely blank lines are not rows.
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from envs.sim.errors import WorkloadError
 
@@ -42,6 +44,13 @@ def _err(
     return FieldError(f"{where}: {cause} (file: {path})", line=line, column=column, kind=kind)
 
 
+def open_text(p: Path, errors: str = "strict") -> IO[str]:
+    """A text file for reading, UTF-8 (BOM allowed); gzip-compressed when it ends in ``.gz``."""
+    if p.suffix.lower() == ".gz":
+        return gzip.open(p, "rt", encoding="utf-8-sig", errors=errors, newline="")
+    return p.open(encoding="utf-8-sig", errors=errors, newline="")
+
+
 def _read_csv(
     path: PathLike, required: Sequence[str]
 ) -> tuple[Path, list[str], list[tuple[int, dict[str, str]]]]:
@@ -53,7 +62,7 @@ def _read_csv(
         raise WorkloadError(f"{p.name}: not a regular file (file: {p})")
     rows: list[tuple[int, dict[str, str]]] = []
     try:
-        with p.open(encoding="utf-8-sig", newline="") as fh:
+        with open_text(p) as fh:
             reader = csv.reader(fh)
             header_row: list[str] | None = None
             header_line = 0
@@ -95,6 +104,8 @@ def _read_csv(
         raise WorkloadError(f"{p.name}: malformed CSV: {exc} (file: {p})") from exc
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{p.name}: not UTF-8 text: {exc} (file: {p})") from exc
+    except (OSError, EOFError) as exc:  # a corrupt or truncated .gz
+        raise WorkloadError(f"{p.name}: cannot read: {exc} (file: {p})") from exc
     if header_row is None:
         raise _err(p, 1, None, "empty file: no header line", "empty file")
     if not rows:

@@ -70,6 +70,7 @@ from envs.sim.traces._csv import (
     _int_field,
     _read_csv,
     _text,
+    open_text,
 )
 from envs.sim.traces.model import Repairs, Tally, Trace, TraceJob
 
@@ -599,8 +600,11 @@ def detect_format(path: PathLike) -> str:
     p = Path(path)
     if not p.is_file():
         raise WorkloadError(f"{p.name}: file not found (file: {p})")
-    with p.open(encoding="utf-8-sig", errors="replace") as fh:
-        head = fh.read(4096)
+    try:
+        with open_text(p, errors="replace") as fh:
+            head = fh.read(4096)
+    except (OSError, EOFError) as exc:  # a corrupt .gz
+        raise WorkloadError(f"{p.name}: cannot read: {exc} (file: {p})") from exc
     if p.suffix.lower() == ".json" or head.lstrip().startswith("["):
         return "philly_json"
     first = next((ln for ln in head.splitlines() if ln.strip()), "")
