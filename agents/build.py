@@ -109,7 +109,8 @@ BUILDERS: dict[str, Callable[..., BaseAlgorithm]] = {
 def build_agent(
     cfg: AgentConfig, env: VecEnv, J: int, seed: int, tensorboard_log: str | None = None
 ) -> BaseAlgorithm:
-    """A fresh learner on ``env`` whose window is ``J`` jobs."""
+    """A fresh learner on ``env`` whose window is ``J`` jobs (a workload mixture is set
+    afterwards: ``model.set_mixture``, the group learner only)."""
     if cfg.algo not in BUILDERS:
         raise ConfigError(f"unknown agent.algo {cfg.algo!r}; known: {sorted(BUILDERS)}")
     return BUILDERS[cfg.algo](cfg, env, policy_kwargs(cfg.policy, J), seed, tensorboard_log)

@@ -12,6 +12,7 @@ from agents.group import GroupConfig
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
 from envs.gym.factory import EnvConfig
+from envs.gym.workloads import MixtureConfig
 from pretrain.bc import BCConfig
 from pretrain.run import PretrainConfig
 
@@ -115,6 +116,7 @@ class TrainConfig:
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     federated: FederatedConfig = field(default_factory=FederatedConfig)
+    mixture: MixtureConfig = field(default_factory=MixtureConfig)
     seed: int = 0
     total_timesteps: int = 100_000
     n_envs: int = 1
@@ -149,4 +151,5 @@ def register_configs() -> None:
     cs.store(group="pretrain", name="pretrain_schema", node=PretrainConfig)
     cs.store(group="eval", name="eval_schema", node=EvalConfig)
     cs.store(group="federated", name="federated_schema", node=FederatedConfig)
+    cs.store(group="mixture", name="mixture_schema", node=MixtureConfig)
     cs.store(group="bc", name="bc_schema", node=BCConfig)

@@ -5,7 +5,9 @@ One iteration of :class:`GroupPPO`:
 1. **Rollouts** (:func:`agents.rollouts.run_batched`): ``groups x group_size`` env copies run
    one episode each in lockstep with one batched policy forward per step; the ``group_size``
    rollouts of a group share a workload seed (drawn from the learner's seeded generator) and
-   differ only in their action draws (each its own seeded generator).
+   differ only in their action draws (each its own seeded generator).  With a workload
+   mixture (:mod:`envs.gym.workloads`) each group runs on a freshly drawn scenario (cluster
+   size, arrival rate, or a real trace window).
 2. **Advantages** (:mod:`agents.baselines`, ``baseline``): ``"group"`` (Decima, no critic):
    return-to-go minus the mean return-to-go of the group's rollouts at the same simulated time;
    ``"critic"``: return-to-go minus ``V(s)``.  Returns are discounted per slot of simulated
@@ -46,6 +48,7 @@ from agents.baselines import group_advantages
 from agents.policy import DL2Policy, NumpyPolicy, masked_logits
 from agents.rollouts import Batch, run_batched
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.workloads import Mixture, scenario_envs
 from envs.sim.errors import ConfigError
 
 __all__ = ["BASELINES", "GroupConfig", "GroupPPO", "anchor_kl"]
@@ -138,6 +141,7 @@ class GroupPPO(A2C):
         max_grad_norm: float = 1.0,
         *,
         group: GroupConfig | None = None,
+        mixture: Mixture | None = None,
         normalize_advantage: bool = True,
         policy_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
@@ -147,6 +151,7 @@ class GroupPPO(A2C):
         _init_setup_model: bool = True,
     ) -> None:
         self.group = group or GroupConfig()
+        self._mixture = mixture
         if not 0.0 < gamma <= 1.0:
             raise ConfigError(f"gamma must be in (0, 1], got {gamma}")
         super().__init__(
@@ -191,7 +196,12 @@ class GroupPPO(A2C):
         self._fast = NumpyPolicy(self.policy)  # type: ignore[arg-type]
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_anchor", "_data", "_fast"]
+        return [*super()._excluded_save_params(), "_anchor", "_data", "_fast", "_mixture"]
+
+    def set_mixture(self, mixture: Mixture | None) -> None:
+        """Draw every group's workload from ``mixture`` (``None``: the env copies' own
+        workloads); not saved with the model (a resumed run sets it again)."""
+        self._mixture = mixture
 
     def set_anchor(self) -> None:
         """Freeze the current policy as the anchor's teacher (called after pretraining)."""
@@ -253,6 +263,14 @@ class GroupPPO(A2C):
         draws = self._rng.integers(2**31 - 1, size=n // K + n)
         seeds = [int(draws[i // K]) for i in range(n)]
         sample_seeds = [int(s) for s in draws[n // K :]]
+        self._labels: list[str] = []
+        if self._mixture is not None:  # every group on a freshly drawn scenario
+            envs, seeds = [], []
+            for _ in range(n // K):
+                scenario = self._mixture.draw(self._rng)
+                envs.extend(scenario_envs(self._mixture.env, scenario, K))
+                seeds.extend([scenario.seed] * K)
+                self._labels.append(scenario.label)
         callback.on_rollout_start()
         pending = [0]
         per_tick = max(n, 1)
@@ -315,6 +333,10 @@ class GroupPPO(A2C):
             "rollout/decisions": float(sum(e.decisions for e in eps)),
             "rollout/trained_decisions": float(len(batch)),
         }
+        if self._labels:
+            self._episode_stats["rollout/trace_groups"] = float(
+                sum(label.startswith("philly") for label in self._labels)
+            )
         return (
             batch.obs,
             batch.masks,

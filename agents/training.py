@@ -119,6 +119,15 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
                 model.set_anchor()
             summary["pretrain"] = {k: v for k, v in pre.items() if k != "policy_path"}
             summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
+    if cfg.mixture.enabled:  # training workloads from a distribution (group learner)
+        from envs.gym.workloads import Mixture
+
+        if not hasattr(model, "set_mixture"):
+            raise ConfigError(
+                f"mixture.enabled needs the group learner (agent.algo=group_ppo), got "
+                f"{agent_cfg.algo!r}"
+            )
+        model.set_mixture(Mixture(cfg.mixture, cfg.env))
     ev: EvalConfig = cfg.eval
     t0 = time.perf_counter()
     baselines = baseline_jcts(list(ev.baselines), cfg.env, list(ev.seeds))

@@ -94,7 +94,9 @@ class TraceWindows:
         if not self.vcs:
             raise ConfigError("trace windows need at least one VC (windows.vcs)")
         if len(self.days) != 2 or not (0 <= self.days[0] < self.days[1] < math.inf):
-            raise ConfigError(f"windows.days must be [start, end) with 0 <= start < end, got {self.days}")
+            raise ConfigError(
+                f"windows.days must be [start, end) with 0 <= start < end, got {self.days}"
+            )
         if self.jobs < 0:
             raise ConfigError(f"windows.jobs must be >= 0 (0 = the setting's), got {self.jobs}")
         for name in ("duration_cap_h", "load"):
@@ -225,8 +227,7 @@ class Mixture:
             setting,
             seed,
             None,
-            f"dl2 seed={seed} nodes={setting.num_nodes} "
-            f"arrivals={setting.max_arrivals_per_slot}",
+            f"dl2 seed={seed} nodes={setting.num_nodes} arrivals={setting.max_arrivals_per_slot}",
         )
 
 

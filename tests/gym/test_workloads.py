@@ -1,0 +1,97 @@
+"""Training workloads from a distribution: the mixture, trace windows, extreme traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.factory import EnvConfig
+from envs.gym.workloads import (
+    PHILLY_CORPUS,
+    TEST_VCS,
+    TRAIN_VCS,
+    Mixture,
+    MixtureConfig,
+    TraceWindows,
+    scenario_envs,
+)
+from envs.sim.errors import ConfigError
+
+SMALL = EnvConfig(setting="small", reward="jct")
+
+
+def _drive(env: ClusterEnv, seed: int, steps: int = 3000) -> None:
+    """Random valid actions; every observation finite and inside the Box."""
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    for _ in range(steps):
+        assert np.all(np.isfinite(obs)) and obs.min() >= 0.0 and obs.max() <= 1.0
+        valid = np.flatnonzero(env.action_masks())
+        obs, r, term, trunc, _ = env.step(int(valid[rng.integers(len(valid))]))
+        assert np.isfinite(r)
+        if term or trunc:
+            obs, _ = env.reset()
+
+
+def test_corpus_is_shipped_and_split_is_disjoint() -> None:
+    assert PHILLY_CORPUS.is_file()
+    assert not set(TRAIN_VCS) & set(TEST_VCS)
+
+
+def test_mixture_draws_are_seeded_and_follow_the_config() -> None:
+    cfg = MixtureConfig(enabled=True, trace_share=0.5, nodes=[10, 20], arrivals=[1, 2])
+    a = [Mixture(cfg, SMALL).draw(np.random.default_rng(3)) for _ in range(2)]
+    assert a[0] == a[1]  # same generator state, same scenario
+    mix = Mixture(cfg, SMALL)
+    rng = np.random.default_rng(0)
+    scenarios = [mix.draw(rng) for _ in range(12)]
+    kinds = {s.jobs is None for s in scenarios}
+    assert kinds == {True, False}  # both sources drawn
+    for s in scenarios:
+        assert 10 <= s.setting.num_nodes <= 20
+        assert 1 <= s.setting.max_arrivals_per_slot <= 2
+        if s.jobs is not None:
+            assert s.label.split(":")[1].split("@")[0] in TRAIN_VCS
+            assert len(s.jobs) == s.setting.num_jobs
+            assert all(j.max_workers <= s.setting.max_workers for j in s.jobs)
+            envs = scenario_envs(SMALL, s, 2)
+            assert envs[0].cluster_spec.num_nodes == s.setting.num_nodes
+            _drive(envs[0], s.seed, steps=500)
+
+
+def test_no_usable_window_is_a_config_error() -> None:
+    cfg = MixtureConfig(
+        enabled=True, trace_share=1.0, windows=TraceWindows(vcs=["nosuchvc"], days=[0, 1])
+    )
+    with pytest.raises(ConfigError, match="no usable trace window"):
+        Mixture(cfg, SMALL).draw(np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="trace_share"):
+        Mixture(MixtureConfig(trace_share=1.5), SMALL)
+    with pytest.raises(ConfigError, match="nodes"):
+        Mixture(MixtureConfig(nodes=[5, 2]), SMALL)
+    with pytest.raises(ConfigError, match="days"):
+        TraceWindows(days=[3, 1]).check()
+
+
+def test_extreme_trace_keeps_every_feature_finite_and_in_range(tmp_path) -> None:
+    # durations from 1 s to 10^7 s, requests up to 64 GPUs (clipped), bursts at one instant
+    rows = ["job_id,submit_time_s,duration_s,num_gpus,job_type,status,vc,gpu_milli"]
+    rng = np.random.default_rng(0)
+    for i in range(80):
+        submit = 0 if i < 40 else 10 * i
+        duration = int(10 ** rng.uniform(0, 7))
+        gpus = int(rng.choice([1, 2, 8, 16, 64]))
+        rows.append(f"x-{i},{submit},{duration},{gpus},,,vcx,1000")
+    path = tmp_path / "extreme.csv"
+    path.write_text("\n".join(rows) + "\n")
+    cfg = MixtureConfig(
+        enabled=True,
+        trace_share=1.0,
+        windows=TraceWindows(path=str(path), vcs=["vcx"], days=[0, 1], jobs=60, duration_cap_h=1e4),
+    )
+    mix = Mixture(cfg, SMALL)
+    s = mix.draw(np.random.default_rng(1))
+    assert s.jobs is not None
+    env = scenario_envs(SMALL, s, 1)[0]
+    _drive(env, s.seed, steps=5000)
