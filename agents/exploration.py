@@ -82,7 +82,7 @@ class JobAwareExploration:
 
     def counts(self, obs: npt.NDArray[np.floating]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(occupied rows, workers, PS) of the window from one observation."""
-        rows = np.asarray(obs, dtype=np.float64).reshape(self.J, self.width)
+        rows = np.asarray(obs, dtype=np.float64).reshape(self.J, -1)  # any feature set
         occupied = rows[:, : self.L].sum(axis=1) > 0.5
         workers = np.rint(rows[:, self.L + 3] * self.max_workers).astype(int)
         ps = np.rint(rows[:, self.L + 4] * self.max_ps).astype(int)

@@ -43,6 +43,17 @@ columns        value
 ``L + 4``      PS allocated so far in this slot / ``max_ps`` (0 when ``max_ps`` is 0)
 =============  ======================================================================
 
+With ``features="extended"`` each row has two more columns (``L + 5``, ``L + 6``), for
+workloads whose job sizes the type does not determine (real traces; DL²'s generator sets a
+job's epochs from its type):
+
+=============  ======================================================================
+``L + 5``      remaining work in slots at the job's caps, log-scaled:
+               ``log1p(remaining epochs / epochs per slot at (max_ps, max_workers))
+               / log1p(REMAINING_SCALE)`` clipped to 1 (:data:`REMAINING_SCALE` = 10,000)
+``L + 6``      requested size ``log1p(max_workers) / log1p(setting.max_workers)``, clipped
+=============  ======================================================================
+
 *Difference from DL²:* its input is raw integers (type 1..8, stay, workers, PS;
 ``INPUT_RESCALE = False``); here the type is one-hot and the counts are scaled to [0, 1] by
 the constants above so that off-the-shelf policies see bounded inputs.
@@ -125,6 +136,7 @@ syntax; Gymnasium 1.x no longer loads ``gymnasium.envs`` entry-point plugins).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -155,7 +167,9 @@ __all__ = [
     "CELL_PX",
     "DEFAULT_MAX_SLOTS",
     "ENV_ID",
+    "EXTENDED_FEATURES_PER_JOB",
     "FEATURES_PER_JOB",
+    "REMAINING_SCALE",
     "STAY_SCALE",
     "ClusterEnv",
     "ContentionClusterEnv",
@@ -165,8 +179,13 @@ __all__ = [
 ENV_ID = "dlsched/Cluster-v0"
 #: Slots since arrival are divided by this and clipped to 1 (DL²'s disabled ``stay / 100``).
 STAY_SCALE = 100.0
-#: Per-job features after the ``L`` one-hot type columns.
+#: Per-job features after the ``L`` one-hot type columns (``features="dl2"``).
 FEATURES_PER_JOB = 5
+#: ... and with ``features="extended"`` (remaining work and size, log-scaled).
+EXTENDED_FEATURES_PER_JOB = 7
+#: Slots of remaining work that the extended remaining-work column maps to 1 (log scale).
+REMAINING_SCALE = 10_000.0
+_LOG_REMAINING = math.log1p(REMAINING_SCALE)
 #: Default truncation horizon in slots (DL²'s heuristics need up to ~1140 slots in the small
 #: setting, reference notes §13.9).
 DEFAULT_MAX_SLOTS = 2000
@@ -204,6 +223,8 @@ class _Row:
     # The allocation columns of the row for (w, p) at index ``w * (max_p + 1) + p``, filled
     # on first use; shared by the jobs of the same demands and caps (ClusterEnv._tables).
     table: list[tuple[float, float, float] | None]
+    epochs_per_slot: float = 0.0  # at the job's caps (extended features)
+    size: float = 0.0  # the extended size column
 
 
 @functools.lru_cache(maxsize=8)
@@ -250,6 +271,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         placement: str | None = None,
         allocator_for_unused: Allocator | None = None,
         render_mode: str | None = None,
+        features: str = "dl2",
     ) -> None:
         if isinstance(setting, str):
             if setting not in _SETTINGS:
@@ -265,6 +287,10 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self.L = len(types) if L is None else int(L)
         if self.J < 1 or self.L < 1:
             raise ConfigError(f"J and L must be >= 1, got J={self.J}, L={self.L}")
+        if features not in ("dl2", "extended"):
+            raise ConfigError(f"features must be 'dl2' or 'extended', got {features!r}")
+        self.features = features
+        self._n_features = EXTENDED_FEATURES_PER_JOB if features == "extended" else FEATURES_PER_JOB
         if reward not in ("dl2", "jct"):
             raise ConfigError(f"reward must be 'dl2' or 'jct', got {reward!r}")
         if not jct_scale > 0:
@@ -302,7 +328,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self.render_mode = render_mode
 
         self.observation_space = spaces.Box(
-            0.0, 1.0, shape=(self.J * (self.L + FEATURES_PER_JOB),), dtype=np.float32
+            0.0, 1.0, shape=(self.J * (self.L + self._n_features),), dtype=np.float32
         )
         self.action_space = spaces.Discrete(3 * self.J + 1)
         self.void_action = 3 * self.J
@@ -320,7 +346,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self._cap_gpu = int(self.cluster_spec.gpu_slots)
         self._total_cpu = self.cluster_spec.num_nodes * self._cap_cpu
         self._total_gpu = self.cluster_spec.num_nodes * self._cap_gpu
-        self._width = self.L + FEATURES_PER_JOB
+        self._width = self.L + self._n_features
         # The mask lives in a bytearray (cheap item writes) seen by numpy through ``_mask``;
         # ``_n_valid`` counts its True non-void entries.
         self._closed_bytes = bytes(3 * self.J) + b"\x01"
@@ -520,6 +546,13 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
             fw, fp, fb = (c <= cap_c and g <= cap_g for c, g in demands)
             w_ok, p_ok = job.max_workers > 0, job.max_ps > 0
             bits = (w_ok and fw, p_ok and fp, w_ok and p_ok and fb)
+            eps = 0.0
+            size = 0.0
+            if self._n_features > FEATURES_PER_JOB:
+                its = self.speed.speed(t, job.max_ps, job.max_workers)
+                eps = its * self.cluster_spec.slot_s / t.iterations_per_epoch
+                top = max(self.setting.max_workers, 1)
+                size = min(math.log1p(job.max_workers) / math.log1p(top), 1.0)
             self._static[job.job_id] = _Row(
                 wc,
                 wg,
@@ -536,6 +569,8 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
                 ((wc, wg), (pc, pg), (wc + pc, wg + pg)),
                 job.arrival_slot,
                 self._table(wc, wg, pc, pg, job.max_workers, job.max_ps),
+                eps,
+                size,
             )
         self._demands = list(index)
         cluster = self._require_sim().cluster
@@ -661,6 +696,20 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         ]
         clip = buf[:n, L : L + 2]
         np.minimum(clip, 1.0, out=clip)
+        if self._n_features > FEATURES_PER_JOB:
+            buf[:n, L + 5] = [
+                min(
+                    math.log1p(
+                        max(v.spec.num_epochs - v.progress_epochs, 0.0) / row.epochs_per_slot
+                    )
+                    / _LOG_REMAINING,
+                    1.0,
+                )
+                if row.epochs_per_slot > 0
+                else 1.0
+                for v, row in zip(self._window, rows, strict=True)
+            ]
+            buf[:n, L + 6] = [row.size for row in rows]
         obs, width = self._obs_mv, self._width
         for j, row in enumerate(rows):
             obs[j * width + row.type_index] = 1.0

@@ -202,6 +202,10 @@ class EnvConfig:
     window left: ``"none"`` (default: nothing, they wait), ``"bundle"`` (one worker + one PS
     each while they fit, arrival order: DL²'s ``ASSIGN_BUNDLE``, which DL² applies before the
     policy acts, here after), or an allocator name (``"drf"``, ``"optimus"``, ...).
+
+    ``features``: ``"dl2"`` (default) or ``"extended"`` (two more columns per row, log-scaled
+    remaining work and requested size: for traces, where the type does not set a job's size;
+    :class:`~envs.gym.cluster_env.ClusterEnv`).
     """
 
     setting: str = "small"
@@ -217,6 +221,7 @@ class EnvConfig:
     min_steps: int = 50
     slot_s: Optional[float] = None  # noqa: UP045 (OmegaConf structured config)
     backlog: str = "none"
+    features: str = "dl2"
 
     def as_dict(self) -> dict[str, Any]:
         """The fields (what runs record and cache keys hash); the speed-mode fields are left
@@ -232,7 +237,7 @@ class EnvConfig:
 _MODE_DEFAULTS: dict[str, Any] = {
     f.name: f.default
     for f in fields(EnvConfig)
-    if f.name in ("speed", "placer", "comm", "min_steps", "slot_s", "backlog")
+    if f.name in ("speed", "placer", "comm", "min_steps", "slot_s", "backlog", "features")
 }
 
 
@@ -315,6 +320,7 @@ def env_kwargs(config: EnvConfig, seed: int = 0) -> dict[str, Any]:
         "reward": config.reward,
         "jct_scale": float(config.jct_scale),
         "max_slots": int(config.max_slots),
+        "features": config.features,
     }
     if config.trace:
         kwargs["trace"] = config.trace

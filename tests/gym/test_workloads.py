@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from envs.gym.cluster_env import ClusterEnv
-from envs.gym.factory import EnvConfig
+from envs.gym.cluster_env import EXTENDED_FEATURES_PER_JOB, REMAINING_SCALE, ClusterEnv
+from envs.gym.factory import EnvConfig, make_env
 from envs.gym.workloads import (
     PHILLY_CORPUS,
     TEST_VCS,
@@ -19,6 +21,7 @@ from envs.gym.workloads import (
 from envs.sim.errors import ConfigError
 
 SMALL = EnvConfig(setting="small", reward="jct")
+EXTENDED = EnvConfig(setting="small", reward="jct", features="extended")
 
 
 def _drive(env: ClusterEnv, seed: int, steps: int = 3000) -> None:
@@ -90,8 +93,28 @@ def test_extreme_trace_keeps_every_feature_finite_and_in_range(tmp_path) -> None
         trace_share=1.0,
         windows=TraceWindows(path=str(path), vcs=["vcx"], days=[0, 1], jobs=60, duration_cap_h=1e4),
     )
-    mix = Mixture(cfg, SMALL)
-    s = mix.draw(np.random.default_rng(1))
-    assert s.jobs is not None
-    env = scenario_envs(SMALL, s, 1)[0]
-    _drive(env, s.seed, steps=5000)
+    for env_cfg in (SMALL, EXTENDED):
+        mix = Mixture(cfg, env_cfg)
+        s = mix.draw(np.random.default_rng(1))
+        assert s.jobs is not None
+        env = scenario_envs(env_cfg, s, 1)[0]
+        _drive(env, s.seed, steps=5000)
+
+
+def test_extended_features_hand_computed() -> None:
+    env = make_env(EXTENDED)
+    obs, _ = env.reset(seed=1)
+    L = env.L
+    rows = obs.reshape(env.J, L + EXTENDED_FEATURES_PER_JOB)
+    for j, view in enumerate(env._window):
+        job = view.spec
+        its = env.speed.speed(job.type, job.max_ps, job.max_workers)
+        per_slot = its * env.cluster_spec.slot_s / job.type.iterations_per_epoch
+        left = job.num_epochs - view.progress_epochs
+        expected = min(math.log1p(left / per_slot) / math.log1p(REMAINING_SCALE), 1.0)
+        assert rows[j, L + 5] == pytest.approx(expected, rel=1e-6)
+        size = math.log1p(job.max_workers) / math.log1p(env.setting.max_workers)
+        assert rows[j, L + 6] == pytest.approx(min(size, 1.0), rel=1e-6)
+    # the DL² columns are the default env's, unchanged
+    base, _ = make_env(SMALL).reset(seed=1)
+    np.testing.assert_array_equal(rows[:, : L + 5], base.reshape(env.J, L + 5))
