@@ -7,20 +7,16 @@
 ``run`` trains each variant of :data:`VARIANTS` (``train.py +agent=gppo`` on the ``medium``
 setting with the ``jct`` reward, ``--steps`` decisions) for every training seed into
 ``runs/ablation/<variant>_seed<k>``, ``--jobs`` at a time.  ``report`` evaluates every final
-policy (masked argmax) and the heuristics through the same env on the *test* workloads
-(seeds 300-319 by default: validation uses 100-102, pretraining 1000-1007, training draws
-31-bit seeds from its own generator) and prints Markdown tables: mean avg JCT over the test
-workloads (the policy's figure per workload averaged over training seeds) with its 95%
-Student-t CI; paired differences per workload against EfficientSRTF (the strongest heuristic
-on this setting) and against the behaviour-cloned policy, each with its 95% CI; the spread
-over training seeds; and the validation learning curves (mean over training seeds).
+policy, the behaviour-cloned start and the heuristics on the *test* workloads (seeds 300-319
+by default) with ``experiments/heldout_eval.py`` (argmax, then sampled: paired differences
+with 95% CIs, spread over training seeds) and prints the validation learning curves (mean
+over training seeds).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import json
 import subprocess
 import sys
@@ -31,12 +27,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
 
-from agents.checkpoint import load_policy  # noqa: E402
-from agents.evaluation import evaluate_allocator, evaluate_policy  # noqa: E402
-from envs.gym.factory import EnvConfig  # noqa: E402
-from evaluation.stats import mean_ci95  # noqa: E402
-from pretrain.teachers import make_teacher  # noqa: E402
 
 OUT = ROOT / "runs" / "ablation"
 COMMON = [
@@ -58,7 +50,6 @@ VARIANTS: dict[str, list[str]] = {
     "clone_critic_warmup": [*CLONE, "agent.group.baseline=critic", "agent.group.critic_warmup=10"],
 }
 HEURISTICS = ("drf", "optimus", "esrtf")
-ENV = EnvConfig(setting="medium", reward="jct")
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -89,63 +80,22 @@ def cmd_run(args: argparse.Namespace) -> None:
         sys.exit(f"{sum(1 for c in codes if c)} run(s) failed")
 
 
-def _fmt(mean: float, half: float) -> str:
-    return f"{mean:.2f} ± {half:.2f}"
-
-
-def _pct(a: np.ndarray, b: np.ndarray) -> str:
-    m, h = mean_ci95(list(100 * (a / b - 1)))
-    return f"{m:+.1f}% ± {h:.1f}"
-
-
 def cmd_report(args: argparse.Namespace) -> None:
-    seeds = list(args.test_seeds)
-    heur = {
-        name: np.array(
-            [
-                r.avg_jct
-                for r in evaluate_allocator(functools.partial(make_teacher, name), ENV, seeds)
-            ]
-        )
-        for name in HEURISTICS
-    }
-    clone_runs = sorted(OUT.glob("clone_seed*/pretrain/policy.pt"))
-    clone = None
-    if clone_runs:
-        policy, _ = load_policy(clone_runs[0])
-        clone = np.array([r.avg_jct for r in evaluate_policy(policy, ENV, seeds)])
-    print(f"Test workloads: medium, reward jct, seeds {seeds[0]}-{seeds[-1]} ({len(seeds)})\n")
-    print(
-        "| scheduler | training seeds | avg JCT (slots), 95% CI | vs EfficientSRTF (paired) "
-        "| vs ESRTF clone (paired) | per-seed means |"
-    )
-    print("|---|---|---|---|---|---|")
-    for name, v in heur.items():
-        print(f"| {name} | - | {_fmt(*mean_ci95(list(v)))} | {_pct(v, heur['esrtf'])} | | |")
-    if clone is not None:
-        print(
-            f"| esrtf clone (SL only, per_job) | - | {_fmt(*mean_ci95(list(clone)))} | "
-            f"{_pct(clone, heur['esrtf'])} | | |"
-        )
+    import heldout_eval  # experiments/heldout_eval.py (one evaluation for every experiment)
+
+    clone = sorted(OUT.glob("clone_seed*/pretrain/policy.pt"))
+    specs = [f"esrtf_clone={clone[0].parent}"] if clone else []
     curves = []
     for name in VARIANTS:
         runs = sorted(p for p in OUT.glob(f"{name}_seed*") if (p / "summary.json").is_file())
-        if not runs:
-            continue
-        per_seed = []
-        for run in runs:
-            policy, _ = load_policy(run / "checkpoints" / "final")
-            per_seed.append([r.avg_jct for r in evaluate_policy(policy, ENV, seeds)])
-        m = np.array(per_seed)  # training seeds x workloads
-        v = m.mean(axis=0)
-        vs_clone = _pct(v, clone) if clone is not None and name.startswith("clone") else ""
-        spread = ", ".join(f"{x:.2f}" for x in m.mean(axis=1))
-        print(
-            f"| {name} | {len(runs)} | {_fmt(*mean_ci95(list(v)))} | {_pct(v, heur['esrtf'])} "
-            f"| {vs_clone} | {spread} |"
-        )
-        curves.append((name, runs))
-    print("\nValidation avg JCT (seeds 100-102, argmax) during training, mean over seeds:\n")
+        if runs:
+            specs.append(f"{name}={OUT}/{name}_seed*")
+            curves.append((name, runs))
+    seeds = [str(s) for s in args.test_seeds]
+    for mode in ([], ["--sampled"]):
+        argv = ["--env", "medium", "--heuristics", *HEURISTICS, "--seeds", *seeds]
+        heldout_eval.main(argv + [a for s in specs for a in ("--policy", s)] + mode)
+    print("Validation avg JCT (seeds 100-102, argmax) during training, mean over seeds:\n")
     for name, runs in curves:
         rows = [list(csv.DictReader((r / "learning_curve.csv").open())) for r in runs]
         n = min(len(r) for r in rows)
@@ -155,12 +105,12 @@ def cmd_report(args: argparse.Namespace) -> None:
             jct = float(np.mean([float(r[i]["avg_jct"]) for r in rows]))
             pts.append(f"{steps / 1e6:.2f}M: {jct:.2f}")
         print(f"- `{name}`: " + ", ".join(pts))
-    summary = {
+    wall = {
         r.name: json.loads((r / "summary.json").read_text()).get("train_s")
         for _, rs in curves
         for r in rs
     }
-    print(f"\nTraining wall seconds per run: {summary}")
+    print(f"\nTraining wall seconds per run: {wall}")
 
 
 def main() -> None:

@@ -1,0 +1,143 @@
+"""Held-out evaluation that can see a 5% gain: the same workloads for every scheduler, paired.
+
+:func:`heldout_workloads` lists the test workloads: generator seeds of the env config and/or
+trace windows drawn (with a fixed seed) from held-out VCs and days of the Philly corpus
+(:mod:`envs.gym.workloads`).  :func:`run_schedulers` runs heuristics (through the env, by
+:class:`~envs.gym.heuristic.HeuristicDriver`) and learned policies (masked argmax, or sampled
+with a seed per workload) on every one of them, so each scheduler's figures are paired by
+workload.  :func:`paired` gives the mean relative difference of two schedulers over the
+workloads with its 95% Student-t CI; learned policies trained with several seeds are averaged
+per workload first (the CI is over workloads; the spread over training seeds is reported
+separately by the callers).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agents.evaluation import run_episode
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.factory import EnvConfig, setting_of
+from envs.gym.heuristic import HeuristicDriver
+from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, trace_window
+from evaluation.stats import mean_ci95
+from pretrain.teachers import make_teacher
+
+__all__ = ["Table", "Workload", "heldout_workloads", "paired", "run_schedulers"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One test workload: a label, the scenario its envs are built on."""
+
+    label: str
+    scenario: Scenario
+
+    def env(self, config: EnvConfig) -> ClusterEnv:
+        return scenario_envs(config, self.scenario, 1)[0]
+
+
+def heldout_workloads(
+    config: EnvConfig,
+    seeds: Sequence[int] = (),
+    *,
+    windows: int = 0,
+    window_seed: int = 0,
+    trace: TraceWindows | None = None,
+) -> list[Workload]:
+    """Generator workloads ``seeds`` of ``config`` and ``windows`` trace windows drawn with
+    ``window_seed`` from ``trace`` (default: the held-out VCs, any day, ``config``'s
+    ``num_jobs`` jobs per window)."""
+    setting = setting_of(config)
+    out = [Workload(f"seed {s}", Scenario(setting, int(s), None, f"seed {s}")) for s in seeds]
+    if windows:
+        spec = trace or TraceWindows(vcs=list(TEST_VCS), days=[0.0, 120.0])
+        rng = np.random.default_rng(window_seed)
+        for _ in range(windows):
+            jobs, label = trace_window(spec, setting, rng)
+            out.append(
+                Workload(label, Scenario(setting, int(rng.integers(2**31 - 1)), jobs, label))
+            )
+    return out
+
+
+@dataclass
+class Table:
+    """Per-workload figures of each scheduler: ``avg_jct[name]`` (workloads, or training
+    seeds x workloads for a learned policy) and ``unfinished[name]`` (jobs unfinished at the
+    horizon, summed over its runs: those runs count such jobs as finishing there)."""
+
+    avg_jct: dict[str, np.ndarray]
+    unfinished: dict[str, int]
+
+
+def _run(
+    env: ClusterEnv, actor: Callable[[ClusterEnv, np.ndarray], int], seed: int
+) -> tuple[float, int]:
+    r = run_episode(env, actor, seed)
+    return r.avg_jct, r.unfinished
+
+
+Actor = Callable[[ClusterEnv, np.ndarray], int]
+
+
+def _driver_actor(driver: HeuristicDriver) -> Actor:
+    return lambda _env, _obs: driver.act()
+
+
+def _policy_actor(fast: Any, deterministic: bool, rng: np.random.Generator) -> Actor:
+    return lambda env, obs: fast.act(obs, env.action_masks(), deterministic=deterministic, rng=rng)
+
+
+def run_schedulers(
+    config: EnvConfig,
+    workloads: Sequence[Workload],
+    *,
+    heuristics: Sequence[str] = (),
+    policies: Mapping[str, Sequence[Any]] | None = None,
+    deterministic: bool = True,
+) -> Table:
+    """Average JCT (slots) per workload of each scheduler: ``heuristics`` by name, and
+    ``policies`` (name -> one policy per training seed; the array is training seeds x
+    workloads).  Unfinished jobs count as finishing at the horizon (as everywhere in
+    :mod:`agents.evaluation`); callers flag truncated runs."""
+    from agents.policy import NumpyPolicy
+
+    out = Table({}, {})
+    for name in heuristics:
+        factory = functools.partial(make_teacher, name)
+        vals = []
+        for w in workloads:
+            env = w.env(config)
+            driver = HeuristicDriver(factory(), env)
+            vals.append(_run(env, _driver_actor(driver), w.scenario.seed))
+        out.avg_jct[name] = np.asarray([v[0] for v in vals])
+        out.unfinished[name] = sum(v[1] for v in vals)
+    for name, seeds_policies in (policies or {}).items():
+        rows = []
+        missing = 0
+        for policy in seeds_policies:
+            fast = NumpyPolicy(getattr(policy, "policy", policy))
+            vals = []
+            for k, w in enumerate(workloads):
+                env = w.env(config)
+                actor = _policy_actor(fast, deterministic, np.random.default_rng(k))
+                vals.append(_run(env, actor, w.scenario.seed))
+            rows.append([v[0] for v in vals])
+            missing += sum(v[1] for v in vals)
+        out.avg_jct[name] = np.asarray(rows)
+        out.unfinished[name] = missing
+    return out
+
+
+def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Mean over workloads of ``100 (a / b - 1)`` (%) and its 95% CI half-width; a 2-d
+    ``a`` or ``b`` (training seeds x workloads) is averaged over seeds first."""
+    a1 = a.mean(axis=0) if a.ndim == 2 else a
+    b1 = b.mean(axis=0) if b.ndim == 2 else b
+    return mean_ci95(list(100.0 * (a1 / b1 - 1.0)))

@@ -1,0 +1,116 @@
+"""Learned policies against the heuristics on held-out workloads, paired, with 95% CIs.
+
+    python experiments/heldout_eval.py --env medium --policy gppo='runs/ablation/clone_seed*'
+    python experiments/heldout_eval.py --env medium --features extended --windows 20 \\
+        --policy mixture='runs/traces/mix_seed*' --policy clone=runs/traces/mix_seed0/pretrain
+
+One command for the evaluation standard of the learner issue: every scheduler runs through the
+same env (:func:`agents.heldout.run_schedulers`) on the same test workloads, generator seeds
+``--seeds`` (default 300-319: validation uses 100-102, pretraining 1000-1007, training draws
+31-bit seeds) and ``--windows`` trace windows of the *held-out* Philly VCs
+(:data:`envs.gym.workloads.TEST_VCS`, drawn with ``--window-seed``).  ``--policy NAME=GLOB``:
+one learned scheduler, a glob of run directories (one per training seed; their
+``checkpoints/final``) or pretraining outputs (``.../pretrain`` holding ``policy.pt``).
+Prints one Markdown table per workload set: mean avg JCT (slots) with its 95% Student-t CI
+over workloads (a learned policy: averaged over its training seeds per workload first), the
+paired difference against the best heuristic of that set and against DRF, the per-training-
+seed means, and unfinished jobs (runs that hit the horizon count them as finishing there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agents.checkpoint import load_policy  # noqa: E402
+from agents.heldout import Table, heldout_workloads, paired, run_schedulers  # noqa: E402
+from envs.gym.factory import EnvConfig  # noqa: E402
+from evaluation.stats import mean_ci95  # noqa: E402
+
+HEURISTICS = ("drf", "optimus", "esrtf", "tetris")
+
+
+def _policies(spec: str) -> tuple[str, list[object]]:
+    if "=" not in spec:
+        sys.exit(f"--policy wants NAME=GLOB, got {spec!r}")
+    name, pattern = spec.split("=", 1)
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        sys.exit(f"--policy {name}: nothing matches {pattern!r}")
+    out = []
+    for p in map(Path, paths):
+        target = p / "checkpoints" / "final" if (p / "checkpoints" / "final").is_dir() else p
+        out.append(load_policy(target)[0])
+    return name, out
+
+
+def report(table: Table, title: str) -> str:
+    heur = {k: v for k, v in table.avg_jct.items() if v.ndim == 1}
+    best = min(heur, key=lambda k: float(heur[k].mean()))
+    lines = [
+        f"**{title}** (best heuristic: {best})",
+        "",
+        f"| scheduler | avg JCT (slots) ± 95% CI | vs {best} (paired) | vs DRF (paired) "
+        "| per-training-seed means | unfinished jobs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, v in table.avg_jct.items():
+        mean, half = mean_ci95(list(v.mean(axis=0) if v.ndim == 2 else v))
+        d_best = "" if name == best else "{:+.1f}% ± {:.1f}".format(*paired(v, heur[best]))
+        d_drf = "" if name == "drf" else "{:+.1f}% ± {:.1f}".format(*paired(v, heur["drf"]))
+        seeds = ", ".join(f"{x:.2f}" for x in v.mean(axis=1)) if v.ndim == 2 else "-"
+        lines.append(
+            f"| {name} | {mean:.2f} ± {half:.2f} | {d_best} | {d_drf} | {seeds} "
+            f"| {table.unfinished[name]} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", default="medium")
+    ap.add_argument("--features", default="dl2")
+    ap.add_argument("--reward", default="jct")
+    ap.add_argument("--seeds", type=int, nargs="*", default=list(range(300, 320)))
+    ap.add_argument("--windows", type=int, default=0)
+    ap.add_argument("--window-seed", type=int, default=12345)
+    ap.add_argument("--policy", action="append", default=[])
+    ap.add_argument("--heuristics", nargs="+", default=list(HEURISTICS))
+    ap.add_argument("--sampled", action="store_true", help="sample actions (default argmax)")
+    args = ap.parse_args(argv)
+    config = EnvConfig(setting=args.env, reward=args.reward, features=args.features)
+    policies = dict(_policies(s) for s in args.policy)
+    mode = "sampled" if args.sampled else "argmax"
+    sets = [("generator", heldout_workloads(config, args.seeds))]
+    if args.windows:
+        sets.append(
+            (
+                "trace windows",
+                heldout_workloads(config, (), windows=args.windows, window_seed=args.window_seed),
+            )
+        )
+    for title, workloads in sets:
+        if not workloads:
+            continue
+        table = run_schedulers(
+            config,
+            workloads,
+            heuristics=args.heuristics,
+            policies=policies,
+            deterministic=not args.sampled,
+        )
+        head = f"{args.env} ({args.features} features), {title}: {len(workloads)} workloads"
+        if title == "generator":
+            head += f" (seeds {args.seeds[0]}-{args.seeds[-1]})"
+        else:
+            head += f" (held-out VCs, window seed {args.window_seed})"
+        print(report(table, f"{head}; learned policies {mode}") + "\n", flush=True)
+
+
+if __name__ == "__main__":
+    main()
