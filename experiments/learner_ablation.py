@@ -3,6 +3,8 @@
     python experiments/learner_ablation.py run                 # every variant, seeds 0 1 2
     python experiments/learner_ablation.py run --variants clone clone_anchor --seeds 0
     python experiments/learner_ablation.py report              # tables on held-out workloads
+    python experiments/learner_ablation.py run --suite traces  # generator-only vs the mixture
+    python experiments/learner_ablation.py report --suite traces   # + held-out Philly windows
 
 ``run`` trains each variant of :data:`VARIANTS` (``train.py +agent=gppo`` on the ``medium``
 setting with the ``jct`` reward, ``--steps`` decisions) for every training seed into
@@ -49,12 +51,27 @@ VARIANTS: dict[str, list[str]] = {
     "clone_no_trust_region": [*CLONE, "agent.group.clip_range=100", "agent.group.target_kl=0"],
     "clone_critic_warmup": [*CLONE, "agent.group.baseline=critic", "agent.group.critic_warmup=10"],
 }
+#: item 4 of the learner issue: the same clone fine-tuned on the generator alone or on the
+#: mixture (random cluster size / arrival rate + Philly windows of the training VCs), both with
+#: the extended features, then tested on held-out VCs' windows and generator seeds
+EXT = [*CLONE, "env.features=extended"]
+TRACE_VARIANTS: dict[str, list[str]] = {
+    "ext_generator": EXT,
+    "ext_mixture": [
+        *EXT,
+        "mixture=dl2_philly",
+        "mixture.nodes=[8,16]",
+        "mixture.arrivals=[1,3]",
+    ],
+}
+SUITES = {"ablation": VARIANTS, "traces": TRACE_VARIANTS}
 HEURISTICS = ("drf", "optimus", "esrtf")
 
 
 def cmd_run(args: argparse.Namespace) -> None:
     jobs = []
-    for name in args.variants:
+    variants = SUITES[args.suite]
+    for name in args.variants or list(variants):
         for seed in args.seeds:
             out = OUT / f"{name}_seed{seed}"
             jobs.append(
@@ -62,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> None:
                     sys.executable,
                     "train.py",
                     *COMMON,
-                    *VARIANTS[name],
+                    *variants[name],
                     f"seed={seed}",
                     f"total_timesteps={args.steps}",
                     f"eval.every={args.eval_every}",
@@ -83,10 +100,11 @@ def cmd_run(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     import heldout_eval  # experiments/heldout_eval.py (one evaluation for every experiment)
 
-    clone = sorted(OUT.glob("clone_seed*/pretrain/policy.pt"))
+    variants = SUITES[args.suite]
+    clone = sorted(p for n in variants for p in OUT.glob(f"{n}_seed*/pretrain/policy.pt"))
     specs = [f"esrtf_clone={clone[0].parent}"] if clone else []
     curves = []
-    for name in VARIANTS:
+    for name in variants:
         runs = sorted(p for p in OUT.glob(f"{name}_seed*") if (p / "summary.json").is_file())
         if runs:
             specs.append(f"{name}={OUT}/{name}_seed*")
@@ -94,6 +112,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     seeds = [str(s) for s in args.test_seeds]
     for mode in ([], ["--sampled"]):
         argv = ["--env", "medium", "--heuristics", *HEURISTICS, "--seeds", *seeds]
+        if args.suite == "traces":
+            argv += ["--features", "extended", "--windows", str(args.windows)]
         heldout_eval.main(argv + [a for s in specs for a in ("--policy", s)] + mode)
     print("Validation avg JCT (seeds 100-102, argmax) during training, mean over seeds:\n")
     for name, runs in curves:
@@ -117,13 +137,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
-    r.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    r.add_argument("--suite", choices=list(SUITES), default="ablation")
+    r.add_argument("--variants", nargs="+", default=None, help="default: the suite's all")
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--steps", type=int, default=3_000_000)
     r.add_argument("--eval-every", type=int, default=500_000)
     r.add_argument("--jobs", type=int, default=2)
     rep = sub.add_parser("report")
+    rep.add_argument("--suite", choices=list(SUITES), default="ablation")
     rep.add_argument("--test-seeds", type=int, nargs="+", default=list(range(300, 320)))
+    rep.add_argument("--windows", type=int, default=20)
     args = p.parse_args()
     if args.cmd == "run":
         cmd_run(args)
