@@ -14,8 +14,10 @@ One iteration of :class:`GroupPPO`:
    time by ``gamma`` (1 = the episode sum: with the env's ``jct`` reward, minus the job-time
    still to come).  ``normalize_advantage`` divides them by their standard deviation.
 3. **Update** (PPO's trust region): ``n_epochs`` passes of mini-batches of ``batch_size``
-   over the kept decisions (``sample_fraction`` of each episode's decisions, drawn at random:
-   decisions of one slot share their advantage and are near copies), clipped ratio
+   over the kept decisions (every decision whose action had probability < 1/2 and
+   ``sample_fraction`` of the others, drawn at random and weighted by one over their keep
+   probability: decisions of one slot share their advantage and are near copies, and a
+   confident policy's gradient lives in its rare off-mode choices), clipped ratio
    (``clip_range``), early stop when the approximate KL to the behaviour policy passes
    ``1.5 * target_kl``; entropy bonus ``ent_coef``; the critic (``vf_coef``) is always fitted
    to the returns (its loss is logged; with ``baseline="group"`` it only learns, it is not
@@ -63,7 +65,8 @@ class GroupConfig:
 
     ``groups``: workload seeds per iteration; ``group_size``: rollouts per workload seed
     (K; the learner runs ``groups x group_size`` env copies); ``baseline``: ``group`` | ``critic``;
-    ``sample_fraction``: share of each episode's decisions trained on; ``n_epochs``,
+    ``sample_fraction``: share of the confident decisions (action probability >= 1/2)
+    trained on, every other decision is kept (weighted: unbiased); ``n_epochs``,
     ``batch_size``, ``clip_range``, ``target_kl`` (``0`` = no early stop): PPO's update;
     ``anchor_coef`` (``0`` = off), ``anchor_half_life`` (decisions; ``0`` = no decay):
     the KL anchor to the cloned policy; ``critic_warmup``: iterations that fit only the
@@ -344,13 +347,16 @@ class GroupPPO(A2C):
             batch.logp,
             rets.astype(np.float32),
             advs.astype(np.float32),
+            (batch.weights / batch.weights.mean()).astype(np.float32)
+            if len(batch)
+            else batch.weights.astype(np.float32),
         )
 
     # ------------------------------------------------------------------ update
     def train(self) -> None:
         if self._data is None:
             return
-        obs_np, masks_np, actions_np, logp_np, rets_np, advs_np = self._data
+        obs_np, masks_np, actions_np, logp_np, rets_np, advs_np, w_np = self._data
         self._data = None
         g = self.group
         self.policy.set_training_mode(True)
@@ -360,13 +366,14 @@ class GroupPPO(A2C):
         actions = th.as_tensor(actions_np)
         old_logp = th.as_tensor(logp_np)
         returns = th.as_tensor(rets_np)
+        weights = th.as_tensor(w_np)  # 1 / keep probability, mean 1
         if g.baseline == "critic":
             with th.no_grad():
                 adv_all = returns - self.policy.predict_values(obs)[:, 0]
         else:
             adv_all = th.as_tensor(advs_np)
         if self.normalize_advantage and len(adv_all) > 1:
-            adv_all = adv_all / (adv_all.std() + 1e-8)
+            adv_all = adv_all / (adv_all.std() + 1e-8)  # a scale only: the baseline centres
         # the critic learns returns on their own scale
         ret_scale = float(returns.abs().mean()) + 1e-8
         actor_on = self._iteration >= g.critic_warmup
@@ -386,22 +393,24 @@ class GroupPPO(A2C):
                 logits = masked_logits(self.policy, obs[idx], m)  # type: ignore[arg-type]
                 logp_all = th.log_softmax(logits, dim=1)
                 logp = logp_all.gather(1, actions[idx, None])[:, 0]
-                entropy = -(logp_all.exp() * logp_all.masked_fill(~m, 0.0)).sum(dim=1).mean()
+                w = weights[idx]
+                ent = -(logp_all.exp() * logp_all.masked_fill(~m, 0.0)).sum(dim=1)
+                entropy = (w * ent).mean()
                 values = self.policy.predict_values(obs[idx])[:, 0]
-                value_loss = (((returns[idx] - values) / ret_scale) ** 2).mean()
+                value_loss = (w * ((returns[idx] - values) / ret_scale) ** 2).mean()
                 loss = self.vf_coef * value_loss
                 log_ratio = logp - old_logp[idx]
                 ratio = log_ratio.exp()
                 adv = adv_all[idx]
-                policy_loss = -th.min(
-                    ratio * adv, ratio.clamp(1 - g.clip_range, 1 + g.clip_range) * adv
+                policy_loss = -(
+                    w * th.min(ratio * adv, ratio.clamp(1 - g.clip_range, 1 + g.clip_range) * adv)
                 ).mean()
                 if actor_on:
                     loss = loss + policy_loss - self.ent_coef * entropy
                     if anchor is not None and w_anchor > 0:
                         with th.no_grad():
                             t_logits = masked_logits(anchor, obs[idx], m)
-                        kl = anchor_kl(t_logits, logits, m).mean()
+                        kl = (w * anchor_kl(t_logits, logits, m)).mean()
                         loss = loss + w_anchor * kl
                         stats["anchor_kl"].append(float(kl.detach()))
                 self.policy.optimizer.zero_grad()

@@ -32,6 +32,7 @@ from envs.sim.errors import ConfigError
 __all__ = ["Batch", "Episode", "run_batched"]
 
 _LOG_FLOOR = -69.0  # log(1e-30): a valid action's probability never logs below this
+_LOG_HALF = float(np.log(0.5))
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Batch:
     logp: npt.NDArray[np.float32]
     times: npt.NDArray[np.float64]
     episodes: list[Episode] = field(default_factory=list)
+    weights: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(1, np.int64))
 
     def __len__(self) -> int:
@@ -109,9 +111,12 @@ def run_batched(
     ``on_step(n)`` is called after every lockstep step with the number of decisions it made;
     returning False stops the run (the episodes are then reported as not terminated).
     Without ``record`` the batch holds only the episodes (no per-decision arrays); with
-    ``record_fraction < 1`` it keeps each decision with that probability (drawn from
-    ``record_rng``; the rewards are always kept whole), which bounds the memory of long
-    episodes without changing any trajectory."""
+    ``record_fraction < 1`` it keeps a decision whose action had probability ``>= 1/2`` with
+    that probability, and every other decision (drawn from ``record_rng``; the rewards are
+    always kept whole); ``Batch.weights`` is ``1 / keep probability`` (an unbiased estimate of
+    the full batch's sums).  This bounds the memory of long episodes without changing any
+    trajectory, and keeps the rare off-mode choices of a confident policy (a behaviour-cloned
+    one), where nearly all of a policy gradient's signal is (``grad log p ~ 0`` as ``p -> 1``)."""
     n = len(envs)
     if n < 1 or len(seeds) != n:
         raise ConfigError(f"run_batched needs one seed per env; got {n} envs, {len(seeds)} seeds")
@@ -151,12 +156,13 @@ def run_batched(
         if record:
             times = np.fromiter((envs[i]._t for i in active), dtype=np.float64, count=len(idx))
             if subsample:
-                kept = record_rng.random(len(idx)) < record_fraction  # type: ignore[union-attr]
+                p_keep = np.where(logp < _LOG_HALF, 1.0, record_fraction)
+                kept = record_rng.random(len(idx)) < p_keep  # type: ignore[union-attr]
                 rec.append((idx[kept], actions[kept]))
-                rec_f.append((o_b[kept], m_b[kept], logp[kept], times[kept]))
+                rec_f.append((o_b[kept], m_b[kept], logp[kept], times[kept], 1.0 / p_keep[kept]))
             else:
                 rec.append((idx, actions))
-                rec_f.append((o_b, m_b, logp, times))
+                rec_f.append((o_b, m_b, logp, times, np.ones(len(idx))))
         still: list[int] = []
         for k, i in enumerate(active):
             env = envs[i]
@@ -210,5 +216,6 @@ def run_batched(
         logp=np.concatenate([r[2] for r in rec_f]).astype(np.float32)[order],
         times=np.concatenate([r[3] for r in rec_f])[order],
         episodes=episodes,
+        weights=np.concatenate([r[4] for r in rec_f])[order],
         starts=np.concatenate([[0], np.cumsum(np.bincount(env_of, minlength=n))]).astype(np.int64),
     )

@@ -163,6 +163,37 @@ def test_batched_rollouts_reproduce_single_env_runs(arch: str) -> None:
     )
 
 
+def test_subsampled_recording_keeps_off_mode_choices_with_unbiased_weights() -> None:
+    fast = NumpyPolicy(_policy())
+    full = run_batched(
+        [make_env(TINY) for _ in range(4)],
+        [0, 0, 1, 1],
+        fast,
+        deterministic=False,
+        sample_seeds=[5, 6, 7, 8],
+        record=True,
+    )
+    assert np.all(full.weights == 1.0)
+    part = run_batched(
+        [make_env(TINY) for _ in range(4)],
+        [0, 0, 1, 1],
+        fast,
+        deterministic=False,
+        sample_seeds=[5, 6, 7, 8],
+        record=True,
+        record_fraction=0.25,
+        record_rng=np.random.default_rng(0),
+    )
+    # the same trajectories; fewer recorded decisions, every off-mode one among them
+    assert [e.decisions for e in part.episodes] == [e.decisions for e in full.episodes]
+    off_full = int((full.logp < np.log(0.5)).sum())
+    off = part.logp < np.log(0.5)
+    assert int(off.sum()) == off_full
+    assert np.all(part.weights[off] == 1.0)
+    assert np.all(part.weights[~off] == 4.0)
+    assert len(part) < len(full)
+
+
 def test_batched_jct_rewards_sum_to_minus_total_jct() -> None:
     fast = NumpyPolicy(_policy())
     envs = [make_env(TINY) for _ in range(3)]
