@@ -14,9 +14,9 @@ One iteration of :class:`GroupPPO`:
    time by ``gamma`` (1 = the episode sum: with the env's ``jct`` reward, minus the job-time
    still to come).  ``normalize_advantage`` divides them by their standard deviation.
 3. **Update** (PPO's trust region): ``n_epochs`` passes of mini-batches of ``batch_size``
-   over the kept decisions (every decision whose action had probability < 1/2 and
-   ``sample_fraction`` of the others, drawn at random and weighted by one over their keep
-   probability: decisions of one slot share their advantage and are near copies, and a
+   over the kept decisions (about ``sample_fraction`` of them, each kept with a probability
+   that grows with ``1 - pi(a|s)`` and weighted by its inverse, :func:`~agents.rollouts.
+   run_batched`: decisions of one slot share their advantage and are near copies, and a
    confident policy's gradient lives in its rare off-mode choices), clipped ratio
    (``clip_range``), early stop when the approximate KL to the behaviour policy passes
    ``1.5 * target_kl``; entropy bonus ``ent_coef``; the critic (``vf_coef``) is always fitted
@@ -65,8 +65,8 @@ class GroupConfig:
 
     ``groups``: workload seeds per iteration; ``group_size``: rollouts per workload seed
     (K; the learner runs ``groups x group_size`` env copies); ``baseline``: ``group`` | ``critic``;
-    ``sample_fraction``: share of the confident decisions (action probability >= 1/2)
-    trained on, every other decision is kept (weighted: unbiased); ``n_epochs``,
+    ``sample_fraction``: share of the decisions trained on (kept with probability growing
+    with ``1 - pi(a|s)``, weighted: unbiased); ``n_epochs``,
     ``batch_size``, ``clip_range``, ``target_kl`` (``0`` = no early stop): PPO's update;
     ``anchor_coef`` (``0`` = off), ``anchor_half_life`` (decisions; ``0`` = no decay):
     the KL anchor to the cloned policy; ``critic_warmup``: iterations that fit only the

@@ -32,7 +32,6 @@ from envs.sim.errors import ConfigError
 __all__ = ["Batch", "Episode", "run_batched"]
 
 _LOG_FLOOR = -69.0  # log(1e-30): a valid action's probability never logs below this
-_LOG_HALF = float(np.log(0.5))
 
 
 @dataclass
@@ -111,12 +110,14 @@ def run_batched(
     ``on_step(n)`` is called after every lockstep step with the number of decisions it made;
     returning False stops the run (the episodes are then reported as not terminated).
     Without ``record`` the batch holds only the episodes (no per-decision arrays); with
-    ``record_fraction < 1`` it keeps a decision whose action had probability ``>= 1/2`` with
-    that probability, and every other decision (drawn from ``record_rng``; the rewards are
-    always kept whole); ``Batch.weights`` is ``1 / keep probability`` (an unbiased estimate of
-    the full batch's sums).  This bounds the memory of long episodes without changing any
-    trajectory, and keeps the rare off-mode choices of a confident policy (a behaviour-cloned
-    one), where nearly all of a policy gradient's signal is (``grad log p ~ 0`` as ``p -> 1``)."""
+    ``record_fraction = f < 1`` it keeps about ``f`` of each step's decisions, decision ``i``
+    with probability ``p_i = clip(c (1 - pi_i), f / 4, 1)`` where ``pi_i`` is the probability
+    of its action and ``c`` makes the mean ``f`` (drawn from ``record_rng``; the rewards are
+    always kept whole); ``Batch.weights`` is ``1 / p_i`` (an unbiased estimate of the full
+    batch's sums).  This bounds the memory of long episodes without changing any trajectory:
+    a near-uniform policy is subsampled uniformly, and a confident one (a behaviour clone)
+    keeps its rare off-mode choices, where nearly all of its policy gradient is
+    (``grad log pi ~ 0`` as ``pi -> 1``)."""
     n = len(envs)
     if n < 1 or len(seeds) != n:
         raise ConfigError(f"run_batched needs one seed per env; got {n} envs, {len(seeds)} seeds")
@@ -156,7 +157,9 @@ def run_batched(
         if record:
             times = np.fromiter((envs[i]._t for i in active), dtype=np.float64, count=len(idx))
             if subsample:
-                p_keep = np.where(logp < _LOG_HALF, 1.0, record_fraction)
+                q = 1.0 - np.exp(logp)
+                c = record_fraction * len(q) / max(float(q.sum()), 1e-12)
+                p_keep = np.clip(c * q, record_fraction / 4, 1.0)
                 kept = record_rng.random(len(idx)) < p_keep  # type: ignore[union-attr]
                 rec.append((idx[kept], actions[kept]))
                 rec_f.append((o_b[kept], m_b[kept], logp[kept], times[kept], 1.0 / p_keep[kept]))
