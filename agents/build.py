@@ -113,6 +113,8 @@ def build_agent(
     afterwards: ``model.set_mixture``, the group learner only)."""
     if cfg.algo not in BUILDERS:
         raise ConfigError(f"unknown agent.algo {cfg.algo!r}; known: {sorted(BUILDERS)}")
+    if cfg.algo != "group_ppo" and cfg.n_steps < 1:  # the group learner runs whole episodes
+        raise ConfigError(f"agent.n_steps must be >= 1 (decisions per update), got {cfg.n_steps}")
     return BUILDERS[cfg.algo](cfg, env, policy_kwargs(cfg.policy, J), seed, tensorboard_log)
 
 

@@ -270,6 +270,15 @@ def test_train_cli_group_ppo_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "checkpoints" / "final" / "model.zip").is_file()
 
 
+def test_n_steps_zero_is_a_config_error() -> None:
+    from agents.build import build_agent
+    from agents.config import AgentConfig
+
+    env = make_training_vec_env([TINY], [0])
+    with pytest.raises(ConfigError, match="n_steps must be >= 1"):
+        build_agent(AgentConfig(algo="dl2_a2c", n_steps=0), env, make_env(TINY).J, 0)
+
+
 def test_train_cli_group_ppo_bad_n_envs(tmp_path: Path) -> None:
     out = subprocess.run(
         [
