@@ -45,7 +45,12 @@ def _policies(spec: str) -> tuple[str, list[object]]:
     out = []
     for p in map(Path, paths):
         target = p / "checkpoints" / "final" if (p / "checkpoints" / "final").is_dir() else p
+        if not ((target / "model.zip").is_file() or (target / "policy.pt").is_file()):
+            print(f"--policy {name}: skipping {p} (no final checkpoint yet)", file=sys.stderr)
+            continue
         out.append(load_policy(target)[0])
+    if not out:
+        sys.exit(f"--policy {name}: no finished run matches {pattern!r}")
     return name, out
 
 
