@@ -68,7 +68,10 @@ class GroupConfig:
     ``sample_fraction``: share of the decisions trained on (kept with probability growing
     with ``1 - pi(a|s)``, weighted: unbiased); ``n_epochs``,
     ``batch_size``, ``clip_range``, ``target_kl`` (``0`` = no early stop): PPO's update;
-    ``anchor_coef`` (``0`` = off), ``anchor_half_life`` (decisions; ``0`` = no decay):
+    ``temperature`` (>= 1): rollouts sample from ``softmax(logits / temperature)`` and the
+    update weights each decision by the truncated importance ratio ``min(1, pi / mu)``
+    (exploration for a confident clone; 1 = on-policy); ``anchor_coef`` (``0`` = off),
+    ``anchor_half_life`` (decisions; ``0`` = no decay):
     the KL anchor to the cloned policy; ``critic_warmup``: iterations that fit only the
     critic."""
 
@@ -80,6 +83,7 @@ class GroupConfig:
     batch_size: int = 2048
     clip_range: float = 0.2
     target_kl: float = 0.02
+    temperature: float = 1.0
     anchor_coef: float = 0.0
     anchor_half_life: float = 0.0
     critic_warmup: int = 0
@@ -111,6 +115,10 @@ class GroupConfig:
         for name in ("n_epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"agent.group.{name} must be >= 1, got {getattr(self, name)}")
+        if not (np.isfinite(self.temperature) and self.temperature >= 1.0):
+            raise ConfigError(
+                f"agent.group.temperature must be a finite number >= 1, got {self.temperature}"
+            )
         for name in ("clip_range", "target_kl", "anchor_coef", "anchor_half_life"):
             v = float(getattr(self, name))
             if not (np.isfinite(v) and v >= 0):
@@ -299,6 +307,7 @@ class GroupPPO(A2C):
             record=True,
             record_fraction=self.group.sample_fraction,
             record_rng=self._rng,
+            temperature=self.group.temperature,
             on_step=on_step,
         )
         if not any(e.decisions for e in batch.episodes):
@@ -350,13 +359,14 @@ class GroupPPO(A2C):
             (batch.weights / batch.weights.mean()).astype(np.float32)
             if len(batch)
             else batch.weights.astype(np.float32),
+            batch.logp_policy,
         )
 
     # ------------------------------------------------------------------ update
     def train(self) -> None:
         if self._data is None:
             return
-        obs_np, masks_np, actions_np, logp_np, rets_np, advs_np, w_np = self._data
+        obs_np, masks_np, actions_np, logp_mu_np, rets_np, advs_np, w_np, logp_np = self._data
         self._data = None
         g = self.group
         self.policy.set_training_mode(True)
@@ -367,6 +377,8 @@ class GroupPPO(A2C):
         old_logp = th.as_tensor(logp_np)
         returns = th.as_tensor(rets_np)
         weights = th.as_tensor(w_np)  # 1 / keep probability, mean 1
+        # tempered rollouts: truncated importance weight pi / mu (exactly 1 at temperature 1)
+        weights = weights * th.as_tensor(logp_np - logp_mu_np).exp().clamp(max=1.0)
         if g.baseline == "critic":
             with th.no_grad():
                 adv_all = returns - self.policy.predict_values(obs)[:, 0]

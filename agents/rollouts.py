@@ -59,6 +59,7 @@ class Batch:
     times: npt.NDArray[np.float64]
     episodes: list[Episode] = field(default_factory=list)
     weights: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    logp_policy: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(1, np.int64))
 
     def __len__(self) -> int:
@@ -68,13 +69,24 @@ class Batch:
         return slice(int(self.starts[e]), int(self.starts[e + 1]))
 
 
+def _log_softmax_at(logits: npt.NDArray[np.float64], a: npt.NDArray[np.int64]) -> npt.NDArray:
+    """``log softmax(logits)[i, a[i]]`` per row (masked entries are ``-inf``)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z[np.arange(len(a)), a] - np.log(np.exp(z).sum(axis=1))
+    return np.maximum(logp, _LOG_FLOOR)
+
+
 def _pick(
     logits: npt.NDArray[np.float64],
     deterministic: bool,
     rngs: Sequence[np.random.Generator],
     active: Sequence[int],
+    temperature: float = 1.0,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """Actions and their log-probabilities for a batch of masked logits."""
+    """Actions and their log-probabilities for a batch of masked logits (sampled from the
+    softmax of ``logits / temperature``; the log-probabilities are of that distribution)."""
+    if temperature != 1.0:
+        logits = logits / temperature
     z = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(z)
     total = e.sum(axis=1)
@@ -102,6 +114,7 @@ def run_batched(
     record: bool = False,
     record_fraction: float = 1.0,
     record_rng: np.random.Generator | None = None,
+    temperature: float = 1.0,
     on_step: Callable[[int], bool] | None = None,
 ) -> Batch:
     """One episode per env (``envs[i]`` reset with workload ``seeds[i]``), in lockstep.
@@ -117,7 +130,11 @@ def run_batched(
     batch's sums).  This bounds the memory of long episodes without changing any trajectory:
     a near-uniform policy is subsampled uniformly, and a confident one (a behaviour clone)
     keeps its rare off-mode choices, where nearly all of its policy gradient is
-    (``grad log pi ~ 0`` as ``pi -> 1``)."""
+    (``grad log pi ~ 0`` as ``pi -> 1``).
+
+    ``temperature`` > 1 samples from the softmax of ``logits / temperature`` (exploration);
+    ``Batch.logp`` is then the behaviour's log-probability and ``Batch.logp_policy`` the
+    policy's own (temperature 1), which a learner needs for its importance weights."""
     n = len(envs)
     if n < 1 or len(seeds) != n:
         raise ConfigError(f"run_batched needs one seed per env; got {n} envs, {len(seeds)} seeds")
@@ -153,19 +170,29 @@ def run_batched(
         o_b = obs[idx]
         m_b = masks[idx]
         logits = policy.logits(o_b, m_b)
-        actions, logp = _pick(logits, deterministic, rngs, active)
+        actions, logp = _pick(logits, deterministic, rngs, active, temperature)
+        logp_pi = logp if temperature == 1.0 else _log_softmax_at(logits, actions)
         if record:
             times = np.fromiter((envs[i]._t for i in active), dtype=np.float64, count=len(idx))
             if subsample:
-                q = 1.0 - np.exp(logp)
+                q = 1.0 - np.exp(logp_pi)
                 c = record_fraction * len(q) / max(float(q.sum()), 1e-12)
                 p_keep = np.clip(c * q, record_fraction / 4, 1.0)
                 kept = record_rng.random(len(idx)) < p_keep  # type: ignore[union-attr]
                 rec.append((idx[kept], actions[kept]))
-                rec_f.append((o_b[kept], m_b[kept], logp[kept], times[kept], 1.0 / p_keep[kept]))
+                rec_f.append(
+                    (
+                        o_b[kept],
+                        m_b[kept],
+                        logp[kept],
+                        times[kept],
+                        1.0 / p_keep[kept],
+                        logp_pi[kept],
+                    )
+                )
             else:
                 rec.append((idx, actions))
-                rec_f.append((o_b, m_b, logp, times, np.ones(len(idx))))
+                rec_f.append((o_b, m_b, logp, times, np.ones(len(idx)), logp_pi))
         still: list[int] = []
         for k, i in enumerate(active):
             env = envs[i]
@@ -220,5 +247,6 @@ def run_batched(
         times=np.concatenate([r[3] for r in rec_f])[order],
         episodes=episodes,
         weights=np.concatenate([r[4] for r in rec_f])[order],
+        logp_policy=np.concatenate([r[5] for r in rec_f]).astype(np.float32)[order],
         starts=np.concatenate([[0], np.cumsum(np.bincount(env_of, minlength=n))]).astype(np.int64),
     )

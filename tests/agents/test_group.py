@@ -193,6 +193,27 @@ def test_subsampled_recording_keeps_informative_choices_with_unbiased_weights() 
     assert part.weights.sum() == pytest.approx(len(full), rel=0.1)
 
 
+def test_tempered_rollouts_record_both_log_probabilities() -> None:
+    fast = NumpyPolicy(_policy())
+    kw = {"deterministic": False, "sample_seeds": [1, 2], "record": True}
+    plain = run_batched([make_env(TINY) for _ in range(2)], [0, 0], fast, **kw)
+    np.testing.assert_array_equal(plain.logp, plain.logp_policy)
+    hot = run_batched([make_env(TINY) for _ in range(2)], [0, 0], fast, temperature=3.0, **kw)
+    z = fast.logits(hot.obs, hot.masks)
+    rows = np.arange(len(hot))
+    pi = (
+        z
+        - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True))
+        - z.max(1, keepdims=True)
+    )
+    np.testing.assert_allclose(hot.logp_policy, pi[rows, hot.actions], rtol=1e-5, atol=1e-5)
+    mu = (z / 3.0) - np.log(np.exp(z / 3.0 - (z / 3.0).max(1, keepdims=True)).sum(1, keepdims=True))
+    mu -= (z / 3.0).max(1, keepdims=True)
+    np.testing.assert_allclose(hot.logp, mu[rows, hot.actions], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ConfigError, match="temperature"):
+        GroupConfig(temperature=0.5).check(16)
+
+
 def test_batched_jct_rewards_sum_to_minus_total_jct() -> None:
     fast = NumpyPolicy(_policy())
     envs = [make_env(TINY) for _ in range(3)]
