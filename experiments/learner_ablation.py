@@ -50,6 +50,7 @@ VARIANTS: dict[str, list[str]] = {
     "clone_anchor": [*CLONE, "agent.group.anchor_coef=1.0", "agent.group.anchor_half_life=1e6"],
     "clone_no_trust_region": [*CLONE, "agent.group.clip_range=100", "agent.group.target_kl=0"],
     "clone_critic_warmup": [*CLONE, "agent.group.baseline=critic", "agent.group.critic_warmup=10"],
+    "clone_temperature": [*CLONE, "agent.group.temperature=2.0"],
 }
 #: item 4 of the learner issue: the same clone fine-tuned on the generator alone or on the
 #: mixture (random cluster size / arrival rate + Philly windows of the training VCs), both with
