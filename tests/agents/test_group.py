@@ -319,3 +319,32 @@ def test_train_cli_group_ppo_bad_n_envs(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "n_envs=6 disagrees with agent.group" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_group_ppo_resume_continues_identically(tmp_path: Path) -> None:
+    from agents.checkpoint import load_checkpoint, save_checkpoint
+
+    def fresh() -> GroupPPO:
+        env = make_training_vec_env([TINY] * 4, [0, 1, 2, 3])
+        return GroupPPO(
+            env=env,
+            group=GroupConfig(groups=2, group_size=2, batch_size=64),
+            policy_kwargs=policy_kwargs(PolicyConfig(), make_env(TINY).J),
+            seed=3,
+        )
+
+    b = fresh()
+    b.set_anchor()
+    b.learn(1)  # one iteration
+    first = b.num_timesteps
+    save_checkpoint(b, tmp_path / "ckpt", {"agent": "gppo"})
+    resumed = load_checkpoint(tmp_path / "ckpt")
+    assert isinstance(resumed, GroupPPO)
+    resumed.learn(1, reset_num_timesteps=False)  # the second iteration
+    a = fresh()
+    a.set_anchor()
+    a.learn(first + 1)  # the same two iterations without a break
+    assert a.num_timesteps == resumed.num_timesteps
+    sa, sr = a.policy.state_dict(), resumed.policy.state_dict()
+    for k in sa:
+        assert th.equal(sa[k], sr[k]), k
