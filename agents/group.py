@@ -204,10 +204,18 @@ class GroupPPO(A2C):
         self._anchor: DL2Policy | None = None
         self._data: tuple[Any, ...] | None = None
         self._episode_stats: dict[str, float] = {}
+        self._labels: list[str] = []  # this iteration's scenarios (with a mixture)
         self._fast = NumpyPolicy(self.policy)  # type: ignore[arg-type]
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_anchor", "_data", "_fast", "_mixture"]
+        return [
+            *super()._excluded_save_params(),
+            "_anchor",
+            "_data",
+            "_fast",
+            "_mixture",
+            "_labels",
+        ]
 
     def set_mixture(self, mixture: Mixture | None) -> None:
         """Draw every group's workload from ``mixture`` (``None``: the env copies' own
@@ -272,9 +280,9 @@ class GroupPPO(A2C):
         K = self.group.group_size
         n = len(envs)
         draws = self._rng.integers(2**31 - 1, size=n // K + n)
-        seeds = [int(draws[i // K]) for i in range(n)]
+        seeds = [int(draws[i // K]) for i in range(n)]  # (drawn with a mixture too: one stream)
         sample_seeds = [int(s) for s in draws[n // K :]]
-        self._labels: list[str] = []
+        self._labels = []
         if self._mixture is not None:  # every group on a freshly drawn scenario
             envs, seeds = [], []
             for _ in range(n // K):
@@ -318,10 +326,10 @@ class GroupPPO(A2C):
         callback.on_rollout_end()
         if stop[0]:
             return False
-        self._data = self._prepare(batch, seeds)
+        self._data = self._prepare(batch)
         return True
 
-    def _prepare(self, batch: Batch, seeds: list[int]) -> tuple[Any, ...]:
+    def _prepare(self, batch: Batch) -> tuple[Any, ...]:
         """The kept decisions with their returns and advantages."""
         K = self.group.group_size
         eps = batch.episodes
