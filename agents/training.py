@@ -113,6 +113,7 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
                 out / "pretrain",
                 cache_dir=cfg.pretrain_cache,
                 progress=cfg.progress_bar,
+                mixture=cfg.mixture,
             )
             load_pretrained_weights(model, pre["policy_path"])
             if hasattr(model, "set_anchor"):  # the group learner's anchor: the clone

@@ -54,7 +54,8 @@ VARIANTS: dict[str, list[str]] = {
 }
 #: item 4 of the learner issue: the same clone fine-tuned on the generator alone or on the
 #: mixture (random cluster size / arrival rate + Philly windows of the training VCs), both with
-#: the extended features, then tested on held-out VCs' windows and generator seeds
+#: the extended features, then tested on held-out VCs' windows and generator seeds; and a clone
+#: whose teacher traces come from the mixture too (``ext_mixture_bc``)
 EXT = [*CLONE, "env.features=extended"]
 TRACE_VARIANTS: dict[str, list[str]] = {
     "ext_generator": EXT,
@@ -63,6 +64,14 @@ TRACE_VARIANTS: dict[str, list[str]] = {
         "mixture=dl2_philly",
         "mixture.nodes=[8,16]",
         "mixture.arrivals=[1,3]",
+    ],
+    "ext_mixture_bc": [
+        *EXT,
+        "mixture=dl2_philly",
+        "mixture.nodes=[8,16]",
+        "mixture.arrivals=[1,3]",
+        "pretrain.on_mixture=true",
+        "pretrain.num_workloads=16",
     ],
 }
 SUITES = {"ablation": VARIANTS, "traces": TRACE_VARIANTS}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim.errors import ConfigError
@@ -170,8 +171,11 @@ def collect(
     seeds: Sequence[int],
     *,
     teacher_options: dict[str, Any] | None = None,
+    env_for: Callable[[int], ClusterEnv] | None = None,
 ) -> TeacherDataset:
-    """Roll ``teacher`` through the env on workload ``seeds``; every decision recorded."""
+    """Roll ``teacher`` through the env on workload ``seeds``; every decision recorded.
+    ``env_for(seed)``: the env of workload ``seed`` (e.g. a drawn mixture scenario's; it is
+    reset with ``seed``), instead of one env of ``env_config`` for all."""
     if not seeds:
         raise ConfigError("collect: give at least one workload seed")
     name = canonical(teacher)
@@ -184,6 +188,8 @@ def collect(
     ret_l: list[float] = []
     results = []
     for e, seed in enumerate(seeds):
+        if env_for is not None:
+            env = env_for(int(seed))
         driver = HeuristicDriver(make_teacher(name, **options), env)
         obs, _ = env.reset(seed=int(seed))
         pending = 0  # decisions of the open slot, waiting for its reward

@@ -45,7 +45,10 @@ class PretrainConfig:
     augmentation); ``bc`` the cloning run; ``eval_seeds`` held-out workloads for the clone's
     average JCT (computed at the end and every ``jct_every`` BC steps if > 0);
     ``deterministic``: the clone acts by masked argmax (else it samples); ``dataset``: reuse
-    a saved teacher dataset (``dataset.npz`` of an earlier run) instead of collecting."""
+    a saved teacher dataset (``dataset.npz`` of an earlier run) instead of collecting;
+    ``on_mixture``: collect the teacher's traces on workloads drawn from the training run's
+    workload mixture (``mixture=...``, :mod:`envs.gym.workloads`; one scenario per workload,
+    drawn with the workload's seed) instead of the env's own generator."""
 
     teacher: Optional[str] = "drf"  # noqa: UP045 (OmegaConf structured config)
     teacher_options: dict[str, Any] = field(default_factory=dict)
@@ -58,23 +61,26 @@ class PretrainConfig:
     jct_every: int = 0
     deterministic: bool = True
     dataset: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
+    on_mixture: bool = False
 
     @property
     def enabled(self) -> bool:
         return self.teacher is not None and str(self.teacher).lower() != "none"
 
 
-def _key(config: PretrainConfig, env: EnvConfig, policy: PolicyConfig) -> str:
+def _key(config: PretrainConfig, env: EnvConfig, policy: PolicyConfig, mixture: Any = None) -> str:
     net = asdict(policy)
     if net.get("arch") == "mlp":  # the only network before ``arch`` existed: same keys as then
         del net["arch"]
     if not net.get("position"):  # likewise for ``position`` (added later, off by default)
         net.pop("position", None)
-    blob = json.dumps(
-        {"pretrain": asdict(config), "env": env.as_dict(), "policy": net},
-        sort_keys=True,
-        default=str,
-    )
+    pre = asdict(config)
+    if not pre.get("on_mixture"):  # added later, off by default: the same keys as before
+        pre.pop("on_mixture", None)
+    parts: dict[str, Any] = {"pretrain": pre, "env": env.as_dict(), "policy": net}
+    if mixture is not None:
+        parts["mixture"] = asdict(mixture)
+    blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -86,9 +92,11 @@ def pretrain(
     *,
     cache_dir: str | Path | None = None,
     progress: bool = False,
+    mixture: Any = None,
 ) -> dict[str, Any]:
     """Run (or load from the cache) the pretraining stage; its summary (``policy_path`` is
-    the weights file)."""
+    the weights file).  ``mixture``: the training run's
+    :class:`~envs.gym.workloads.MixtureConfig` (used when ``config.on_mixture``)."""
     if not config.enabled:
         raise ConfigError("pretraining disabled (teacher none)")
     teacher = canonical(str(config.teacher))
@@ -96,7 +104,13 @@ def pretrain(
         raise ConfigError("pretrain.num_workloads must be >= 1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    key = _key(config, env_config, policy_config)
+    if config.on_mixture and (mixture is None or not mixture.enabled):
+        raise ConfigError(
+            "pretrain.on_mixture needs a workload mixture (mixture=dl2_philly or "
+            "mixture.enabled=true)"
+        )
+    mix = mixture if config.on_mixture else None
+    key = _key(config, env_config, policy_config, mix)
     cached = Path(cache_dir) / f"{teacher}_{key}" if cache_dir is not None else None
     if cached is not None and (cached / "summary.json").is_file():
         for name in ("policy.pt", "policy.json", "summary.json", "history.csv"):
@@ -122,7 +136,18 @@ def pretrain(
                 f"(dataset, this run): {diff}"
             )
     else:
-        data = collect(teacher, env_config, seeds, teacher_options=config.teacher_options)
+        env_for = None
+        if mix is not None:
+            from envs.gym.workloads import Mixture, scenario_envs
+
+            drawer = Mixture(mix, env_config)
+
+            def env_for(seed: int) -> Any:
+                return scenario_envs(env_config, drawer.draw(np.random.default_rng(seed)), 1)[0]
+
+        data = collect(
+            teacher, env_config, seeds, teacher_options=config.teacher_options, env_for=env_for
+        )
     data.save(out / "dataset")
     t_collect = time.perf_counter() - t0
     train, val = data.split(config.val_fraction, seed=config.bc.seed)

@@ -118,3 +118,32 @@ def test_extended_features_hand_computed() -> None:
     # the DL² columns are the default env's, unchanged
     base, _ = make_env(SMALL).reset(seed=1)
     np.testing.assert_array_equal(rows[:, : L + 5], base.reshape(env.J, L + 5))
+
+
+def test_pretraining_on_the_mixture(tmp_path) -> None:
+    from agents.policy import PolicyConfig
+    from pretrain.bc import BCConfig
+    from pretrain.run import PretrainConfig, pretrain
+
+    tiny = EnvConfig(setting="tiny", reward="jct")
+    cfg = PretrainConfig(
+        teacher="drf",
+        num_workloads=3,
+        bc=BCConfig(steps=5, eval_every=0),
+        eval_seeds=[100],
+        on_mixture=True,
+    )
+    with pytest.raises(ConfigError, match="needs a workload mixture"):
+        pretrain(cfg, tiny, PolicyConfig(), tmp_path / "a")
+    mix = MixtureConfig(enabled=True, trace_share=1.0, nodes=[3, 5])
+    out = pretrain(cfg, tiny, PolicyConfig(), tmp_path / "b", cache_dir=tmp_path / "c", mixture=mix)
+    assert (tmp_path / "b" / "policy.pt").is_file()
+    import json
+
+    meta = json.loads((tmp_path / "b" / "dataset.json").read_text())
+    assert len(meta["teacher_results"]) == 3
+    # the mixture's workloads differ from the generator's: another cache entry
+    plain = PretrainConfig(**{**cfg.__dict__, "on_mixture": False})
+    pretrain(plain, tiny, PolicyConfig(), tmp_path / "d", cache_dir=tmp_path / "c")
+    assert len(list((tmp_path / "c").iterdir())) == 2
+    assert out["teacher"] == "drf"
