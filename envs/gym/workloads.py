@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.gym.cluster_env import ClusterEnv
+from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
 from envs.gym.factory import EnvConfig, env_kwargs, setting_of
 from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.types import dl2_job_types
@@ -239,4 +239,5 @@ def scenario_envs(env: EnvConfig, scenario: Scenario, k: int) -> list[ClusterEnv
         kwargs.pop("workload_options", None)
         kwargs.pop("trace", None)
         kwargs["jobs"] = scenario.jobs
-    return [ClusterEnv(**kwargs) for _ in range(k)]
+    cls = ContentionClusterEnv if env.speed == "contention" else ClusterEnv
+    return [cls(**kwargs) for _ in range(k)]

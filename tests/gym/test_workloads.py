@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from envs.gym.cluster_env import EXTENDED_FEATURES_PER_JOB, REMAINING_SCALE, ClusterEnv
-from envs.gym.factory import EnvConfig, make_env
+from envs.gym.factory import EnvConfig, make_env, setting_of
 from envs.gym.workloads import (
     PHILLY_CORPUS,
     TEST_VCS,
     TRAIN_VCS,
     Mixture,
     MixtureConfig,
+    Scenario,
     TraceWindows,
     scenario_envs,
 )
@@ -147,3 +148,19 @@ def test_pretraining_on_the_mixture(tmp_path) -> None:
     pretrain(plain, tiny, PolicyConfig(), tmp_path / "d", cache_dir=tmp_path / "c")
     assert len(list((tmp_path / "c").iterdir())) == 2
     assert out["teacher"] == "drf"
+
+
+def test_scenario_envs_keep_the_speed_mode() -> None:
+    """A contention-mode config gives contention envs (same results as make_env's)."""
+    from envs.gym.cluster_env import ContentionClusterEnv
+    from envs.gym.heuristic import HeuristicDriver
+    from envs.sim.elastic.allocators import DRF
+
+    config = EnvConfig(setting="tiny", speed="contention", placer="lwf1", reward="jct")
+    base = setting_of(config)
+    (env,) = scenario_envs(config, Scenario(base, 7, None, "seed 7"), 1)
+    assert isinstance(env, ContentionClusterEnv)
+    direct = make_env(config, seed=7)
+    a = HeuristicDriver(DRF(), env).run_episode(seed=7)["avg_jct_slots"]
+    b = HeuristicDriver(DRF(), direct).run_episode(seed=7)["avg_jct_slots"]
+    assert a == b

@@ -1,0 +1,97 @@
+"""Headroom: how far the best heuristic is from a lower bound, per env setting.
+
+    python experiments/headroom.py                       # every setting, validation workloads
+    python experiments/headroom.py --settings medium --seeds 100-109
+
+A learned scheduler can only beat the best heuristic by as much as the heuristic leaves above
+the optimum.  Per setting, every heuristic of the teacher registry runs through the env (the
+same window and backlog as a learned policy) on validation workloads (generator seeds, and for
+``medium_traces`` windows of the training VCs' validation days; never the test workloads), next
+to the lower bound of ``envs/sim/elastic/bounds.py``: the *window* bound when jobs beyond the
+env's window get nothing, the *solo* bound when they get bundles (``env.backlog``).  Both ignore
+all competition for the cluster, so the true optimum is higher and the real headroom smaller
+than the table's.  For ``ada_lwf1`` (contention speed) the bound uses the contention model's
+uncontended speed (every task on its own node); co-located tasks can be faster, so there it is
+an estimate, not a proof.  Avg JCT in slots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import seed_list
+
+from agents.heldout import Workload, heldout_workloads, run_schedulers
+from envs.gym.factory import EnvConfig
+from envs.gym.workloads import TRAIN_VCS, VALIDATION_DAYS, TraceWindows
+from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds
+from envs.sim.elastic.engine_slots import ContentionSpeed
+from pretrain.teachers import TEACHERS
+
+#: name -> (env config, trace windows per run or 0)
+SETTINGS: dict[str, tuple[EnvConfig, int]] = {
+    "small": (EnvConfig(setting="small"), 0),
+    "small_bundle": (EnvConfig(setting="small", backlog="bundle"), 0),
+    "medium": (EnvConfig(setting="medium"), 0),
+    "medium_traces": (EnvConfig(setting="medium"), 1),
+    "large": (EnvConfig(setting="large"), 0),
+    "ada_lwf1": (
+        EnvConfig(setting="ada", speed="contention", placer="lwf1", reward="jct", max_slots=5000),
+        0,
+    ),
+}
+
+
+def bound(config: EnvConfig, w: Workload) -> float:
+    """The workload's lower bound on avg JCT through ``config``'s env (see the module doc)."""
+    env = w.env(config)
+    env.reset(seed=w.scenario.seed)
+    speed = env.speed if env.speed is not None else ContentionSpeed()
+    if config.backlog != "none":
+        return mean_jct(solo_bounds(env.jobs, env.cluster_spec, speed))
+    return mean_jct(window_bounds(env.jobs, env.cluster_spec, speed, env.J))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    ap.add_argument("--seeds", type=seed_list, default=seed_list("100-104"))
+    ap.add_argument("--heuristics", nargs="+", default=sorted(TEACHERS))
+    args = ap.parse_args(argv)
+    names = list(args.heuristics)
+    print(f"Validation workloads: seeds {args.seeds[0]}-{args.seeds[-1]} (or as many windows)\n")
+    print("| setting | " + " | ".join(names) + " | best | bound | best vs bound |")
+    print("|---" * (len(names) + 5) + "|")
+    for name in args.settings:
+        t0 = time.perf_counter()
+        config, traces = SETTINGS[name]
+        if traces:
+            spec = TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS))
+            workloads = heldout_workloads(
+                config, windows=len(args.seeds), window_seed=args.seeds[0], trace=spec
+            )
+        else:
+            workloads = heldout_workloads(config, args.seeds)
+        table = run_schedulers(config, workloads, heuristics=names)
+        means = {h: float(np.mean(table.avg_jct[h])) for h in names}
+        best = min(means, key=lambda h: means[h])
+        lb = float(np.mean([bound(config, w) for w in workloads]))
+        cells = [f"{means[h]:.1f}" + ("*" if table.unfinished[h] else "") for h in names]
+        print(
+            f"| {name} | " + " | ".join(cells) + f" | {best} | {lb:.1f} | "
+            f"{100 * (means[best] / lb - 1):+.1f}% |",
+            flush=True,
+        )
+        print(f"<!-- {name}: {time.perf_counter() - t0:.0f} s -->", file=sys.stderr, flush=True)
+    print("\n(* some jobs unfinished at the horizon, counted as finishing there)")
+
+
+if __name__ == "__main__":
+    main()
