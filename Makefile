@@ -27,9 +27,11 @@ lint: setup
 bench:
 	$(VPY) benchmarks/bench_sim.py
 
-# The main job: pretrain (clone DRF) + RL fine-tuning on DL2's small setting, a few minutes.
+# The main job: the best recipe on DL2's small setting, a few minutes: clone EfficientSRTF into
+# the per-job network, then fine-tune with the group learner on the JCT reward.
 demo: setup
-	$(VPY) train.py +agent=a2c
+	$(VPY) train.py +agent=gppo pretrain=esrtf agent.policy.arch=per_job env.reward=jct \
+	    total_timesteps=1000000 eval.every=250000
 
 evaluate: setup
 	$(VPY) evaluate.py

@@ -27,6 +27,32 @@ def _agents() -> list[str]:
     return sorted(p.stem for p in (CONF / "agent").glob("*.yaml"))
 
 
+def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
+    """The learning curve and the final validation table (markdown) of a finished run."""
+    import csv
+
+    mode = "sampled" if cfg.eval.deterministic is False else "argmax"
+    lines = [f"\nValidation workloads (seeds {list(cfg.eval.seeds)}, learned policy {mode}):\n"]
+    curve = out / "learning_curve.csv"
+    if curve.is_file():
+        rows = list(csv.DictReader(curve.open()))
+        lines += ["| decisions | avg JCT (slots) |", "|---|---|"]
+        lines += [f"| {float(r['timesteps']):,.0f} | {float(r['avg_jct']):.2f} |" for r in rows]
+        lines.append("")
+    final = summary["final"]
+    assert isinstance(final, dict)
+    table = {"learned (final)": float(final["avg_jct"])}
+    baselines = summary.get("baselines_avg_jct") or {}
+    assert isinstance(baselines, dict)
+    table.update({str(k): float(v) for k, v in baselines.items()})
+    mine = table["learned (final)"]
+    lines += ["| scheduler | avg JCT (slots) | learned vs it |", "|---|---|---|"]
+    for name, v in sorted(table.items(), key=lambda kv: kv[1]):
+        rel = "" if name == "learned (final)" else f"{100 * (mine / v - 1):+.1f}%"
+        lines.append(f"| {name} | {v:.2f} | {rel} |")
+    return "\n".join(lines)
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="train")
 def main(cfg: DictConfig) -> None:
     if cfg.get("agent") is None:
@@ -52,6 +78,7 @@ def main(cfg: DictConfig) -> None:
         json.dumps({k: summary[k] for k in ("agent", "timesteps", "baselines_avg_jct")}, indent=2)
     )
     if final:
+        print(_report(out, cfg, summary))
         ratios = {k: round(v, 3) for k, v in final.items() if k.startswith("ratio_to_")}
         print(f"final validation avg JCT {final['avg_jct']:.2f} slots; ratios {ratios}")
     print(f"run directory: {out}\nTensorBoard:   tensorboard --logdir {summary['tensorboard']}")

@@ -288,7 +288,33 @@ def test_train_cli_group_ppo_smoke(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "final validation avg JCT" in out.stdout
-    assert (tmp_path / "run" / "checkpoints" / "final" / "model.zip").is_file()
+    assert "| learned (final) |" in out.stdout and "| drf |" in out.stdout
+    final = tmp_path / "run" / "checkpoints" / "final"
+    assert (final / "model.zip").is_file()
+
+    # the released files act exactly as the checkpoint's policy
+    import json
+
+    from agents.checkpoint import load_policy
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from release_policy import release
+
+    path = release(tmp_path / "run", tmp_path / "released")
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert "+agent=gppo" in meta["trained_with"]["command"]
+    assert "hydra.run.dir" not in meta["trained_with"]["command"]
+    a = NumpyPolicy(load_policy(final)[0])
+    b = NumpyPolicy(load_policy(tmp_path / "released")[0])
+    env = make_env(TINY, seed=5)
+    obs, _ = env.reset(seed=5)
+    for _ in range(200):
+        m = env.action_masks()
+        act = a.act(obs, m, deterministic=True)
+        assert act == b.act(obs, m, deterministic=True)
+        obs, _, term, trunc, _ = env.step(act)
+        if term or trunc:
+            break
 
 
 def test_n_steps_zero_is_a_config_error() -> None:
