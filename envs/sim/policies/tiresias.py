@@ -31,8 +31,15 @@ from envs.sim.policies.base import JobView
 from envs.sim.policies.gittins import GittinsIndex, builtin_distribution
 from envs.sim.policies.preemptive import Key, PreemptiveBase
 
-#: tolerance (GPU-ms) for a threshold crossing computed from a wake-up time
+#: tolerance (ms) for a crossing time computed from a wake-up time
 _EPS = 1e-6
+
+
+def _due_bound(now: float) -> float:
+    """Events due at or before this are due at ``now``: ``now`` plus the larger of
+    :data:`_EPS` and a few units of the clock's float resolution at ``now`` (at ~1e9 ms a
+    crossing a few ns away rounds to ``now`` itself; at ~1e12 ms ``now + _EPS == now``)."""
+    return now + max(_EPS, 4.0 * math.ulp(now))
 
 
 @dataclass
@@ -97,14 +104,20 @@ class _MLFQ(PreemptiveBase):
         st.promo_ver += 1
         self._push_demotion(job, st, now)
 
+    def _due(self, job: JobView, st: _State, now: float) -> float:
+        """When a job running from ``now`` crosses its queue's limit (inf in the last queue)."""
+        if st.q >= len(self.limits):
+            return math.inf
+        rate = job.spec.num_gpus if self.gpu_age else 1
+        return now + (self.limits[st.q] - self.service(job)) / rate
+
     def _push_demotion(self, job: JobView, st: _State, now: float) -> None:
         """A running job's service grows at ``rate`` per ms: it crosses its queue's limit at a
         known time, kept in a heap (so a pass never scans the running jobs for it).  A job
         that starts with a restore accrues nothing meanwhile: it is checked when due."""
         st.dem_ver += 1
-        if st.q < len(self.limits):
-            rate = job.spec.num_gpus if self.gpu_age else 1
-            due = now + (self.limits[st.q] - self.service(job)) / rate
+        due = self._due(job, st, now)
+        if due < math.inf:
             heapq.heappush(self._demos, (due, st.dem_ver, job.spec.job_id))
 
     def _stopped(self, job: JobView, now: float) -> None:
@@ -118,7 +131,7 @@ class _MLFQ(PreemptiveBase):
     # ------------------------------------------------------------------ a pass
     def _prepare(self, now: float) -> None:
         promos = self._promos
-        while promos and promos[0][0] <= now + _EPS:
+        while promos and promos[0][0] <= _due_bound(now):
             _, ver, jid = heapq.heappop(promos)
             st = self._st.get(jid)
             if st is None or st.promo_ver != ver or jid not in self._pkey:
@@ -132,15 +145,18 @@ class _MLFQ(PreemptiveBase):
             self.promotions += 1
             self._rekey(job, self._promoted_key(job, now))
         demos = self._demos
-        while demos and demos[0][0] <= now + _EPS:
+        bound = _due_bound(now)
+        while demos and demos[0][0] <= bound:
             _, ver, jid = heapq.heappop(demos)
             st = self._st.get(jid)
             if st is None or st.dem_ver != ver or jid not in self._running:
                 continue
             job = self._jobs[jid]
-            if self.service(job) < self.limits[st.q] - _EPS:  # a restore delayed it
+            if self._due(job, st, now) > bound:  # a restore delayed it: due later
                 self._push_demotion(job, st, now)
                 continue
+            # the crossing is within the clock's resolution of now: demote (each pop either
+            # demotes, at most K - 1 times per job, or re-pushes beyond ``bound``)
             st.q += 1
             self.demotions += 1
             self._demoted(job, st)
