@@ -8,7 +8,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, check_number
 
 
 class Fidelity(enum.Enum):
@@ -91,8 +91,10 @@ class SimConfig:
     engine: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.tick_ms is not None and self.tick_ms <= 0:
-            raise ConfigError(f"tick_ms must be > 0 or None, got {self.tick_ms}")
+        if self.tick_ms is not None:
+            check_number(self.tick_ms, "tick_ms", gt=0)
+        if self.lwf_comm_ms_per_mb is not None:
+            check_number(self.lwf_comm_ms_per_mb, "lwf_comm_ms_per_mb", ge=0)
         if self.probe_side_effect and self.tick_ms is None:
             raise ConfigError("probe_side_effect needs tick_ms (the bug is one tick per probe)")
         if self.fast_min_steps < 1:
@@ -204,8 +206,7 @@ class TiresiasConfig:
             raise ConfigError(f"queue thresholds must be strictly increasing, got {list(th)}")
         if not (self.promote_knob >= 0 and math.isfinite(self.promote_knob)):
             raise ConfigError(f"promote_knob must be >= 0 (0 = off), got {self.promote_knob}")
-        if not self.gittins_delta_gpu_s > 0:
-            raise ConfigError(f"gittins_delta_gpu_s must be > 0, got {self.gittins_delta_gpu_s}")
+        check_number(self.gittins_delta_gpu_s, "gittins_delta_gpu_s", gt=0)
         if self.gittins_formula not in ("textbook", "upstream"):
             raise ConfigError(
                 f"gittins_formula must be 'textbook' or 'upstream', got {self.gittins_formula!r}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class DlschedError(ValueError):
     """Base class for every user-facing configuration or input error."""
@@ -17,3 +19,27 @@ class ConfigError(DlschedError):
 
 class SimulationError(DlschedError):
     """The simulation reached an impossible state (an invariant failed or jobs are stuck)."""
+
+
+def check_number(
+    value: object,
+    key: str,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    error: type[DlschedError] = ConfigError,
+) -> float:
+    """``value`` as a float if it is a finite number (``> gt`` / ``>= ge`` where given), else
+    ``error`` naming ``key``: NaN and ±inf fail every check (a bare ``x <= 0`` lets NaN
+    through)."""
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise error(f"{key} must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise error(f"{key} must be a finite number, got {value!r}")
+    if gt is not None and not x > gt:
+        raise error(f"{key} must be > {gt:g}, got {value!r}")
+    if ge is not None and not x >= ge:
+        raise error(f"{key} must be >= {ge:g}, got {value!r}")
+    return x

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from envs.sim.errors import ConfigError, WorkloadError
+from envs.sim.errors import ConfigError, WorkloadError, check_number
 
 
 class CommArch(enum.Enum):
@@ -39,10 +39,9 @@ class NetworkSpec:
     eta_ms_per_mb: float = 0.235
 
     def __post_init__(self) -> None:
-        if self.b_ms_per_mb <= 0:
-            raise ConfigError(f"network.b_ms_per_mb must be > 0, got {self.b_ms_per_mb}")
-        if self.eta_ms_per_mb < 0 or self.a_ms < 0:
-            raise ConfigError("network.eta_ms_per_mb and network.a_ms must be >= 0")
+        check_number(self.b_ms_per_mb, "network.b_ms_per_mb", gt=0)
+        check_number(self.eta_ms_per_mb, "network.eta_ms_per_mb", ge=0)
+        check_number(self.a_ms, "network.a_ms", ge=0)
 
     def rate(self, k: int) -> float:
         """Per-task transfer rate in MB/ms when ``k >= 1`` tasks share a NIC."""
@@ -70,8 +69,9 @@ class ClusterSpec:
                 f"cluster needs >= 1 server and >= 1 GPU per server, got "
                 f"{self.num_servers} x {self.gpus_per_server}"
             )
-        if self.gpu_memory_mb <= 0:
-            raise ConfigError(f"cluster.gpu_memory_mb must be > 0, got {self.gpu_memory_mb}")
+        check_number(self.gpu_memory_mb, "cluster.gpu_memory_mb", gt=0)
+        check_number(self.cpu_cores_per_server, "cluster.cpu_cores_per_server", ge=0)
+        check_number(self.host_memory_gb_per_server, "cluster.host_memory_gb_per_server", ge=0)
 
     @property
     def num_gpus(self) -> int:
@@ -95,8 +95,9 @@ class ModelProfile:
 
     def __post_init__(self) -> None:
         for attr in ("model_size_mb", "gpu_memory_mb", "forward_ms", "backward_ms"):
-            if not getattr(self, attr) > 0:
-                raise WorkloadError(f"model {self.name!r}: {attr} must be > 0")
+            check_number(
+                getattr(self, attr), f"model {self.name!r}: {attr}", gt=0, error=WorkloadError
+            )
         if self.batch_size < 1:
             raise WorkloadError(f"model {self.name!r}: batch_size must be >= 1")
 
@@ -109,8 +110,7 @@ class ModelProfile:
         """The same model at another per-worker batch size: forward and backward time scale
         linearly with the batch (DL² §3.1 keeps a job's global batch fixed, so a job with
         ``W`` workers runs ``global_batch / W`` samples per worker and iteration)."""
-        if not per_worker_batch > 0:
-            raise WorkloadError(f"model {self.name!r}: batch must be > 0, got {per_worker_batch}")
+        check_number(per_worker_batch, f"model {self.name!r}: batch", gt=0, error=WorkloadError)
         f = per_worker_batch / self.batch_size
         return ModelProfile(
             self.name,
@@ -150,8 +150,7 @@ class JobSpec:
             )
         if self.num_gpus < 1:
             raise WorkloadError(f"job {self.job_id}: num_gpus must be >= 1, got {self.num_gpus}")
-        if not self.submit_ms >= 0:
-            raise WorkloadError(f"job {self.job_id}: submit_ms must be >= 0, got {self.submit_ms}")
+        check_number(self.submit_ms, f"job {self.job_id}: submit_ms", ge=0, error=WorkloadError)
         if self.comm is CommArch.PS and self.num_ps < 1:
             raise WorkloadError(f"job {self.job_id}: a parameter-server job needs num_ps >= 1")
         if self.comm is CommArch.ALLREDUCE and self.num_ps != 0:

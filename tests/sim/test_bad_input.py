@@ -127,7 +127,8 @@ def test_network_needs_non_negative_eta_and_a(kwargs: dict[str, float]) -> None:
         ({"iterations": -5}, "iterations must be >= 1"),
         ({"num_gpus": 0}, "num_gpus must be >= 1, got 0"),
         ({"submit_ms": -1.0}, "submit_ms must be >= 0, got -1.0"),
-        ({"submit_ms": math.nan}, "submit_ms must be >= 0"),
+        ({"submit_ms": math.nan}, "submit_ms must be a finite number, got nan"),
+        ({"submit_ms": math.inf}, "submit_ms must be a finite number, got inf"),
     ],
 )
 def test_bad_job_spec_names_the_job(kwargs: dict[str, float], words: str) -> None:
@@ -141,6 +142,47 @@ def test_bad_job_spec_names_the_job(kwargs: dict[str, float], words: str) -> Non
     base.update(kwargs)
     with pytest.raises(WorkloadError, match=re.escape(f"job 42: {words}")):
         JobSpec(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize(
+    "make, key",
+    [
+        (lambda v: NetworkSpec(b_ms_per_mb=v), "network.b_ms_per_mb"),
+        (lambda v: NetworkSpec(eta_ms_per_mb=v), "network.eta_ms_per_mb"),
+        (lambda v: NetworkSpec(a_ms=v), "network.a_ms"),
+        (lambda v: ClusterSpec(gpu_memory_mb=v), "cluster.gpu_memory_mb"),
+        (lambda v: SimConfig(tick_ms=v), "tick_ms"),
+        (lambda v: SimConfig(preemption_cost_ms=v), "preemption_cost_ms"),
+    ],
+)
+def test_non_finite_numbers_are_refused_by_name(make: object, key: str, value: float) -> None:
+    """NaN passes a bare ``x <= 0`` check (and used to hang the native engine); every numeric
+    field refuses NaN and +-inf with its key in the message."""
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        make(value)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    "row, words",
+    [
+        ("b,1e308,100,2,vgg16", "submit time 1e+308 s x time_unit 1000 is not a finite number"),
+        ("b,10,1e308,2,vgg16", "duration 1e+308 s x time_unit 1000 is not a finite number"),
+    ],
+)
+def test_trace_overflow_after_unit_conversion_names_file_and_line(
+    tmp_path: object, row: str, words: str
+) -> None:
+    from pathlib import Path
+
+    from envs.sim.traces import convert_trace, read_trace
+
+    path = Path(str(tmp_path)) / "t.csv"
+    path.write_text(
+        f"job_id,submit_time_s,duration_s,num_gpus,job_type\na,0,100,1,resnet50\n{row}\n"
+    )
+    with pytest.raises(WorkloadError, match=re.escape(f"t.csv, line 3 (job 'b'): {words}")):
+        convert_trace(read_trace(path), seed=0)
 
 
 @pytest.mark.parametrize("field", ["model_size_mb", "gpu_memory_mb", "forward_ms", "backward_ms"])

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, WorkloadError
 from envs.sim.models import REFERENCE_MODELS
 from envs.sim.spec import JobSpec, ModelProfile, Workload
 from envs.sim.traces._csv import _err, _round_half_up
@@ -152,11 +152,24 @@ def convert_trace(
                 counts["fractional_scaled"] += 1
             else:
                 counts["fractional_whole_gpu"] += 1
+        where = f"{trace.source}, line {tj.line} (job {tj.job_id!r})"
+        submit_ms = tj.submit_s * opt.time_unit
+        if not math.isfinite(submit_ms):
+            raise WorkloadError(
+                f"{where}: submit time {tj.submit_s!r} s x time_unit {opt.time_unit:g} is not a "
+                f"finite number of ms"
+            )
         if tj.iterations is not None:
             iterations = tj.iterations
         else:
             assert duration is not None  # a reader guarantees one of the two
-            iterations = max(1, _round_half_up(duration * opt.time_unit / model.compute_ms))
+            exact = duration * opt.time_unit / model.compute_ms
+            if not math.isfinite(exact):
+                raise WorkloadError(
+                    f"{where}: duration {tj.duration_s!r} s x time_unit {opt.time_unit:g} is not "
+                    f"a finite number of ms"
+                )
+            iterations = max(1, _round_half_up(exact))
         if opt.max_iterations is not None and iterations > opt.max_iterations:
             k = math.ceil(iterations / opt.max_iterations)
             model = table.times(model, k)
@@ -166,7 +179,7 @@ def convert_trace(
         jobs.append(
             JobSpec(
                 job_id=idx,
-                submit_ms=tj.submit_s * opt.time_unit,
+                submit_ms=submit_ms,
                 model=model,
                 iterations=iterations,
                 num_gpus=tj.num_gpus,
