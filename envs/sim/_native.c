@@ -750,9 +750,16 @@ static int waiting_touched(Sim *s) {
 static int run_loop(Sim *s) {
     ivec task_ends = {0}, comm_ends = {0}, syncs = {0}, arrivals = {0};
     int rc = 0;
+    unsigned long steps = 0;
     while (s->heap.n) {
         if (oom) {
             PyErr_NoMemory();
+            rc = -1;
+            break;
+        }
+        /* Ctrl-C: run Python's signal handlers every 4096 time steps (a KeyboardInterrupt
+           raised there ends the run; the caller sees the exception) */
+        if ((++steps & 0xFFFu) == 0 && PyErr_CheckSignals() < 0) {
             rc = -1;
             break;
         }

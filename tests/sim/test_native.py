@@ -183,3 +183,40 @@ def test_impossible_job_is_refused_before_the_native_loop() -> None:
     big = replace(w.jobs[0], num_gpus=CLUSTER.num_gpus + 1)
     with pytest.raises(Exception, match=str(big.job_id)):
         simulate(CLUSTER, Workload((big,), name="big"), "ff_adasrsf", SimConfig(engine="native"))
+
+
+def test_ctrl_c_stops_a_native_run() -> None:
+    """SIGINT reaches a run inside the C loop (it checks Python's signal handlers every few
+    thousand time steps): the process ends with KeyboardInterrupt instead of finishing a run
+    that would take hours.  A loop that ignored it would hit the communicate() limit."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = (
+        "from envs.sim import ClusterSpec, SimConfig, simulate\n"
+        "from envs.sim.workload import generate_ada_srsf\n"
+        "w = generate_ada_srsf(0, iterations_scale=1e6)\n"  # ~hours natively
+        "print('started', flush=True)\n"
+        "simulate(ClusterSpec(16, 4), w, 'lwf1_adasrsf', SimConfig(engine='native'))\n"
+        "print('finished', flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+        time.sleep(1.0)  # inside the native loop by now
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "finished" not in out
+    assert "KeyboardInterrupt" in err
+    assert proc.returncode != 0
