@@ -64,13 +64,13 @@ def main(cfg: DictConfig) -> None:
         )
         sys.exit(2)
     from agents.training import to_train_config, train
-    from envs.sim.errors import ConfigError
+    from envs.sim.errors import DlschedError
 
     out = Path(HydraConfig.get().runtime.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     try:
         summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
-    except ConfigError as exc:
+    except DlschedError as exc:  # bad config, workload or trace: one line, no traceback
         print(f"train.py: {exc}", file=sys.stderr)
         sys.exit(2)
     final = summary.get("final") or {}

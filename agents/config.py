@@ -139,6 +139,41 @@ class PretrainRunConfig(PretrainConfig):
     progress_bar: bool = True
 
 
+def check_train_config(cfg: TrainConfig) -> None:
+    """Clear errors for out-of-range numbers of a training run, naming the key (before any
+    library sees them: SB3 and numpy would raise their own, less helpful, errors)."""
+    from envs.sim.errors import ConfigError, check_number
+
+    if not 0 <= int(cfg.seed) < 2**32:
+        raise ConfigError(f"seed must be in [0, 2**32 - 1], got {cfg.seed}")
+    if cfg.total_timesteps < 1:
+        raise ConfigError(f"total_timesteps must be >= 1, got {cfg.total_timesteps}")
+    if cfg.checkpoint_every < 0:
+        raise ConfigError(f"checkpoint_every must be >= 0, got {cfg.checkpoint_every}")
+    if cfg.torch_threads < 1:
+        raise ConfigError(f"torch_threads must be >= 1, got {cfg.torch_threads}")
+    if not cfg.eval.seeds:
+        raise ConfigError("eval.seeds must list at least one validation workload seed")
+    if cfg.eval.every < 0:
+        raise ConfigError(
+            f"eval.every must be >= 0 (0: only at start and end), got {cfg.eval.every}"
+        )
+    agent = cfg.agent
+    if isinstance(agent, AgentConfig):
+        check_number(agent.learning_rate, "agent.learning_rate", gt=0)
+        check_number(agent.gamma, "agent.gamma", ge=0)
+        if agent.gamma > 1:
+            raise ConfigError(f"agent.gamma must be <= 1, got {agent.gamma}")
+        for key in ("ent_coef", "vf_coef", "max_grad_norm"):
+            check_number(getattr(agent, key), f"agent.{key}", ge=0)
+        if agent.ppo.batch_size < 1 or agent.ppo.n_epochs < 1:
+            raise ConfigError(
+                f"agent.ppo.batch_size and agent.ppo.n_epochs must be >= 1, got "
+                f"{agent.ppo.batch_size} and {agent.ppo.n_epochs}"
+            )
+        check_number(agent.ppo.clip_range, "agent.ppo.clip_range", gt=0)
+
+
 def register_configs() -> None:
     """Register the schemas with Hydra's ConfigStore (idempotent)."""
     from hydra.core.config_store import ConfigStore

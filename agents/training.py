@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from agents.build import build_agent, load_pretrained_weights
 from agents.callbacks import CheckpointCallback, ValidationCallback
 from agents.checkpoint import load_checkpoint, save_checkpoint
-from agents.config import AgentConfig, EvalConfig, TrainConfig
+from agents.config import AgentConfig, EvalConfig, TrainConfig, check_train_config
 from agents.evaluation import aggregate, evaluate_allocator
 from agents.runinfo import run_record, write_run_record
 from agents.vec import make_training_vec_env
@@ -43,6 +43,7 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
         raise ConfigError("train config did not resolve to TrainConfig")
     if not isinstance(obj.agent, AgentConfig):
         raise ConfigError("agent config missing or malformed")
+    check_train_config(obj)
     return obj
 
 

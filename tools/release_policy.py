@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def release(run_dir: Path, out: Path, act: str = "argmax") -> Path:
         "num_timesteps": meta.get("num_timesteps"),
         "act": act,
         "trained_with": {
-            "command": " ".join(["python", *argv]),
+            "command": shlex.join(["python", *argv]),
             "seed": run.get("seed"),
             "git": run.get("git"),
             "versions": run.get("versions"),

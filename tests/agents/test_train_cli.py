@@ -114,3 +114,40 @@ def test_pretrain_command(tmp_path) -> None:
     assert any((tmp_path / "tb").rglob("events.out.tfevents.*"))
     bad = run(["-m", "pretrain", "teacher=sjf", "env=tiny"], tmp_path / "bad")
     assert bad.returncode == 2 and "unknown teacher 'sjf'" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("seed=-1", "seed must be in [0, 2**32 - 1], got -1"),
+        ("agent.learning_rate=-1", "agent.learning_rate must be > 0, got -1.0"),
+        ("agent.learning_rate=nan", "agent.learning_rate must be a finite number, got nan"),
+        ("eval.seeds=[]", "eval.seeds must list at least one validation workload seed"),
+        ("agent.ppo.batch_size=0", "agent.ppo.batch_size and agent.ppo.n_epochs must be >= 1"),
+        ("total_timesteps=0", "total_timesteps must be >= 1, got 0"),
+        ("agent.gamma=1.5", "agent.gamma must be <= 1, got 1.5"),
+    ],
+)
+def test_bad_training_numbers_name_the_key(override: str, words: str) -> None:
+    """Checked before SB3 or numpy see them (they used to raise their own tracebacks)."""
+    from hydra import compose, initialize_config_dir
+
+    from agents.config import register_configs
+    from agents.training import to_train_config
+    from envs.sim.errors import ConfigError
+
+    register_configs()
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=["+agent=a2c", override])
+    with pytest.raises(ConfigError) as info:
+        to_train_config(cfg)
+    assert words in str(info.value)
+
+
+def test_a_bad_trace_is_one_error_line_not_a_traceback(tmp_path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,duration_s,num_gpus,job_type\na,0,1e308,1,vgg16\n")
+    out = run(["train.py", "+agent=a2c", "pretrain=none", f"env.trace={trace}"], tmp_path / "r")
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "t.csv, line 2 (job 'a'): duration 1e+308 s" in out.stderr
