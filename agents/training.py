@@ -83,6 +83,34 @@ def _n_envs(cfg: TrainConfig) -> int:
     return n
 
 
+#: ``agent.algo`` -> the class a checkpoint of it holds (``meta.json``'s ``class``).
+_ALGO_CLASS = {
+    "dl2_a2c": "DL2A2C",
+    "group_ppo": "GroupPPO",
+    "ppo": "PPO",
+    "maskable_ppo": "MaskablePPO",
+}
+
+
+def _check_resume(cfg: TrainConfig) -> None:
+    """A resumed checkpoint must hold the configured learner (else the run would train one
+    learner under another's name)."""
+    meta_path = Path(str(cfg.resume)) / "meta.json"
+    if not meta_path.is_file():
+        raise ConfigError(f"resume={cfg.resume}: no checkpoint there (meta.json missing)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{meta_path}: not readable JSON ({exc})") from None
+    held, want = meta.get("class"), _ALGO_CLASS.get(cfg.agent.algo)
+    if held != want:
+        raise ConfigError(
+            f"resume={cfg.resume} holds a {held} (agent {meta.get('agent')!r}) but the run is "
+            f"configured as agent {cfg.agent.name!r} ({want}); resume it with "
+            f"+agent={meta.get('agent')}"
+        )
+
+
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """Run one training job into ``out``; its summary."""
     th.set_num_threads(max(int(cfg.torch_threads), 1))
@@ -98,7 +126,13 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
     meta = {"agent": agent_cfg.name, "env": cfg.env.as_dict(), "policy": asdict(agent_cfg.policy)}
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent_cfg.name}
     if cfg.resume:
+        _check_resume(cfg)
         model = load_checkpoint(cfg.resume, env=None)
+        lr = float(agent_cfg.learning_rate)
+        if model.learning_rate != lr:  # the command line's rate applies from here on
+            summary["learning_rate_changed"] = {"checkpoint": model.learning_rate, "now": lr}
+            model.learning_rate = lr
+            model._setup_lr_schedule()
         if model.get_env() is None:  # a checkpoint without env.pkl (a Ray run): fresh episodes
             model.set_env(env)
         model.tensorboard_log = tb

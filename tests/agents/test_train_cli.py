@@ -90,6 +90,28 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "second" / "summary.json").read_text())
     assert summary["timesteps"] == 512 and summary["resumed_from"]
+    assert "learning_rate_changed" not in summary
+
+    # another learner's name on resume: refused, naming what the checkpoint holds
+    ckpt = first / "checkpoints" / "final"
+    ppo = ["train.py", "+agent=ppo", "env=tiny", "eval=quick", "pretrain=none"]
+    out = run([*ppo, "total_timesteps=256", f"resume={ckpt}"], tmp_path / "third")
+    assert out.returncode == 2
+    assert "holds a DL2A2C (agent 'a2c')" in out.stderr and "+agent=a2c" in out.stderr
+
+    # a new learning rate on resume applies (and the summary says so)
+    out = run(
+        [*args, "total_timesteps=256", "agent.learning_rate=0.5", f"resume={ckpt}"],
+        tmp_path / "fourth",
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "fourth" / "summary.json").read_text())
+    assert summary["learning_rate_changed"]["now"] == 0.5
+    from agents.checkpoint import load_checkpoint
+
+    model = load_checkpoint(tmp_path / "fourth" / "checkpoints" / "final")
+    assert model.learning_rate == 0.5
+    assert model.policy.optimizer.param_groups[0]["lr"] == 0.5
 
 
 def test_pretrain_command(tmp_path) -> None:
