@@ -1,0 +1,75 @@
+"""The policies shipped in ``policies/`` (README, "Released policies"): each loads without
+training, acts in the env it was trained for, finishes every job and beats DRF on a validation
+workload of its setting (the fixed weights make this deterministic), and ``evaluate.py`` takes
+one as ``policy:<dir>`` on a trace through ``workload.env.trace``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.checkpoint import load_policy
+from agents.evaluation import evaluate_allocator, evaluate_policy
+from envs.gym.factory import coerce_env_config
+from envs.sim.elastic.allocators import DRF
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = sorted(p.parent for p in (ROOT / "policies").glob("*/policy.pt"))
+TRACE = ROOT / "envs" / "sim" / "data" / "traces" / "philly_vc_6c71a0_public.csv"
+
+
+def test_policies_are_shipped_small_and_documented() -> None:
+    assert len(POLICIES) >= 2
+    listed = (ROOT / "policies" / "README.md").read_text()
+    for path in POLICIES:
+        assert (path / "policy.pt").stat().st_size < 1_000_000
+        meta = json.loads((path / "policy.json").read_text())
+        assert meta["trained_with"]["command"].startswith("python train.py")
+        assert meta["act"] in ("argmax", "sampled")
+        assert f"`{path.name}`" in listed
+
+
+@pytest.mark.parametrize("path", POLICIES, ids=[p.name for p in POLICIES])
+def test_released_policy_acts_and_beats_drf(path: Path) -> None:
+    policy, meta = load_policy(path)
+    env_config = coerce_env_config(meta["env"])
+    seeds = [100]  # a validation seed: never a test workload
+    learned = evaluate_policy(policy, env_config, seeds, deterministic=meta["act"] == "argmax")
+    drf = evaluate_allocator(DRF, env_config, seeds)
+    assert learned[0].unfinished == 0
+    assert learned[0].decisions > 0
+    assert learned[0].avg_jct < drf[0].avg_jct
+
+
+def test_evaluate_py_runs_a_released_policy_on_a_trace(tmp_path: Path) -> None:
+    path = next(p for p in POLICIES if "mixture" in p.name)
+    out = tmp_path / "r"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "evaluate.py",
+            "workload=env",
+            f"workload.env.trace={TRACE}",
+            f"stacks=[policy:{path},elastic:drf]",
+            "seeds=[0]",
+            "workers=1",
+            "plot=false",
+            f"out_dir={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "summary.csv", newline="") as f:
+        rows = {r["stack"]: r for r in csv.DictReader(f) if r["seed"] == "0"}
+    assert set(rows) == {f"policy:{path}", "elastic:drf"}
+    for row in rows.values():
+        assert float(row["jobs"]) == 200
+        assert 0 < float(row["avg_jct_s"]) < float("inf")
