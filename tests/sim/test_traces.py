@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -114,6 +115,23 @@ def test_philly_json_bad_time_names_record(tmp_path: Path) -> None:
     p = tmp_path / "log.json"
     p.write_text(json.dumps([{"jobid": "a", "submitted_time": "yesterday", "attempts": []}]))
     with pytest.raises(WorkloadError, match=r"log.json, record 1 \(jobid 'a'\).*yesterday"):
+        read_trace(p)
+
+
+@pytest.mark.parametrize(
+    ("detail", "field"),
+    [([{"ip": "m1", "gpus": 5}], "attempts[].detail[].gpus"), ("m1", "attempts[].detail")],
+)
+def test_philly_json_malformed_gpu_list_names_record(
+    tmp_path: Path, detail: object, field: str
+) -> None:
+    """A GPU count where a list of GPU ids belongs used to raise a bare TypeError."""
+    p = tmp_path / "log.json"
+    attempt = {"start_time": "2017-10-01 00:00:10", "end_time": "2017-10-01 00:01:10"}
+    rec = {"jobid": "a", "submitted_time": "2017-10-01 00:00:00", "attempts": [attempt]}
+    attempt["detail"] = detail  # type: ignore[assignment]
+    p.write_text(json.dumps([rec]))
+    with pytest.raises(WorkloadError, match=re.escape(f"record 1 (jobid 'a'), field '{field}'")):
         read_trace(p)
 
 
@@ -321,3 +339,40 @@ def test_macro_iterations_conserve_compute(trace) -> None:  # type: ignore[no-un
         assert b.total_compute_ms == pytest.approx(a.total_compute_ms, rel=0.06)
         k = b.model.forward_ms / a.model.forward_ms
         assert b.model.model_size_mb == pytest.approx(a.model.model_size_mb * k)
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "e.csv: empty file (no header line)"),
+        (b"\n  \n\n", "e.csv: empty file (no header line)"),
+        (
+            b'job_id,submit_time_s,duration_s,num_gpus\na,0,"100,1\nb,1,100,1\nc,2,100,1\n',
+            "e.csv, line 2: a quoted field opened on this line is not closed",
+        ),
+        (
+            "job_id,submit_time_s,duration_s,num_gpus\na,0,100,1\n".encode("utf-16"),
+            "e.csv: not UTF-8 text (NUL bytes or a UTF-16 byte-order mark)",
+        ),
+        (
+            b"timestamp,duration,num_gpus,gpu_time\n1,10,1,10\n",
+            "e.csv, line 1, column 'cluster': missing required column(s) ['cluster']",
+        ),
+    ],
+)
+def test_malformed_files_get_the_real_cause(tmp_path: Path, content: bytes, words: str) -> None:
+    """Each used to be reported as something else: an unknown layout with header [''] or a
+    NUL header, or a field-count error two lines after the unterminated quote."""
+    p = tmp_path / "e.csv"
+    p.write_bytes(content)
+    with pytest.raises(WorkloadError, match=re.escape(words)):
+        read_trace(p)
+
+
+def test_a_directory_is_not_reported_as_missing(tmp_path: Path) -> None:
+    d = tmp_path / "traces.csv"
+    d.mkdir()
+    with pytest.raises(WorkloadError, match=re.escape("traces.csv: a directory, not a trace file")):
+        read_trace(d)
+    with pytest.raises(WorkloadError, match="file not found"):
+        read_trace(tmp_path / "nope.csv")

@@ -66,7 +66,18 @@ def _read_csv(
             reader = csv.reader(fh)
             header_row: list[str] | None = None
             header_line = 0
+            start = 1  # the line the next row starts on
             for raw in reader:
+                row_start, start = start, reader.line_num + 1
+                if reader.line_num > row_start and any("\n" in cell for cell in raw):
+                    raise _err(
+                        p,
+                        row_start,
+                        None,
+                        "a quoted field opened on this line is not closed on it "
+                        "(unterminated quote?)",
+                        "unterminated quote",
+                    )
                 if header_row is None:
                     if not any(cell.strip() for cell in raw):
                         continue
@@ -101,6 +112,11 @@ def _read_csv(
                     )
                 rows.append((reader.line_num, dict(zip(header_row, raw, strict=True))))
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):  # a quote opened and never closed
+            raise _err(
+                p, start, None, "a quoted field opened on this line is never closed",
+                "unterminated quote",
+            ) from exc  # fmt: skip
         raise WorkloadError(f"{p.name}: malformed CSV: {exc} (file: {p})") from exc
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{p.name}: not UTF-8 text: {exc} (file: {p})") from exc

@@ -530,7 +530,22 @@ def _philly_record(p: Path, k: int, rec: Any) -> RowResult:
         if not isinstance(a, dict):
             raise _jerr(p, k, jobid, "attempts", f"attempt is not an object: {a!r}", "invalid")
         detail = a.get("detail") or []
-        gpu_counts.append(sum(len(d.get("gpus") or []) for d in detail if isinstance(d, dict)))
+        if not isinstance(detail, list):
+            raise _jerr(
+                p, k, jobid, "attempts[].detail", f"expected a list, got {detail!r}", "invalid"
+            )
+        count = 0
+        for d in detail:
+            if not isinstance(d, dict):
+                continue
+            listed = d.get("gpus") or []
+            if not isinstance(listed, list):
+                raise _jerr(
+                    p, k, jobid, "attempts[].detail[].gpus",
+                    f"expected a list of GPU ids, got {listed!r}", "invalid",
+                )  # fmt: skip
+            count += len(listed)
+        gpu_counts.append(count)
     start = _jtime(p, k, jobid, "attempts[0].start_time", attempts[0].get("start_time"))
     end = _jtime(p, k, jobid, "attempts[-1].end_time", attempts[-1].get("end_time"))
     if start is None:
@@ -598,20 +613,34 @@ def detect_format(path: PathLike) -> str:
     """The layout of ``path``: ``philly_json`` for a ``.json`` file or one starting with
     ``[``; otherwise the first CSV layout whose identifying columns are all in the header."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise WorkloadError(f"{p.name}: file not found (file: {p})")
+    if not p.is_file():
+        kind = "a directory" if p.is_dir() else "not a regular file"
+        raise WorkloadError(f"{p.name}: {kind}, not a trace file (file: {p})")
     try:
         with open_text(p, errors="replace") as fh:
             head = fh.read(4096)
     except (OSError, EOFError) as exc:  # a corrupt .gz
         raise WorkloadError(f"{p.name}: cannot read: {exc} (file: {p})") from exc
+    if head.startswith(("\ufffd\ufffd", "\ufeff")) or "\x00" in head:
+        raise WorkloadError(
+            f"{p.name}: not UTF-8 text (NUL bytes or a UTF-16 byte-order mark): save it as "
+            f"UTF-8 (file: {p})"
+        )
     if p.suffix.lower() == ".json" or head.lstrip().startswith("["):
         return "philly_json"
     first = next((ln for ln in head.splitlines() if ln.strip()), "")
-    columns = {c.strip() for c in first.split(",")}
+    if not first:
+        raise WorkloadError(f"{p.name}: empty file (no header line) (file: {p})")
+    columns = {c.strip().strip('"') for c in first.split(",")}
     for name, needed in _SIGNATURES:
         if needed <= columns:
             return name
+    # most of one layout's identifying columns: that reader names what is missing
+    near = [name for name, needed in _SIGNATURES if len(needed & columns) >= 2]
+    if len(near) == 1:
+        return near[0]
     raise WorkloadError(
         f"{p.name}, line 1: unknown trace layout, header {sorted(columns)}; known formats: "
         f"{sorted(READERS)} (give format=<name>) (file: {p})"
