@@ -31,7 +31,11 @@ workload, ``workload.env.*``; elastic and policy schedulers only).
 **Env mode.**  A policy sees only the env's window of ``J`` jobs, placed by the env's rule;
 ``elastic:`` on the slot simulator sees every job.  So when a ``policy:`` scheduler is present,
 ``elastic.through_env=true``, or the workload kind is ``env``, every elastic scheduler runs
-through the same env on the same seeds (:mod:`evaluation.env_runs`).
+through the same env on the same seeds (:mod:`evaluation.env_runs`).  A job still unfinished
+at the env's horizon counts as finishing there: the run's ``censored_jobs`` column says how
+many, ``summary.md`` lists such runs, and their seeds are left out of the means and paired
+differences (the JCTs are lower bounds).  With ``workload.env.trace`` the default horizon runs
+``max_slots`` past the trace's last arrival.
 
 **Run directory:** ``summary.md`` / ``summary.csv`` (one row per scheduler and seed, plus
 mean and 95% CI rows over seeds), ``paired.csv`` (differences against ``baseline`` on the same

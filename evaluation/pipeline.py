@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +116,14 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
     if env_mode(cfg, needs):
         env_config = _env_config(cfg, kinds)
         prepared = prepare_env_workloads(cfg, env_config)
+        last = max((j.arrival_slot for p in prepared for j in p.elastic_jobs or ()), default=0)
+        if env_config.trace and cfg.workload.env.max_slots is None:
+            # a real trace can span months: the horizon runs from its last arrival, so that
+            # the default leaves every job the same time to finish as on a generator workload
+            fit = int(last) + int(env_config.max_slots)
+            if fit > env_config.max_slots:
+                env_config = replace(env_config, max_slots=fit)
+                prepared = prepare_env_workloads(cfg, env_config)
     else:
         if cfg.workload.kind == "dl2" and "workload" in needs:
             raise ConfigError(
@@ -235,21 +243,44 @@ def _caption(plan: Plan) -> str:
 def summarise(plan: Plan, results: dict[tuple[str, int], dict[str, Any]]) -> Summary:
     """The summary rows (per run, then means over seeds), paired differences and the text."""
     cfg = plan.cfg
-    by_stack = {s: [results[(s, seed)] for seed in cfg.seeds] for s in cfg.stacks}
+    # a seed where any scheduler left jobs unfinished at the env's horizon is censored: its
+    # JCTs are lower bounds, so it is shown per run but left out of means and paired figures
+    censored = {
+        seed: [s for s in cfg.stacks if results[(s, seed)].get("censored_jobs", 0) > 0]
+        for seed in cfg.seeds
+    }
+    seeds = [seed for seed in cfg.seeds if not censored[seed]]
+    by_stack = {s: [results[(s, seed)] for seed in seeds] for s in cfg.stacks}
     rows: list[dict[str, Any]] = []
     means: list[dict[str, Any]] = []
     for stack in cfg.stacks:
-        rows.extend(by_stack[stack])
-        if len(cfg.seeds) > 1:
-            means.append(mean_row(by_stack[stack], cfg.seeds))
+        rows.extend(results[(stack, seed)] for seed in cfg.seeds)
+        if len(seeds) > 1:
+            means.append(mean_row(by_stack[stack], seeds))
             rows.append(means[-1])
-    paired = paired_rows(by_stack, plan.baseline) if len(cfg.stacks) > 1 else []
+    paired = paired_rows(by_stack, plan.baseline) if len(cfg.stacks) > 1 and seeds else []
     sections = [
         _caption(plan),
         "\n".join(workload_lines(plan.prepared)),
         markdown_table(rows, bool(plan.paper_div)),
     ]
-    n = len(cfg.seeds)
+    bad = {seed: stacks for seed, stacks in censored.items() if stacks}
+    if bad:
+        lines = [
+            f"- seed {seed}: "
+            + ", ".join(f"`{s}` {results[(s, seed)]['censored_jobs']:.0f} job(s)" for s in stacks)
+            for seed, stacks in bad.items()
+        ]
+        sections.append(
+            "**Censored runs**: jobs unfinished at the env's horizon "
+            f"({plan.env_config.max_slots if plan.env_config else '-'} slots) count as finishing "
+            "there, so these runs' JCTs are lower bounds (column `censored_jobs`). Their seeds "
+            + ("are left out of the means and paired differences below" if seeds else
+               "are all the seeds: no means or paired differences are given")
+            + "; raise `workload.env.max_slots` to finish them.\n\n"
+            + "\n".join(lines)
+        )  # fmt: skip
+    n = len(seeds)
     if means:
         sections.append(f"Mean ± 95% CI over {n} seeds (Student t):\n\n" + ci_table(means))
     if paired:

@@ -46,8 +46,15 @@ def markdown_table(rows: Sequence[dict[str, Any]], paper: bool) -> str:
     head = [("stack", "stack"), ("paper_name", "paper name"), ("seed", "seed(s)")]
     if paper:
         head += [(f"{s}_jct_paper_s", f"{s} JCT (paper s)") for s in PAPER_STATS]
-    keys = [k for k, _ in head] + list(METRICS) + ["wall_s"]
-    names = [h for _, h in head] + [h for h, _ in METRICS.values()] + ["wall (s)"]
+    censored = any(r.get("censored_jobs", 0) for r in rows)
+    extra = ["censored_jobs"] if censored else []  # shown only where some run has them
+    keys = [k for k, _ in head] + list(METRICS) + extra + ["wall_s"]
+    names = (
+        [h for _, h in head]
+        + [h for h, _ in METRICS.values()]
+        + (["censored jobs"] if censored else [])
+        + ["wall (s)"]
+    )
     lines = [
         "| " + " | ".join(names) + " |",
         "|"
@@ -63,6 +70,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], paper: bool) -> str:
                 cells.append(_fmt("{:.1f}", row[k]))
             elif k == "wall_s":
                 cells.append(_fmt("{:.2f}", row[k]))
+            elif k == "censored_jobs":
+                cells.append(_fmt("{:.0f}", row.get(k, 0.0)))
             else:
                 cells.append(_fmt(METRICS[k][1], row[k]))
         lines.append("| " + " | ".join(cells) + " |")

@@ -105,6 +105,9 @@ def result_row(
     if paper_div is not None:
         for stat in PAPER_STATS:
             row[f"{stat}_jct_paper_s"] = metrics[f"{stat}_jct_s"] * ms_per_s / paper_div
+    finished = out.extra.get("finished")
+    # jobs unfinished at the env's horizon (they count as finishing there: JCTs are lower bounds)
+    row["censored_jobs"] = float(sum(not f for f in finished)) if finished is not None else 0.0
     row["wall_s"] = float(out.info.get("wall_s", math.nan))
     return row
 
