@@ -21,9 +21,12 @@ and the metadata, for evaluation; it also accepts a bare ``model.zip`` or a pret
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +76,41 @@ def save_checkpoint(model: BaseAlgorithm, directory: PathLike, meta: dict[str, A
     return d
 
 
+@contextlib.contextmanager
+def _reading(path: Path, what: str) -> Iterator[None]:
+    """Turn a truncated or corrupt checkpoint file's low-level error into one that names it."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (
+        zipfile.BadZipFile,
+        EOFError,
+        pickle.UnpicklingError,
+        OSError,
+        RuntimeError,
+        ValueError,
+        KeyError,
+        AttributeError,
+        TypeError,
+        IndexError,
+        AssertionError,  # SB3's "No data found in the saved file"
+    ) as exc:
+        raise ConfigError(
+            f"{path}: cannot read {what}: the file is corrupt, truncated or from an "
+            f"incompatible setup ({type(exc).__name__}: {str(exc)[:300]})"
+        ) from None
+
+
 def _meta(d: Path) -> dict[str, Any]:
     p = d / "meta.json"
-    return json.loads(p.read_text()) if p.is_file() else {}
+    if not p.is_file():
+        return {}
+    with _reading(p, "the checkpoint's metadata"):
+        meta = json.loads(p.read_text())
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{p}: expected a JSON object")
+    return meta
 
 
 def load_checkpoint(directory: PathLike, env: Any = None) -> BaseAlgorithm:
@@ -91,14 +126,20 @@ def load_checkpoint(directory: PathLike, env: Any = None) -> BaseAlgorithm:
         raise ConfigError(f"{d}: unknown agent class {name!r}; known: {sorted(classes)}")
     restored_env = env is None and (d / "env.pkl").is_file()
     if restored_env:
-        env = pickle.loads((d / "env.pkl").read_bytes())
+        with _reading(d / "env.pkl", "the saved training env"):
+            env = pickle.loads((d / "env.pkl").read_bytes())
     # with the saved env, keep the saved last observation (SB3 would reset the env)
-    model = classes[name].load(d / "model.zip", env=env, device="cpu", force_reset=not restored_env)
+    with _reading(d / "model.zip", "the model"):
+        model = classes[name].load(
+            d / "model.zip", env=env, device="cpu", force_reset=not restored_env
+        )
     replay = getattr(model, "replay", None)
     if replay is not None and replay.enabled and (d / "replay.npz").is_file():
-        replay.load(d / "replay.npz")
+        with _reading(d / "replay.npz", "the replay buffer"):
+            replay.load(d / "replay.npz")
     if (d / "rng.pt").is_file():
-        th.set_rng_state(th.load(d / "rng.pt"))
+        with _reading(d / "rng.pt", "torch's RNG state"):
+            th.set_rng_state(th.load(d / "rng.pt"))
     return model
 
 
@@ -121,7 +162,8 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
             meta = _meta(p)
             classes = _agent_classes()
             cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
-            return cls.load(p / "model.zip", device="cpu").policy, meta
+            with _reading(p / "model.zip", "the model"):
+                return cls.load(p / "model.zip", device="cpu").policy, meta
         if (p / "policy.pt").is_file():
             p = p / "policy.pt"
         else:
@@ -130,7 +172,8 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
         meta = _meta(p.parent)
         classes = _agent_classes()
         cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
-        return cls.load(p, device="cpu").policy, meta
+        with _reading(p, "the model"):
+            return cls.load(p, device="cpu").policy, meta
     if p.suffix == ".pt":
         return _load_pretrained(p)
     raise ConfigError(f"{p}: expected a checkpoint directory, model.zip or policy.pt")
@@ -143,11 +186,13 @@ def _load_pretrained(p: Path) -> tuple[Any, dict[str, Any]]:
     meta_path = p.with_suffix(".json")
     if not meta_path.is_file():
         raise ConfigError(f"{p}: its {meta_path.name} (how to rebuild the policy) is missing")
-    meta = json.loads(meta_path.read_text())
-    env = make_env(coerce_env_config(meta["env"]))
+    with _reading(meta_path, "the policy's metadata"):
+        meta = json.loads(meta_path.read_text())
+        env = make_env(coerce_env_config(meta["env"]))
     # weights saved before ``policy.arch`` existed are MLPs, whatever the default is now
     kwargs = policy_kwargs(PolicyConfig(**{"arch": "mlp", **meta.get("policy", {})}), env.J)
     policy = DL2Policy(env.observation_space, env.action_space, lambda _: 1e-4, **kwargs)
-    policy.load_state_dict(th.load(p))
+    with _reading(p, f"the weights (for the network {meta_path.name} describes)"):
+        policy.load_state_dict(th.load(p))
     policy.set_training_mode(False)
     return policy, meta

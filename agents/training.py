@@ -102,6 +102,16 @@ def _check_resume(cfg: TrainConfig) -> None:
         meta = json.loads(meta_path.read_text())
     except ValueError as exc:
         raise ConfigError(f"{meta_path}: not readable JSON ({exc})") from None
+    saved_env = meta.get("env")
+    if isinstance(saved_env, dict) and saved_env != cfg.env.as_dict():
+        now = cfg.env.as_dict()
+        diff = {k: (saved_env.get(k), now.get(k)) for k in {*saved_env, *now}
+                if saved_env.get(k) != now.get(k)}  # fmt: skip
+        raise ConfigError(
+            f"resume={cfg.resume} was trained in another env: "
+            + ", ".join(f"env.{k}={a!r} there, {b!r} here" for k, (a, b) in sorted(diff.items()))
+            + "; resume with the checkpoint's env settings"
+        )
     held, want = meta.get("class"), _ALGO_CLASS.get(cfg.agent.algo)
     if held != want:
         raise ConfigError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch as th
@@ -130,6 +132,36 @@ def test_checkpoint_then_resume_continues_identically(tmp_path) -> None:
     assert resumed.num_timesteps == straight.num_timesteps == 512
     assert np.array_equal(params(resumed), params(straight))
     assert np.array_equal(resumed.replay.returns, straight.replay.returns)
+
+
+@pytest.mark.parametrize(
+    ("name", "cut", "what"),
+    [
+        ("model.zip", 0.5, "cannot read the model"),
+        ("env.pkl", 0.5, "cannot read the saved training env"),
+        ("replay.npz", 0.5, "cannot read the replay buffer"),
+        ("rng.pt", 0.5, "cannot read torch's RNG state"),
+        ("rng.pt", 0.0, "cannot read torch's RNG state"),
+        ("meta.json", 0.5, "cannot read the checkpoint's metadata"),
+    ],
+)
+def test_corrupt_checkpoint_files_name_the_file(tmp_path, name: str, cut: float, what: str) -> None:
+    """A truncated (or empty) file of a checkpoint is a ConfigError naming it, as ``resume=``
+    and as ``policy:`` (it used to be the unpickler's, zip reader's or torch's traceback)."""
+    from agents.checkpoint import load_policy
+    from envs.sim.errors import ConfigError
+
+    model = make_model(seed=1, replay=ReplayConfig(capacity=256, batch_size=32))
+    model.learn(128)
+    d = save_checkpoint(model, tmp_path / "ck", {"agent": "a2c", "env": TINY.as_dict()})
+    f = d / name
+    data = f.read_bytes()
+    f.write_bytes(data[: int(len(data) * cut)])
+    with pytest.raises(ConfigError, match=re.escape(f"{f}: {what}")):
+        load_checkpoint(d)
+    if name in ("model.zip", "meta.json"):
+        with pytest.raises(ConfigError, match=re.escape(f"{f}: {what}")):
+            load_policy(d)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "maskable_ppo"])

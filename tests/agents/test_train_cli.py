@@ -99,6 +99,12 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     assert out.returncode == 2
     assert "holds a DL2A2C (agent 'a2c')" in out.stderr and "+agent=a2c" in out.stderr
 
+    # another env on resume: refused, naming the difference (it used to fail in a matmul)
+    other = [a if a != "env=tiny" else "env=small" for a in args]
+    out = run([*other, "total_timesteps=256", f"resume={ckpt}"], tmp_path / "fifth")
+    assert out.returncode == 2
+    assert "env.setting='tiny' there, 'small' here" in out.stderr
+
     # a new learning rate on resume applies (and the summary says so)
     out = run(
         [*args, "total_timesteps=256", "agent.learning_rate=0.5", f"resume={ckpt}"],
