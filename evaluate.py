@@ -42,6 +42,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
@@ -72,26 +73,44 @@ def _error_message(exc: BaseException) -> str:
 
 
 _task_started = [False]
+_failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="evaluate")
 def _hydra_main(dcfg: DictConfig) -> None:
     _task_started[0] = True
+    hc = HydraConfig.get()
     try:
-        evaluate(dcfg, Path(HydraConfig.get().runtime.output_dir))
+        evaluate(dcfg, Path(hc.runtime.output_dir))
     except (DlschedError, OmegaConfBaseException, HydraException) as exc:
         print(f"error: {_error_message(exc)}", file=sys.stderr)
+        if hc.mode == RunMode.MULTIRUN:  # one failing job does not end the sweep
+            _failed.append(f"job {hc.job.num} ({' '.join(hc.overrides.task)}): {exc}")
+            return
         sys.exit(2)
 
 
 def main() -> None:
-    """Entry point; a config Hydra rejects before the run exits with status 2 (not Hydra's 1)."""
+    """Entry point; a config Hydra rejects before the run exits with status 2 (not Hydra's 1);
+    a ``-m`` sweep runs every job, then exits with status 2 listing those that failed."""
+    for arg in sys.argv[1:]:  # Hydra would create the directory first and fail with a traceback
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") in ("out_dir", "hydra.run.dir", "hydra.sweep.dir") and value:
+            p = Path(value)
+            if p.exists() and not p.is_dir():
+                print(f"error: {key}={value}: exists and is not a directory", file=sys.stderr)
+                sys.exit(2)
     try:
         _hydra_main()
     except SystemExit as exc:
         if exc.code == 1 and not _task_started[0]:
             raise SystemExit(2) from None
         raise
+    if _failed:
+        print(f"error: {len(_failed)} sweep job(s) failed:", file=sys.stderr)
+        for line in _failed:
+            print(f"  {line}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from agents.config import register_configs
@@ -53,6 +54,9 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+_failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="train")
 def main(cfg: DictConfig) -> None:
     if cfg.get("agent") is None:
@@ -66,12 +70,16 @@ def main(cfg: DictConfig) -> None:
     from agents.training import to_train_config, train
     from envs.sim.errors import DlschedError
 
-    out = Path(HydraConfig.get().runtime.output_dir)
+    hc = HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     try:
         summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
     except DlschedError as exc:  # bad config, workload or trace: one line, no traceback
         print(f"train.py: {exc}", file=sys.stderr)
+        if hc.mode == RunMode.MULTIRUN:  # one failing job does not end the sweep
+            _failed.append(f"job {hc.job.num} ({' '.join(hc.overrides.task)}): {exc}")
+            return
         sys.exit(2)
     final = summary.get("final") or {}
     print(
@@ -86,3 +94,8 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     main()
+    if _failed:
+        print(f"train.py: {len(_failed)} sweep job(s) failed:", file=sys.stderr)
+        for line in _failed:
+            print(f"  {line}", file=sys.stderr)
+        sys.exit(2)

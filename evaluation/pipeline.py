@@ -29,7 +29,7 @@ from evaluation.report import (
     write_csv,
     write_jobs_csv,
 )
-from evaluation.runner import run_all
+from evaluation.runner import RunsFailed, run_all
 from evaluation.runs import RunOutput, RunTask
 from evaluation.stats import mean_row, paired_rows, result_row, run_metrics
 from evaluation.workloads import (
@@ -310,6 +310,29 @@ def _write(plan: Plan, got: Collector, summary: Summary, run_dir: Path) -> None:
         )
 
 
+def _write_partial(plan: Plan, got: Collector, run_dir: Path, exc: RunsFailed) -> None:
+    """What finished when some runs failed: ``summary.md`` (marked partial; statistics over
+    the seeds every scheduler finished), ``summary.csv`` with every finished run, and
+    ``failed.csv``; the per-job CSVs are already written."""
+    cfg = plan.cfg
+    complete = [k for k in cfg.seeds if all((s, k) in got.results for s in cfg.stacks)]
+    head = (
+        f"**PARTIAL**: {exc}. Finished runs: {len(got.results)} of {len(plan.tasks)}; "
+        f"statistics over the seeds every scheduler finished: {complete or 'none'}."
+    )
+    text = head
+    if complete:
+        sub = replace(plan, cfg=replace(cfg, seeds=complete))
+        text += "\n\n" + summarise(sub, got.results).text
+    (run_dir / "summary.md").write_text(text + "\n")
+    write_csv(run_dir / "summary.csv", list(got.results.values()))
+    write_csv(
+        run_dir / "failed.csv",
+        [{"stack": s, "seed": k, "cause": c} for s, k, c in exc.failures],
+    )
+    exc.args = (f"{exc}; the finished runs are in {run_dir / 'summary.md'}",)
+
+
 def evaluate(cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any]) -> list[dict[str, Any]]:
     """Run every scheduler on every seed's workload; write the run directory; return the
     summary rows.  ``config`` is the resolved config recorded in ``run.json``."""
@@ -317,7 +340,11 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any]) -> list
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     got = Collector(plan, run_dir)
-    run_all(plan.tasks, plan.workers, got)
+    try:
+        run_all(plan.tasks, plan.workers, got)
+    except RunsFailed as exc:
+        _write_partial(plan, got, run_dir, exc)
+        raise
     summary = summarise(plan, got.results)
     _write(plan, got, summary, run_dir)
     record = {

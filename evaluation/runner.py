@@ -1,26 +1,52 @@
-"""Running the tasks: in this process or a process pool, with a tqdm progress bar on stderr."""
+"""Running the tasks: in this process or a process pool, with a tqdm progress bar on stderr.
+
+A run that fails (a bad input its simulation meets, a worker process that dies) does not stop
+the others: every other run still finishes and reaches ``on_result``, then :class:`RunsFailed`
+names the failed runs and their causes, so that the caller can keep what finished.  A dead
+worker breaks the whole pool; the runs lost with it run again one per process.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 
 from tqdm import tqdm
 
-from evaluation.kinds import run_task
+from envs.sim.errors import DlschedError
+from evaluation import kinds
 from evaluation.runs import RunOutput, RunTask
 
-__all__ = ["run_all"]
+__all__ = ["RunsFailed", "run_all"]
+
+
+class RunsFailed(DlschedError):
+    """Some runs failed; ``failures`` lists ``(scheduler, seed, cause)``."""
+
+    def __init__(self, failures: list[tuple[str, int, str]], total: int) -> None:
+        self.failures = failures
+        first = "; ".join(f"{s} seed {k}: {c}" for s, k, c in failures[:3])
+        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+        super().__init__(f"{len(failures)} of {total} runs failed: {first}{more}")
 
 
 def _label(out: RunOutput) -> str:
     return f"{out.scheduler} seed {out.seed}: avg JCT {out.jct_s.mean():.4g} s"
 
 
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, BrokenProcessPool):
+        return "its worker process died (killed, or out of memory)"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, DlschedError) else text
+
+
 def run_all(tasks: Sequence[RunTask], workers: int, on_result: Callable[[RunOutput], None]) -> None:
     """Run ``tasks`` (in ``workers`` processes when > 1), calling ``on_result`` in this
-    process as each ends (in completion order)."""
+    process as each ends (in completion order); :class:`RunsFailed` at the end if any failed."""
+    failures: list[tuple[str, int, str]] = []
     with tqdm(total=len(tasks), file=sys.stderr, unit="run", dynamic_ncols=True) as bar:
 
         def done(out: RunOutput) -> None:
@@ -28,13 +54,44 @@ def run_all(tasks: Sequence[RunTask], workers: int, on_result: Callable[[RunOutp
             bar.set_postfix_str(_label(out), refresh=False)
             bar.update(1)
 
+        def failed(task: RunTask, exc: BaseException) -> None:
+            failures.append((task.scheduler, task.prepared.seed, _cause(exc)))
+            bar.update(1)
+
         if workers <= 1 or len(tasks) == 1:
             for task in tasks:
-                done(run_task(task))
-            return
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            pending: set[Future[RunOutput]] = {pool.submit(run_task, t) for t in tasks}
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    done(fut.result())
+                try:
+                    out = kinds.run_task(task)
+                except Exception as exc:  # reported with the others at the end
+                    failed(task, exc)
+                    continue
+                done(out)
+        else:
+            orphans: list[RunTask] = []  # runs lost with a broken pool: not necessarily theirs
+            with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+                of: dict[Future[RunOutput], RunTask] = {
+                    pool.submit(kinds.run_task, t): t for t in tasks
+                }
+                pending = set(of)
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        exc = fut.exception()
+                        if isinstance(exc, BrokenProcessPool):
+                            orphans.append(of[fut])
+                        elif exc is not None:
+                            failed(of[fut], exc)
+                        else:
+                            done(fut.result())
+            # a dead worker breaks the whole pool: run each lost run again in a process of its
+            # own, so that only the run that kills its process fails
+            for task in orphans:
+                with ProcessPoolExecutor(max_workers=1) as alone:
+                    fut = alone.submit(kinds.run_task, task)
+                    exc = fut.exception()
+                    if exc is not None:
+                        failed(task, exc)
+                    else:
+                        done(fut.result())
+    if failures:
+        raise RunsFailed(failures, len(tasks))

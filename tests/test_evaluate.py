@@ -194,3 +194,68 @@ def test_jitter_makes_each_seed_a_jittered_copy(tmp_path: Path) -> None:
     # a kind without job-level models refuses the key, naming it
     bad = _evaluate("workload=dl2", "workload.jitter=0.01", f"out_dir={tmp_path / 'b'}")
     assert bad.returncode == 2 and "workload.jitter" in bad.stderr
+
+
+from evaluation.kinds import run_task as _RUN_TASK  # noqa: E402 - the original, for the next
+
+
+def _dies_on_seed_1(task):  # type: ignore[no-untyped-def]
+    """A run that kills its worker process on seed 1 (module level: pickled by reference)."""
+    import os
+
+    if task.prepared.seed == 1:
+        os._exit(3)
+    return _RUN_TASK(task)
+
+
+def test_a_dead_worker_keeps_the_finished_runs(tmp_path, monkeypatch) -> None:
+    """A worker process killed mid-run (here: seed 1's runs exit the process) used to lose
+    every finished run to a BrokenProcessPool traceback.  Now the other runs finish, the run
+    directory holds a partial summary over the seeds every scheduler finished and failed.csv,
+    and the error names the failure and where the results are."""
+    import csv
+
+    from envs.sim import DlschedError
+    from evaluation import kinds
+    from evaluation.config import EvaluateConfig, WorkloadConfig
+    from evaluation.pipeline import evaluate
+
+    monkeypatch.setattr(kinds, "run_task", _dies_on_seed_1)
+    cfg = EvaluateConfig(
+        workload=WorkloadConfig(kind="ada_srsf_builtin"),
+        stacks=["lwf1_adasrsf", "ff_adasrsf"],
+        seeds=[0, 1, 2],
+        workers=2,
+        plot=False,
+    )
+    with pytest.raises(DlschedError, match=r"runs failed: .*seed 1: its worker process died"):
+        evaluate(cfg, tmp_path, {})
+    text = (tmp_path / "summary.md").read_text()
+    assert text.startswith("**PARTIAL**")
+    with open(tmp_path / "summary.csv", newline="") as f:
+        done = {(r["stack"], r["seed"]) for r in csv.DictReader(f)}
+    with open(tmp_path / "failed.csv", newline="") as f:
+        failed = {(r["stack"], r["seed"]) for r in csv.DictReader(f)}
+    assert ("lwf1_adasrsf", "1") in failed and not done & failed
+    assert len(done) + len(failed) == 6 and len(done) >= 1
+
+
+def test_out_dir_on_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    f = tmp_path / "results"
+    f.write_text("not a directory")
+    proc = _evaluate(f"out_dir={f}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: out_dir={f}: exists and is not a directory"
+
+
+def test_a_failing_sweep_job_does_not_end_the_sweep(tmp_path: Path) -> None:
+    """``-m`` over a bad and a good value: the good job still runs, and the command exits 2
+    naming the bad one (the first failure used to end the sweep)."""
+    proc = _evaluate(
+        "-m", "seeds=[-1],[0]", "stacks=[lwf1_adasrsf]", "workers=1", "plot=false",
+        f"out_dir={tmp_path}",
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "1 sweep job(s) failed" in proc.stderr and "seeds=[-1]" in proc.stderr
+    assert (tmp_path / "1" / "summary.csv").is_file()
+    assert "Traceback" not in proc.stderr

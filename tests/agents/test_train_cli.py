@@ -179,3 +179,17 @@ def test_a_bad_trace_is_one_error_line_not_a_traceback(tmp_path) -> None:
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "t.csv, line 2 (job 'a'): duration 1e+308 s" in out.stderr
+
+
+def test_a_failing_sweep_job_does_not_end_the_training_sweep(tmp_path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable, "train.py", "-m", "+agent=a2c", "env=tiny", "pretrain=none",
+            "total_timesteps=128", "agent.n_steps=64", "eval=quick", "progress_bar=false",
+            "seed=-1,0", f"hydra.sweep.dir={tmp_path}",
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "1 sweep job(s) failed" in out.stderr and "seed must be in [0, 2**32 - 1]" in out.stderr
+    assert (tmp_path / "1_a2c_seed0" / "summary.json").is_file()
