@@ -16,6 +16,7 @@ policy's training env (workload kind ``env``), or from ``workload.dl2``,
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
@@ -117,7 +118,15 @@ def resolve_env_config(
     if kind == "env":
         env_config = _env_from_section(cfg, first)
     elif kind == "dl2":
-        env_config = _env_from_dl2(cfg, _policy_window(first) or DL2_SMALL.J)
+        window = _policy_window(first)
+        if window is not None and window != DL2_SMALL.J:
+            print(
+                f"note: every scheduler runs through the env's window of J={window} jobs, the "
+                f"window the policy was trained with (DL²'s own is J={DL2_SMALL.J}); a policy "
+                "acts only on the window it was trained for",
+                file=sys.stderr,
+            )
+        env_config = _env_from_dl2(cfg, window or DL2_SMALL.J)
     else:
         raise ConfigError(
             f"policy: schedulers and elastic.through_env run through the DL² env, which draws "

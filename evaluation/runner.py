@@ -27,6 +27,12 @@ class RunsFailed(DlschedError):
 
     def __init__(self, failures: list[tuple[str, int, str]], total: int) -> None:
         self.failures = failures
+        causes = {c for _, _, c in failures}
+        if len(causes) == 1:  # one cause (e.g. the workload itself): say it once
+            runs = ", ".join(f"{s} seed {k}" for s, k, _ in failures[:4])
+            runs += ", ..." if len(failures) > 4 else ""
+            super().__init__(f"{len(failures)} of {total} runs failed ({runs}): {causes.pop()}")
+            return
         first = "; ".join(f"{s} seed {k}: {c}" for s, k, c in failures[:3])
         more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
         super().__init__(f"{len(failures)} of {total} runs failed: {first}{more}")

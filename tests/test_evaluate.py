@@ -228,7 +228,9 @@ def test_a_dead_worker_keeps_the_finished_runs(tmp_path, monkeypatch) -> None:
         workers=2,
         plot=False,
     )
-    with pytest.raises(DlschedError, match=r"runs failed: .*seed 1: its worker process died"):
+    with pytest.raises(
+        DlschedError, match=r"2 of 6 runs failed \(.*seed 1.*\): its worker process died"
+    ):
         evaluate(cfg, tmp_path, {})
     text = (tmp_path / "summary.md").read_text()
     assert text.startswith("**PARTIAL**")

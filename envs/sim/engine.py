@@ -1498,6 +1498,11 @@ def _make_rng(seed: int) -> np.random.Generator:
     return np.random.Generator(bitgen)
 
 
+#: Most iterations one job may have in FULL fidelity (each is several events): beyond this a
+#: run takes hours to forever, which is a trace's unit mistake more often than a wish.
+MAX_FULL_ITERATIONS = 10**8
+
+
 def simulate(
     cluster: ClusterSpec,
     workload: Workload,
@@ -1517,6 +1522,16 @@ def simulate(
         )
     elif not isinstance(stack, SchedulerStack):
         raise ConfigError(f"stack must be a name or a SchedulerStack, got {type(stack).__name__}")
+    if cfg.fidelity is Fidelity.FULL:
+        big = max(workload.jobs, key=lambda j: j.iterations)
+        if big.iterations > MAX_FULL_ITERATIONS:
+            raise ConfigError(
+                f"workload {workload.name!r}: job {big.job_id} ({big.name or big.model.name}) "
+                f"runs {big.iterations:.3g} iterations, and FULL fidelity simulates every one "
+                f"(> {MAX_FULL_ITERATIONS:.0e}: hours to forever); merge them with "
+                "workload.trace.max_iterations, cap durations (workload.trace.duration_cap_s), "
+                "or use fidelity=fast / job"
+            )
     if cfg.engine != "python":
         from envs.sim import native
 

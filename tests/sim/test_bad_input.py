@@ -212,3 +212,17 @@ def test_errors_are_value_errors() -> None:
     # callers may catch DlschedError (or ValueError) for every bad-input error
     assert issubclass(ConfigError, DlschedError) and issubclass(WorkloadError, DlschedError)
     assert issubclass(DlschedError, ValueError)
+
+
+def test_full_fidelity_refuses_a_job_it_could_never_finish() -> None:
+    """A 1e12-s trace job is ~1e13 iterations: FULL fidelity would simulate each one (it used
+    to run with no end and no warning).  It is refused up front, naming the job and the ways
+    out."""
+    from envs.sim.engine import MAX_FULL_ITERATIONS
+
+    big = JobSpec(7, 0.0, MODEL, MAX_FULL_ITERATIONS + 1, 1, name="forever")
+    w = Workload((JobSpec(0, 0.0, MODEL, 1, 1), big), name="w")
+    with pytest.raises(
+        ConfigError, match=r"job 7 \(forever\) runs 1e\+08 iterations.*max_iterations"
+    ):
+        simulate(ClusterSpec(), w, "lwf1_adasrsf")
