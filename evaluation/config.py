@@ -197,6 +197,7 @@ class EvaluateConfig:
     mode: str = "correct"
     fidelity: str = "full"
     engine: str = "auto"
+    max_wall_s: float | None = None
     seeds: list[int] = field(default_factory=lambda: [0])
     workers: int = 0
     out_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}_evaluate"

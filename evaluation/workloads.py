@@ -256,6 +256,7 @@ def sim_config(cfg: EvaluateConfig, seed: int) -> SimConfig:
         check_invariants=cfg.check_invariants,
         seed=seed,
         engine=cfg.engine,
+        max_wall_s=cfg.max_wall_s,
     )
 
 

@@ -13,8 +13,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { FW_READY = 0, BW_READY = 1, RUNNING = 2, DONE = 3 };
 enum { EV_TASK = 0, EV_COMM = 1, EV_SYNC = 2, EV_ARRIVAL = 3 };
@@ -204,6 +206,7 @@ typedef struct {
     int placed_count, finished;
     Heap heap;
     long long seq, events;
+    double max_wall_s; /* 0: no wall-clock budget */
     /* scratch */
     int *scratch_a, *scratch_b;
     Head *heads;
@@ -751,6 +754,8 @@ static int run_loop(Sim *s) {
     ivec task_ends = {0}, comm_ends = {0}, syncs = {0}, arrivals = {0};
     int rc = 0;
     unsigned long steps = 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     while (s->heap.n) {
         if (oom) {
             PyErr_NoMemory();
@@ -758,10 +763,28 @@ static int run_loop(Sim *s) {
             break;
         }
         /* Ctrl-C: run Python's signal handlers every 4096 time steps (a KeyboardInterrupt
-           raised there ends the run; the caller sees the exception) */
-        if ((++steps & 0xFFFu) == 0 && PyErr_CheckSignals() < 0) {
-            rc = -1;
-            break;
+           raised there ends the run; the caller sees the exception); the same steps check
+           the wall-clock budget */
+        if ((++steps & 0xFFFu) == 0) {
+            if (PyErr_CheckSignals() < 0) {
+                rc = -1;
+                break;
+            }
+            if (s->max_wall_s > 0) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                double spent = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+                if (spent > s->max_wall_s) {
+                    char msg[200]; /* PyErr_Format has no %g */
+                    snprintf(msg, sizeof msg,
+                             "wall-clock budget of %g s spent at simulated time %.6g ms, "
+                             "%d of %d jobs finished",
+                             s->max_wall_s, s->heap.a[0].t, s->finished, s->N);
+                    PyErr_SetString(PyExc_TimeoutError, msg);
+                    rc = -1;
+                    break;
+                }
+            }
         }
         double t = s->heap.a[0].t;
         task_ends.n = comm_ends.n = syncs.n = arrivals.n = 0;
@@ -877,9 +900,10 @@ static PyObject *py_run(PyObject *self, PyObject *args) {
     int S, per, order, placer, kappa, comm, srsf_n, inclusive;
     double gmem, a, b, eta, comm_est;
     long long chunk_max;
-    if (!PyArg_ParseTuple(args, "(iidddd)(iiiiiid)LOO", &S, &per, &gmem, &a, &b, &eta, &order,
+    double max_wall_s = 0.0;
+    if (!PyArg_ParseTuple(args, "(iidddd)(iiiiiid)LOO|d", &S, &per, &gmem, &a, &b, &eta, &order,
                           &placer, &kappa, &comm, &srsf_n, &inclusive, &comm_est, &chunk_max,
-                          &draw, &jobs_obj))
+                          &draw, &jobs_obj, &max_wall_s))
         return NULL;
     PyObject *seq = PySequence_Fast(jobs_obj, "jobs must be a sequence");
     if (!seq) return NULL;
@@ -896,6 +920,7 @@ static PyObject *py_run(PyObject *self, PyObject *args) {
     s->b = b;
     s->eta = eta;
     s->comm_est = comm_est;
+    s->max_wall_s = max_wall_s;
     s->order = order;
     s->placer = placer;
     s->kappa = kappa;

@@ -456,8 +456,18 @@ class Simulator:
     def _loop(self, until_ms: float) -> None:
         heap = self.heap
         pop = heapq.heappop
+        budget = self.cfg.max_wall_s
+        entered = _time.perf_counter()
+        steps = 0
         while heap and heap[0][0] <= until_ms:
             t = heap[0][0]
+            if budget is not None:
+                steps += 1
+                if not steps & 0xFFF and self._wall + _time.perf_counter() - entered > budget:
+                    raise SimulationError(
+                        f"wall-clock budget of {budget:g} s spent at simulated time {t:.6g} ms, "
+                        f"{self.finished} of {len(self.jobs)} jobs finished"
+                    )
             if t < self.now:
                 raise SimulationError(f"time went backwards: {t} < {self.now}")
             self.now = t

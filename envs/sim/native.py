@@ -138,28 +138,33 @@ def run(
         )
         for j in workload.jobs
     ]
-    start, finish, servers, events = _native.run(
-        (
-            cluster.num_servers,
-            cluster.gpus_per_server,
-            float(cluster.gpu_memory_mb),
-            float(net.a_ms),
-            float(net.b_ms_per_mb),
-            float(net.eta_ms_per_mb),
-        ),
-        (
-            _ORDERS[type(stack.order)],
-            code,
-            min(kappa, 1 << 30),
-            comm_code,
-            srsf_n,
-            int(inclusive),
-            float(net.b_ms_per_mb if est is None else est),
-        ),
-        chunk_max,
-        rng.random,
-        jobs,
-    )
+    try:
+        out = _native.run(
+            (
+                cluster.num_servers,
+                cluster.gpus_per_server,
+                float(cluster.gpu_memory_mb),
+                float(net.a_ms),
+                float(net.b_ms_per_mb),
+                float(net.eta_ms_per_mb),
+            ),
+            (
+                _ORDERS[type(stack.order)],
+                code,
+                min(kappa, 1 << 30),
+                comm_code,
+                srsf_n,
+                int(inclusive),
+                float(net.b_ms_per_mb if est is None else est),
+            ),
+            chunk_max,
+            rng.random,
+            jobs,
+            float(cfg.max_wall_s or 0.0),
+        )
+    except TimeoutError as exc:  # the loop's wall-clock budget
+        raise SimulationError(f"{workload.name!r} under {stack.name}: {exc}") from None
+    start, finish, servers, events = out
     stuck = [j.job_id for j, f in zip(workload.jobs, finish, strict=True) if math.isnan(f)]
     if stuck:
         raise SimulationError(

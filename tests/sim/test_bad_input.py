@@ -154,6 +154,7 @@ def test_bad_job_spec_names_the_job(kwargs: dict[str, float], words: str) -> Non
         (lambda v: ClusterSpec(gpu_memory_mb=v), "cluster.gpu_memory_mb"),
         (lambda v: SimConfig(tick_ms=v), "tick_ms"),
         (lambda v: SimConfig(preemption_cost_ms=v), "preemption_cost_ms"),
+        (lambda v: SimConfig(max_wall_s=v), "max_wall_s"),
     ],
 )
 def test_non_finite_numbers_are_refused_by_name(make: object, key: str, value: float) -> None:
