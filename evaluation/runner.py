@@ -82,22 +82,22 @@ def run_all(tasks: Sequence[RunTask], workers: int, on_result: Callable[[RunOutp
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in finished:
-                        exc = fut.exception()
-                        if isinstance(exc, BrokenProcessPool):
+                        error = fut.exception()
+                        if isinstance(error, BrokenProcessPool):
                             orphans.append(of[fut])
-                        elif exc is not None:
-                            failed(of[fut], exc)
+                        elif error is not None:
+                            failed(of[fut], error)
                         else:
                             done(fut.result())
             # a dead worker breaks the whole pool: run each lost run again in a process of its
             # own, so that only the run that kills its process fails
             for task in orphans:
                 with ProcessPoolExecutor(max_workers=1) as alone:
-                    fut = alone.submit(kinds.run_task, task)
-                    exc = fut.exception()
-                    if exc is not None:
-                        failed(task, exc)
+                    retry = alone.submit(kinds.run_task, task)
+                    error = retry.exception()
+                    if error is not None:
+                        failed(task, error)
                     else:
-                        done(fut.result())
+                        done(retry.result())
     if failures:
         raise RunsFailed(failures, len(tasks))
