@@ -160,7 +160,7 @@ from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.elastic.trace import elastic_jobs_from_trace
 from envs.sim.elastic.types import dl2_job_types
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, check_number
 
 __all__ = [
     "ACTION_ROLES",
@@ -293,8 +293,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self._n_features = EXTENDED_FEATURES_PER_JOB if features == "extended" else FEATURES_PER_JOB
         if reward not in ("dl2", "jct"):
             raise ConfigError(f"reward must be 'dl2' or 'jct', got {reward!r}")
-        if not jct_scale > 0:
-            raise ConfigError(f"jct_scale must be > 0, got {jct_scale}")
+        check_number(jct_scale, "jct_scale", gt=0)
         if max_slots < 1:
             raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:

@@ -227,3 +227,22 @@ def test_full_fidelity_refuses_a_job_it_could_never_finish() -> None:
         ConfigError, match=r"job 7 \(forever\) runs 1e\+08 iterations.*max_iterations"
     ):
         simulate(ClusterSpec(), w, "lwf1_adasrsf")
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_elastic_and_env_numbers_are_finite(value: float) -> None:
+    from dataclasses import replace
+
+    from envs.gym.factory import EnvConfig, make_env
+    from envs.sim.elastic.spec import ElasticCluster, ElasticJob
+    from envs.sim.elastic.types import dl2_job_types
+
+    with pytest.raises(ConfigError, match="slot_s must be a finite number"):
+        ElasticCluster(slot_s=value)
+    t = dl2_job_types()[0]
+    with pytest.raises(WorkloadError, match="job 3: speed_factor must be a finite number"):
+        ElasticJob(3, t, 0, 1.0, 1.0, speed_factor=value)
+    with pytest.raises(WorkloadError, match="model_size_mb must be a finite number"):
+        replace(t, model_size_mb=value)
+    with pytest.raises(ConfigError, match="jct_scale must be a finite number"):
+        make_env(EnvConfig(setting="tiny", jct_scale=value))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from envs.sim.errors import ConfigError, WorkloadError
+from envs.sim.errors import ConfigError, WorkloadError, check_number
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,15 @@ class JobType:
     intra_bw_mb_s: float
 
     def __post_init__(self) -> None:
+        who = f"job type {self.model!r}"
         for name in ("worker_cpu", "worker_gpu", "ps_cpu", "ps_gpu"):
-            if getattr(self, name) < 0:
-                raise WorkloadError(f"job type {self.model!r}: {name} must be >= 0")
-        if self.iterations_per_epoch < 1 or self.epoch_fraction <= 0:
-            raise WorkloadError(f"job type {self.model!r}: epochs and iterations must be > 0")
+            check_number(getattr(self, name), f"{who}: {name}", ge=0, error=WorkloadError)
+        for name in ("epoch_fraction", "local_comp_time_s", "model_size_mb"):
+            check_number(getattr(self, name), f"{who}: {name}", gt=0, error=WorkloadError)
+        for name in ("inter_bw_mb_s", "intra_bw_mb_s"):
+            check_number(getattr(self, name), f"{who}: {name}", gt=0, error=WorkloadError)
+        if self.iterations_per_epoch < 1:
+            raise WorkloadError(f"{who}: epochs and iterations must be > 0")
 
 
 @dataclass(frozen=True)
@@ -58,12 +62,11 @@ class ElasticJob:
     def __post_init__(self) -> None:
         if self.arrival_slot < 0:
             raise WorkloadError(f"job {self.job_id}: arrival_slot must be >= 0")
-        if not (self.num_epochs > 0 and self.real_num_epochs > 0):
-            raise WorkloadError(f"job {self.job_id}: epochs must be > 0")
+        who = f"job {self.job_id}"
+        for name in ("num_epochs", "real_num_epochs", "speed_factor"):
+            check_number(getattr(self, name), f"{who}: {name}", gt=0, error=WorkloadError)
         if self.max_workers < 1 or self.max_ps < 0:
-            raise WorkloadError(f"job {self.job_id}: needs max_workers >= 1 and max_ps >= 0")
-        if self.speed_factor <= 0:
-            raise WorkloadError(f"job {self.job_id}: speed_factor must be > 0")
+            raise WorkloadError(f"{who}: needs max_workers >= 1 and max_ps >= 0")
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,7 @@ class ElasticCluster:
                 f"elastic cluster needs >= 1 node with >= 1 CPU slot, got {self.num_nodes} "
                 f"nodes x ({self.cpu_slots} CPU, {self.gpu_slots} GPU)"
             )
-        if self.slot_s <= 0:
-            raise ConfigError(f"slot_s must be > 0, got {self.slot_s}")
+        check_number(self.slot_s, "slot_s", gt=0)
 
 
 class SpeedModel(Protocol):

@@ -25,7 +25,7 @@ from pathlib import Path
 from envs.sim.elastic.spec import ElasticJob, JobType, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.elastic.types import job_type
-from envs.sim.errors import WorkloadError
+from envs.sim.errors import WorkloadError, check_number
 from envs.sim.spec import Workload
 from envs.sim.workload import load_trace_csv
 
@@ -62,8 +62,7 @@ def elastic_jobs_from_workload(
     """Any workload's jobs as elastic jobs, by the module docstring's rules; ``time_unit`` is
     simulator ms per second (as in :func:`envs.sim.traces.convert_trace`), so a trace converted
     with a compressed time keeps its real seconds here."""
-    if not slot_s > 0:
-        raise WorkloadError(f"slot_s must be > 0, got {slot_s}")
+    check_number(slot_s, "slot_s", gt=0, error=WorkloadError)
     path = where or workload.source or workload.name
     model = speed if speed is not None else MeasuredSpeed()
     jobs = []
