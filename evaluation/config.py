@@ -198,6 +198,7 @@ class EvaluateConfig:
     fidelity: str = "full"
     engine: str = "auto"
     max_wall_s: float | None = None
+    progress_s: float | None = 60.0
     seeds: list[int] = field(default_factory=lambda: [0])
     workers: int = 0
     out_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}_evaluate"

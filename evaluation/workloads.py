@@ -257,6 +257,7 @@ def sim_config(cfg: EvaluateConfig, seed: int) -> SimConfig:
         seed=seed,
         engine=cfg.engine,
         max_wall_s=cfg.max_wall_s,
+        progress_s=cfg.progress_s,
     )
 
 

@@ -207,6 +207,8 @@ typedef struct {
     Heap heap;
     long long seq, events;
     double max_wall_s; /* 0: no wall-clock budget */
+    double progress_s; /* 0: no heartbeat; else a stderr line every progress_s wall seconds */
+    char label[160];   /* the run's name, for the heartbeat */
     /* scratch */
     int *scratch_a, *scratch_b;
     Head *heads;
@@ -756,6 +758,7 @@ static int run_loop(Sim *s) {
     unsigned long steps = 0;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    double next_report = s->progress_s;
     while (s->heap.n) {
         if (oom) {
             PyErr_NoMemory();
@@ -770,11 +773,20 @@ static int run_loop(Sim *s) {
                 rc = -1;
                 break;
             }
-            if (s->max_wall_s > 0) {
+            if (s->max_wall_s > 0 || s->progress_s > 0) {
                 struct timespec now;
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 double spent = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
-                if (spent > s->max_wall_s) {
+                if (s->progress_s > 0 && spent >= next_report) {
+                    /* a heartbeat for long runs: how far the simulation is */
+                    char line[300];
+                    snprintf(line, sizeof line,
+                             "%s: %.0f s, simulated time %.6g ms, %d of %d jobs finished\n",
+                             s->label, spent, s->heap.a[0].t, s->finished, s->N);
+                    PySys_WriteStderr("%s", line);
+                    next_report = spent + s->progress_s;
+                }
+                if (s->max_wall_s > 0 && spent > s->max_wall_s) {
                     char msg[200]; /* PyErr_Format has no %g */
                     snprintf(msg, sizeof msg,
                              "wall-clock budget of %g s spent at simulated time %.6g ms, "
@@ -900,10 +912,11 @@ static PyObject *py_run(PyObject *self, PyObject *args) {
     int S, per, order, placer, kappa, comm, srsf_n, inclusive;
     double gmem, a, b, eta, comm_est;
     long long chunk_max;
-    double max_wall_s = 0.0;
-    if (!PyArg_ParseTuple(args, "(iidddd)(iiiiiid)LOO|d", &S, &per, &gmem, &a, &b, &eta, &order,
-                          &placer, &kappa, &comm, &srsf_n, &inclusive, &comm_est, &chunk_max,
-                          &draw, &jobs_obj, &max_wall_s))
+    double max_wall_s = 0.0, progress_s = 0.0;
+    const char *label = "run";
+    if (!PyArg_ParseTuple(args, "(iidddd)(iiiiiid)LOO|dds", &S, &per, &gmem, &a, &b, &eta,
+                          &order, &placer, &kappa, &comm, &srsf_n, &inclusive, &comm_est,
+                          &chunk_max, &draw, &jobs_obj, &max_wall_s, &progress_s, &label))
         return NULL;
     PyObject *seq = PySequence_Fast(jobs_obj, "jobs must be a sequence");
     if (!seq) return NULL;
@@ -921,6 +934,8 @@ static PyObject *py_run(PyObject *self, PyObject *args) {
     s->eta = eta;
     s->comm_est = comm_est;
     s->max_wall_s = max_wall_s;
+    s->progress_s = progress_s;
+    snprintf(s->label, sizeof s->label, "%s", label);
     s->order = order;
     s->placer = placer;
     s->kappa = kappa;

@@ -92,12 +92,17 @@ class SimConfig:
     #: stop a run that has taken more than this many wall-clock seconds with a
     #: :class:`~envs.sim.errors.SimulationError` saying how far it got (``None``: no budget)
     max_wall_s: float | None = None
+    #: a heartbeat for long runs: every this many wall-clock seconds a stderr line says how far
+    #: the simulation is (simulated time, jobs finished); ``None``: none
+    progress_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.tick_ms is not None:
             check_number(self.tick_ms, "tick_ms", gt=0)
         if self.max_wall_s is not None:
             check_number(self.max_wall_s, "max_wall_s", gt=0)
+        if self.progress_s is not None:
+            check_number(self.progress_s, "progress_s", gt=0)
         if self.lwf_comm_ms_per_mb is not None:
             check_number(self.lwf_comm_ms_per_mb, "lwf_comm_ms_per_mb", ge=0)
         if self.probe_side_effect and self.tick_ms is None:

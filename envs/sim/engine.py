@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import sys
 import time as _time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -456,18 +457,31 @@ class Simulator:
     def _loop(self, until_ms: float) -> None:
         heap = self.heap
         pop = heapq.heappop
-        budget = self.cfg.max_wall_s
+        budget, every = self.cfg.max_wall_s, self.cfg.progress_s
+        watch = budget is not None or every is not None
         entered = _time.perf_counter()
+        next_report = self._wall + (every or 0.0)
         steps = 0
         while heap and heap[0][0] <= until_ms:
             t = heap[0][0]
-            if budget is not None:
+            if watch:
                 steps += 1
-                if not steps & 0xFFF and self._wall + _time.perf_counter() - entered > budget:
-                    raise SimulationError(
-                        f"wall-clock budget of {budget:g} s spent at simulated time {t:.6g} ms, "
-                        f"{self.finished} of {len(self.jobs)} jobs finished"
-                    )
+                if not steps & 0xFFF:
+                    spent = self._wall + _time.perf_counter() - entered
+                    done = f"{self.finished} of {len(self.jobs)} jobs finished"
+                    if every is not None and spent >= next_report:
+                        print(
+                            f"{self.workload.name} under {self.stack.name}: {spent:.0f} s, "
+                            f"simulated time {t:.6g} ms, {done}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        next_report = spent + every
+                    if budget is not None and spent > budget:
+                        raise SimulationError(
+                            f"wall-clock budget of {budget:g} s spent at simulated time "
+                            f"{t:.6g} ms, {done}"
+                        )
             if t < self.now:
                 raise SimulationError(f"time went backwards: {t} < {self.now}")
             self.now = t

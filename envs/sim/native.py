@@ -161,6 +161,8 @@ def run(
             rng.random,
             jobs,
             float(cfg.max_wall_s or 0.0),
+            float(cfg.progress_s or 0.0),
+            f"{workload.name} under {stack.name}",
         )
     except TimeoutError as exc:  # the loop's wall-clock budget
         raise SimulationError(f"{workload.name!r} under {stack.name}: {exc}") from None

@@ -223,14 +223,18 @@ def test_ctrl_c_stops_a_native_run() -> None:
 
 
 @pytest.mark.parametrize("engine", ["native", "python"])
-def test_wall_clock_budget_stops_a_run_with_a_clear_error(engine: str) -> None:
+def test_wall_clock_budget_stops_a_run_with_a_clear_error(
+    engine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``SimConfig.max_wall_s``: a run that would take hours stops with a SimulationError that
-    says how far it got, on both engines."""
+    says how far it got, on both engines; ``progress_s`` prints heartbeats meanwhile."""
     from envs.sim import simulate
     from envs.sim.errors import SimulationError
     from envs.sim.workload import generate_ada_srsf
 
     w = generate_ada_srsf(0, iterations_scale=1e5)
-    cfg = SimConfig(engine=engine, max_wall_s=0.2)
-    with pytest.raises(SimulationError, match=r"wall-clock budget of 0.2 s spent at simulated"):
+    cfg = SimConfig(engine=engine, max_wall_s=0.5, progress_s=0.1)
+    with pytest.raises(SimulationError, match=r"wall-clock budget of 0.5 s spent at simulated"):
         simulate(ClusterSpec(16, 4), w, "lwf1_adasrsf", cfg)
+    beats = [ln for ln in capsys.readouterr().err.splitlines() if "jobs finished" in ln]
+    assert beats and all(ln.startswith("ada-srsf-gen-seed0 under lwf1_adasrsf: ") for ln in beats)
