@@ -2,16 +2,17 @@
 
 A checkpoint is a directory:
 
-=================  ==========================================================================
-``model.zip``      SB3's ``save`` (weights, optimizer state, hyperparameters, counters, the
-                   agent's own run-time state: its numpy generator, pending slot decisions)
-``replay.npz``     the replay buffer (DL²'s agents; SB3 never saves it in ``model.zip``)
-``env.pkl``        the vectorised training env, mid-episode (``ClusterEnv`` pickles), so that
-                   training resumes exactly where it stopped (not written for an env that
-                   says ``picklable = False``: a federated ``RayVecEnv``)
-``rng.pt``         torch's global RNG state
-``meta.json``      agent name and class, env config(s), timesteps, policy config
-=================  ==========================================================================
+==================  =========================================================================
+``model.zip``       SB3's ``save`` (weights, optimizer state, hyperparameters, counters, the
+                    agent's own run-time state: its numpy generator, pending slot decisions)
+``replay.npz``      the replay buffer (DL²'s agents; SB3 never saves it in ``model.zip``)
+``env.pkl``         the vectorised training env, mid-episode (``ClusterEnv`` pickles), so that
+                    training resumes exactly where it stopped (not written for an env that
+                    says ``picklable = False``: a federated ``RayVecEnv``)
+``rng.pt``          torch's global RNG state
+``global_rng.pkl``  numpy's and Python's global RNG states (SB3's PPO shuffles with numpy's)
+``meta.json``       agent name and class, env config(s), timesteps, policy config
+==================  =========================================================================
 
 :func:`load_checkpoint` restores all of it (``learn(..., reset_num_timesteps=False)`` then
 continues identically: a test checks it).  :func:`load_policy` returns just the policy network
@@ -25,11 +26,13 @@ import contextlib
 import json
 import os
 import pickle
+import random
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch as th
 from stable_baselines3.common.base_class import BaseAlgorithm
 
@@ -70,6 +73,10 @@ def save_checkpoint(model: BaseAlgorithm, directory: PathLike, meta: dict[str, A
 
         (d / "env.pkl").write_bytes(cloudpickle.dumps(env))
     th.save(th.get_rng_state(), d / "rng.pt")
+    # SB3's rollout buffer shuffles with numpy's global RNG (PPO, MaskablePPO), exploration
+    # code may use Python's: both states, so that a resumed run continues identically
+    (d / "global_rng.pkl").write_bytes(pickle.dumps({"numpy": np.random.get_state(),
+                                                     "python": random.getstate()}))  # fmt: skip
     info = dict(meta)
     info.update({"class": type(model).__name__, "num_timesteps": int(model.num_timesteps)})
     (d / "meta.json").write_text(json.dumps(info, indent=2, default=str))
@@ -140,6 +147,11 @@ def load_checkpoint(directory: PathLike, env: Any = None) -> BaseAlgorithm:
     if (d / "rng.pt").is_file():
         with _reading(d / "rng.pt", "torch's RNG state"):
             th.set_rng_state(th.load(d / "rng.pt"))
+    if (d / "global_rng.pkl").is_file():
+        with _reading(d / "global_rng.pkl", "numpy's and Python's RNG states"):
+            states = pickle.loads((d / "global_rng.pkl").read_bytes())
+            np.random.set_state(states["numpy"])
+            random.setstate(states["python"])
     return model
 
 

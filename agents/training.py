@@ -138,6 +138,18 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
     if cfg.resume:
         _check_resume(cfg)
         model = load_checkpoint(cfg.resume, env=None)
+        keys = ["gamma", "ent_coef", "vf_coef", "max_grad_norm"]
+        keys += ["n_steps"] if agent_cfg.algo != "group_ppo" else []
+        changed = [
+            f"agent.{k}={getattr(agent_cfg, k)!r} (the checkpoint has {getattr(model, k)!r})"
+            for k in keys
+            if hasattr(model, k) and float(getattr(model, k)) != float(getattr(agent_cfg, k))
+        ]
+        if changed:
+            raise ConfigError(
+                f"resume={cfg.resume}: a resumed run keeps its checkpoint's hyperparameters "
+                f"(only agent.learning_rate may change), but {', '.join(changed)}"
+            )
         lr = float(agent_cfg.learning_rate)
         if model.learning_rate != lr:  # the command line's rate applies from here on
             summary["learning_rate_changed"] = {"checkpoint": model.learning_rate, "now": lr}

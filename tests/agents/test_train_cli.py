@@ -105,6 +105,11 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     assert out.returncode == 2
     assert "env.setting='tiny' there, 'small' here" in out.stderr
 
+    # another hyperparameter on resume: refused (it used to be recorded but not applied)
+    out = run([*args, "total_timesteps=256", "agent.gamma=0.5", f"resume={ckpt}"], tmp_path / "g")
+    assert out.returncode == 2
+    assert "agent.gamma=0.5 (the checkpoint has 0.99)" in out.stderr
+
     # a new learning rate on resume applies (and the summary says so)
     out = run(
         [*args, "total_timesteps=256", "agent.learning_rate=0.5", f"resume={ckpt}"],
