@@ -132,6 +132,11 @@ def resolve_env_config(
             f"policy: schedulers and elastic.through_env run through the DL² env, which draws "
             f"its own jobs; use workload=env (workload.env.setting=small|large|tiny|medium) or "
             f"workload=dl2, not workload kind {kind!r}"
+            + (
+                "; for a trace: workload=env workload.env.trace=<csv>"
+                if kind in ("trace", "philly_builtin")
+                else ""
+            )
         )
     J = setting_of(env_config).J
     for spec, meta_env in policy_envs.items():

@@ -242,3 +242,15 @@ def test_the_default_horizon_fits_a_real_trace(tmp_path: Path) -> None:
     plan = make_plan(cfg)
     last = max(j.arrival_slot for j in plan.prepared[0].elastic_jobs or ())
     assert env["max_slots"] == last + 2000 > 2000
+
+
+def test_a_policy_on_a_trace_workload_points_to_the_env_trace(policy_pt: Path) -> None:
+    trace = ROOT / "envs" / "sim" / "data" / "traces" / "philly_vc_6c71a0_public.csv"
+    cfg = EvaluateConfig(
+        workload=WorkloadConfig(kind="trace", path=str(trace)),
+        stacks=[f"policy:{policy_pt}"],
+        workers=1,
+        plot=False,
+    )
+    with pytest.raises(ConfigError, match=r"for a trace: workload=env workload.env.trace=<csv>"):
+        make_plan(cfg)

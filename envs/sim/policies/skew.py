@@ -17,7 +17,8 @@ measures skew from traffic): on the upstream tensor lists it separates VGG-11/16
 AlexNet (0.61-0.77) from the ResNets and Inceptions (0.04-0.14).  Tensor lists come from
 ``envs/sim/data/tiresias/model_tensors.csv`` (Tiresias's ``simulator/models.py``), keyed by
 model name; ``googlenet`` and ``inception-v3`` use Inception-v3's list (upstream maps
-unknown names to it).
+unknown names to it); a model missing there (``lstm``) takes its parameter tensors from its
+shipped op graph (``envs/sim/data/opgraphs``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ TENSOR_ALIASES = {"googlenet": "inception3", "inception-v3": "inception3"}
 
 
 def builtin_tensor_sizes() -> dict[str, tuple[float, ...]]:
-    """Per-model tensor sizes (MB) of Tiresias's simulator, plus the aliases."""
+    """Per-model tensor sizes (MB) of Tiresias's simulator, plus the aliases, plus every model
+    with a shipped op graph that Tiresias's table lacks (e.g. ``lstm``): its parameter tensors
+    (float32) from the graph's recv list, so every model of the model tables can be placed."""
+    from envs.sim.tictac.graph import available_graphs, load_raw
+
     ref = resources.files("envs.sim") / "data" / "tiresias" / "model_tensors.csv"
     with ref.open("r", encoding="utf-8") as fh:
         table = {
@@ -47,6 +52,9 @@ def builtin_tensor_sizes() -> dict[str, tuple[float, ...]]:
         }
     for alias, name in TENSOR_ALIASES.items():
         table.setdefault(alias, table[name])
+    for name in available_graphs():
+        if name not in table:
+            table[name] = tuple(4.0 * int(n) / 1e6 for _, n in load_raw(name)["recvs"])
     return table
 
 
