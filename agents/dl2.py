@@ -46,7 +46,7 @@ from stable_baselines3.common.type_aliases import GymEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from agents.exploration import ExplorationConfig, JobAwareExploration
-from agents.policy import DL2Policy, NumpyPolicy, masked_logits
+from agents.policy import DL2Policy, MaskedPredict, NumpyPolicy, masked_logits
 from agents.replay import ReplayBuffer, ReplayConfig
 from envs.sim.errors import ConfigError
 
@@ -55,7 +55,7 @@ __all__ = ["DL2A2C"]
 _LOG_FLOOR = -69.0  # log(1e-30): a valid action's probability never logs below this
 
 
-class DL2A2C(A2C):
+class DL2A2C(MaskedPredict, A2C):
     """DL²'s actor-critic (see the module docstring).  Extra keyword arguments:
     ``returns`` (``"slot"`` | ``"discounted"``), ``critic``, ``baseline_momentum``,
     ``exploration`` (:class:`ExplorationConfig` or ``None`` = off), ``replay``

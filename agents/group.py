@@ -47,7 +47,7 @@ from stable_baselines3.common.type_aliases import GymEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from agents.baselines import group_advantages
-from agents.policy import DL2Policy, NumpyPolicy, masked_logits
+from agents.policy import DL2Policy, MaskedPredict, NumpyPolicy, masked_logits
 from agents.rollouts import Batch, run_batched
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.workloads import Mixture, scenario_envs
@@ -137,7 +137,7 @@ def anchor_kl(teacher_logits: th.Tensor, logits: th.Tensor, masks: th.Tensor) ->
     return (pt * diff).sum(dim=1)
 
 
-class GroupPPO(A2C):
+class GroupPPO(MaskedPredict, A2C):
     """See the module docstring.  ``env`` must be an in-process vector env of
     :class:`ClusterEnv` copies (its ``num_envs`` = groups x ``group.group_size``)."""
 

@@ -317,6 +317,24 @@ def act(
     return int(rng.choice(p.shape[0], p=p / p.sum()))
 
 
+class MaskedPredict:
+    """``predict(obs, ..., action_masks=m)`` as MaskablePPO takes it, for learners built on
+    SB3's ``A2C`` (whose own ``predict`` has no masks and would pick masked actions)."""
+
+    def predict(
+        self,
+        observation: Any,
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+        action_masks: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+        policy: MaskableActorCriticPolicy = self.policy  # type: ignore[attr-defined]
+        return policy.predict(
+            observation, state, episode_start, deterministic, action_masks=action_masks
+        )
+
+
 class NumpyPolicy:
     """A frozen numpy copy of a :class:`DL2Policy`'s actor and critic, for fast single-decision
     inference (a torch forward costs ~0.3 ms per call on one observation; this ~20 us).

@@ -15,4 +15,5 @@ from envs.gym.heuristic import HeuristicDriver
 __all__ = ["ENV_ID", "ClusterEnv", "HeuristicDriver"]
 
 if ENV_ID not in registry:
-    register(id=ENV_ID, entry_point="envs.gym.cluster_env:ClusterEnv")
+    # the factory: the keys of the Hydra env config (any setting, speed mode, features), checked
+    register(id=ENV_ID, entry_point="envs.gym.factory:gym_make")

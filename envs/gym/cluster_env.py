@@ -68,12 +68,17 @@ job, a role at its cap (``max_workers`` / ``max_ps``; the bundle when either is)
 does not fit on the least-loaded node).  Void is always valid.  **Invalid actions** (masked, out of
 range, or not an integer) are a no-op: nothing is placed, the slot stays open, the step's
 reward is 0, ``info["invalid_action"]`` is True and ``info["invalid_actions"]`` counts them
-over the episode.
+over the episode.  ``max_invalid_per_slot`` (default 1,000) invalid actions within one slot
+truncate the episode (``info["stuck"]``), so that a policy that never closes a slot cannot
+loop forever.
 
 **Reward** (``reward=``):
 
-* ``"dl2"`` (default): DL²'s slot reward, the sum over jobs that ran in the slot of epochs
-  trained / declared ``num_epochs`` (:attr:`SlotRecord.reward`).
+* ``"dl2"`` (the class's default; ``gymnasium.make`` defaults to ``"jct"``): DL²'s slot
+  reward, the sum over jobs that ran in the slot of epochs trained / declared ``num_epochs``
+  (:attr:`SlotRecord.reward`).  Over a complete episode it sums to the number of jobs (each
+  job's fractions add up to 1), whatever the policy: learners that maximise the return see
+  no difference between policies, only DL²'s per-slot credit rule gives it a signal.
 * ``"jct"``: minus the job-time spent in the system during the slot, ``-sum over active jobs
   (active or waiting beyond the window) of (min(finish, t + 1) - t)`` divided by
   ``jct_scale`` (default 1): 1 slot for a job that does not finish, the used fraction of the
@@ -89,8 +94,10 @@ of the slot with it (DL²'s training rule).  Empty slots have reward 0 in both m
 ended), ``slot_ended``, ``slot_reward``, ``closed_slot`` (index of the slot closed at this step,
 -1 if none), ``empty_slots`` (empty slots run at this step; ``empty_slots_total`` over the episode),
 ``invalid_action``,
-``invalid_actions``, ``jobs_finished``, ``num_jobs``; when ``terminated``: ``avg_jct_slots``,
-``avg_jct_s``, ``makespan_slots``.
+``invalid_actions``, ``jobs_finished``, ``num_jobs``; at the episode's end
+``unfinished_jobs`` and ``stuck`` (truncated by ``max_invalid_per_slot``), and when
+``terminated``: ``avg_jct_slots``, ``avg_jct_s``, ``makespan_slots`` (SB3's
+``Monitor(env, info_keywords=("avg_jct_slots",))`` logs them).
 
 **Seeding.**  ``reset(seed=s)`` uses workload seed ``s`` (the same jobs as
 ``setting.workload(s)``); ``reset()`` without a seed uses the constructor's ``seed`` on the
@@ -128,9 +135,11 @@ log is the simulator's ``last_decisions``), or, with ``placer=`` a core placemen
 as ``"lwf1"``, uses only the per-job counts.  The default :class:`ClusterEnv` path is
 unchanged (its simulator is built by :meth:`ClusterEnv._new_sim`).
 
-**Registration**: importing :mod:`envs.gym` registers :data:`ENV_ID`; ``gymnasium.make(
-"envs.gym:dlsched/Cluster-v0", ...)`` imports it on demand (Gymnasium 1.x's ``module:id``
-syntax; Gymnasium 1.x no longer loads ``gymnasium.envs`` entry-point plugins).
+**Registration**: importing :mod:`envs.gym` registers :data:`ENV_ID` with
+:func:`envs.gym.factory.gym_make` as entry point (every key of the Hydra env config, checked;
+``reward="jct"`` by default); ``gymnasium.make("envs.gym:dlsched/Cluster-v0", ...)`` imports
+it on demand (Gymnasium 1.x's ``module:id`` syntax; Gymnasium 1.x no longer loads
+``gymnasium.envs`` entry-point plugins, so a bare id needs the import).
 """
 
 from __future__ import annotations
@@ -272,6 +281,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         allocator_for_unused: Allocator | None = None,
         render_mode: str | None = None,
         features: str = "dl2",
+        max_invalid_per_slot: int = 1000,
     ) -> None:
         if isinstance(setting, str):
             if setting not in _SETTINGS:
@@ -296,6 +306,10 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         check_number(jct_scale, "jct_scale", gt=0)
         if max_slots < 1:
             raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
+        if max_invalid_per_slot < 1:
+            raise ConfigError(f"max_invalid_per_slot must be >= 1, got {max_invalid_per_slot}")
+        self.max_invalid_per_slot = int(max_invalid_per_slot)
+        self._invalid_slot = 0
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}")
         self.reward_mode = reward
@@ -479,11 +493,18 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
             else:
                 invalid = True
                 self._invalid += 1
+                self._invalid_slot += 1
         terminated = sim.done
-        truncated = not terminated and not self._slot_open
+        stuck = self._invalid_slot >= self.max_invalid_per_slot
+        truncated = not terminated and (not self._slot_open or stuck)
+        if stuck:
+            self._slot_open = False
         self._ended = terminated or truncated
         info = self._info(closed >= 0, reward, closed, empty, terminated)
         info["invalid_action"] = invalid
+        if self._ended:
+            info["unfinished_jobs"] = len(self.jobs) - self._finished
+            info["stuck"] = stuck and not terminated
         obs = self._obs_flat.copy() if self._slot_open else self._obs_flat_closed()
         return obs, reward, terminated, truncated, info
 
@@ -772,6 +793,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         """Begin the next slot with an active job (running empty slots); empty slots run."""
         sim = self._require_sim()
         empty = 0
+        self._invalid_slot = 0
         self._views, self._window, self._alloc = [], [], {}
         self._close_mask()
         self._rows, self._counts = [], []

@@ -47,6 +47,7 @@ __all__ = [
     "AdaSetting",
     "EnvConfig",
     "contention_config",
+    "gym_make",
     "make_env",
     "setting_of",
 ]
@@ -350,6 +351,52 @@ def make_env(config: EnvConfig | dict[str, Any], seed: int = 0) -> ClusterEnv:
     if config.speed == "contention":
         return ContentionClusterEnv(**kwargs)
     return ClusterEnv(**kwargs)
+
+
+#: ClusterEnv keyword arguments that are not EnvConfig fields (the class's own, lower-level
+#: interface: :func:`gym_make` passes a call that uses one straight to the class)
+_ENV_ONLY = frozenset(
+    {"J", "L", "jobs", "workload_options", "scaling_overhead_s", "strict_reference_placement",
+     "placement", "allocator_for_unused"}
+)  # fmt: skip
+
+
+def gym_make(
+    setting: str | DL2Setting = "small",
+    *,
+    seed: int = 0,
+    render_mode: str | None = None,
+    **kwargs: Any,
+) -> ClusterEnv:
+    """The entry point of ``gymnasium.make("dlsched/Cluster-v0", ...)``: the keys of
+    :class:`EnvConfig` (``setting`` any name in :data:`SETTINGS`, ``reward``, ``speed``,
+    ``features``, ``overrides``, ...), validated as Hydra's ``env=`` is, with ``reward="jct"``
+    by default (its episode return is minus the total JCT: learnable by stock learners; DL²'s
+    ``"dl2"`` returns the number of jobs whatever the policy).  A :class:`DL2Setting` object or
+    a lower-level :class:`ClusterEnv` argument (``J``, ``jobs``, ``speed`` as a model, ...)
+    builds the class directly, as before."""
+    speed = kwargs.get("speed")
+    direct = (
+        isinstance(setting, DL2Setting)
+        or bool(_ENV_ONLY & set(kwargs))
+        or (speed is not None and not isinstance(speed, str))
+    )
+    if direct:
+        if isinstance(setting, str):
+            if setting not in SETTINGS:
+                raise ConfigError(f"unknown setting {setting!r}; known: {sorted(SETTINGS)}")
+            setting = SETTINGS[setting]
+        kwargs.setdefault("reward", "jct")
+        return ClusterEnv(setting, seed=seed, render_mode=render_mode, **kwargs)
+    config = coerce_env_config({"setting": setting, "reward": "jct", **kwargs})
+    env = make_env(config, seed)
+    if render_mode is not None:
+        if render_mode not in env.metadata["render_modes"]:
+            raise ConfigError(
+                f"render_mode must be one of {env.metadata['render_modes']}, got {render_mode!r}"
+            )
+        env.render_mode = render_mode
+    return env
 
 
 def coerce_env_config(data: Any) -> EnvConfig:
