@@ -5,7 +5,9 @@ training envs (``n_envs`` copies of ``env``, or the federated clusters); build t
 (:mod:`agents.build`); pretrain or load cached pretrained weights (``pretrain=...``); evaluate
 the baselines once on the validation workloads; ``learn`` with validation, checkpoints,
 TensorBoard and a progress bar; save the final model and print where everything is.
-``resume=<checkpoint dir>`` continues a run (same config) with ``reset_num_timesteps=False``.
+``resume=<checkpoint dir>`` continues a run (same config) to its ``total_timesteps`` (the
+checkpoint's decisions count), into the new run directory; ``checkpoints/latest`` and
+``checkpoints/final`` both hold the last state at the end.
 """
 
 from __future__ import annotations
@@ -217,9 +219,18 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
             curve_csv=out / "cluster_curves.csv",
         )
         callbacks.append(federated)
+    todo = int(cfg.total_timesteps)
+    if cfg.resume:  # continue the run to its total, not another total_timesteps on top
+        todo -= int(model.num_timesteps)
+        if todo <= 0:
+            raise ConfigError(
+                f"resume={cfg.resume} already has {model.num_timesteps} decisions, not fewer "
+                f"than total_timesteps={cfg.total_timesteps}; raise total_timesteps to train on"
+            )
+        summary["resumed_at"] = int(model.num_timesteps)
     t0 = time.perf_counter()
     model.learn(
-        cfg.total_timesteps,
+        todo,
         callback=callbacks,
         progress_bar=cfg.progress_bar,
         tb_log_name=agent_cfg.name,
@@ -227,6 +238,7 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
     )
     summary["train_s"] = round(time.perf_counter() - t0, 1)
     save_checkpoint(model, out / "checkpoints" / "final", meta)
+    save_checkpoint(model, ckpt_dir, meta)  # ``latest`` is the last state too
     if federated is not None:
         summary["federated"] = federated.summary()
         env.close()  # a RayVecEnv ends its actors (and the Ray it started)

@@ -83,36 +83,45 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     ]
     out = run([*args, "total_timesteps=256"], first)
     assert out.returncode == 0, out.stderr[-3000:]
+    # latest is the last state as well as final
+    import filecmp
+
+    ckpts = first / "checkpoints"
+    assert filecmp.cmp(ckpts / "latest" / "meta.json", ckpts / "final" / "meta.json", False)
     out = run(
-        [*args, "total_timesteps=256", f"resume={first / 'checkpoints' / 'final'}"],
+        [*args, "total_timesteps=512", f"resume={first / 'checkpoints' / 'final'}"],
         tmp_path / "second",
     )
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "second" / "summary.json").read_text())
+    # continued to the total (512), not another 512 on top of the checkpoint's 256
     assert summary["timesteps"] == 512 and summary["resumed_from"]
+    assert summary["resumed_at"] == 256
+    out = run([*args, "total_timesteps=256", f"resume={ckpts / 'final'}"], tmp_path / "done")
+    assert out.returncode == 2 and "already has 256 decisions" in out.stderr
     assert "learning_rate_changed" not in summary
 
     # another learner's name on resume: refused, naming what the checkpoint holds
     ckpt = first / "checkpoints" / "final"
     ppo = ["train.py", "+agent=ppo", "env=tiny", "eval=quick", "pretrain=none"]
-    out = run([*ppo, "total_timesteps=256", f"resume={ckpt}"], tmp_path / "third")
+    out = run([*ppo, "total_timesteps=512", f"resume={ckpt}"], tmp_path / "third")
     assert out.returncode == 2
     assert "holds a DL2A2C (agent 'a2c')" in out.stderr and "+agent=a2c" in out.stderr
 
     # another env on resume: refused, naming the difference (it used to fail in a matmul)
     other = [a if a != "env=tiny" else "env=small" for a in args]
-    out = run([*other, "total_timesteps=256", f"resume={ckpt}"], tmp_path / "fifth")
+    out = run([*other, "total_timesteps=512", f"resume={ckpt}"], tmp_path / "fifth")
     assert out.returncode == 2
     assert "env.setting='tiny' there, 'small' here" in out.stderr
 
     # another hyperparameter on resume: refused (it used to be recorded but not applied)
-    out = run([*args, "total_timesteps=256", "agent.gamma=0.5", f"resume={ckpt}"], tmp_path / "g")
+    out = run([*args, "total_timesteps=512", "agent.gamma=0.5", f"resume={ckpt}"], tmp_path / "g")
     assert out.returncode == 2
     assert "agent.gamma=0.5 (the checkpoint has 0.99)" in out.stderr
 
     # a new learning rate on resume applies (and the summary says so)
     out = run(
-        [*args, "total_timesteps=256", "agent.learning_rate=0.5", f"resume={ckpt}"],
+        [*args, "total_timesteps=512", "agent.learning_rate=0.5", f"resume={ckpt}"],
         tmp_path / "fourth",
     )
     assert out.returncode == 0, out.stderr[-3000:]
