@@ -494,3 +494,29 @@ def test_jobstate_of_equals_the_constructor() -> None:
     assert fast.remaining_fraction == made.remaining_fraction
     with pytest.raises(AttributeError):
         fast.workers = 5  # type: ignore[misc]  # still frozen
+
+
+def test_srtf_equals_fifo_on_small_and_differs_where_capacity_binds() -> None:
+    """Documented (SRTF's docstring): DL²'s remaining-fraction SRTF ranks unstarted jobs by
+    arrival, as FIFO does; on tiny/small the results are identical job by job, on medium a
+    younger job that has run through more of its epochs goes first and the results differ."""
+    from envs.gym.factory import SETTINGS
+    from envs.sim.elastic.allocators import FIFO, SRTF
+    from envs.sim.elastic.simulator import SlotSimulator
+    from envs.sim.elastic.speed import MeasuredSpeed
+
+    def both(name: str, seed: int) -> tuple[object, object]:
+        st = SETTINGS[name]
+        jobs = st.workload(seed)
+        return tuple(  # type: ignore[return-value]
+            SlotSimulator(st.cluster(), jobs, make(), MeasuredSpeed()).run()
+            for make in (FIFO, SRTF)
+        )
+
+    for seed in (0, 1):
+        fifo, srtf = both("small", seed)
+        assert [(r.job_id, r.finish) for r in fifo.jobs] == [
+            (r.job_id, r.finish) for r in srtf.jobs
+        ]
+    fifo, srtf = both("medium", 0)
+    assert round(fifo.avg_jct_slots, 1) == 127.4 and round(srtf.avg_jct_slots, 1) == 124.9
