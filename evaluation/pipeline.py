@@ -25,6 +25,7 @@ from evaluation.report import (
     plot_cdf,
     plot_utilisation,
     safe_name,
+    stack_colors,
     workload_lines,
     write_csv,
     write_jobs_csv,
@@ -302,11 +303,15 @@ def _write(plan: Plan, got: Collector, summary: Summary, run_dir: Path) -> None:
     write_csv(run_dir / "utilisation.csv", got.util_rows)
     if cfg.plot:
         title = f"{cfg.workload.kind}: {plan.prepared[0].name}, mode {cfg.mode}"
-        plot_cdf(run_dir / "jct_cdf.png", got.jcts, f"JCT CDF: {title}")
+        colors = stack_colors(list(cfg.stacks))  # one colour per scheduler in every plot
+        jcts = {s: got.jcts[s] for s in cfg.stacks if s in got.jcts}  # the config's order
+        series = {s: got.util_series[s] for s in cfg.stacks if s in got.util_series}
+        plot_cdf(run_dir / "jct_cdf.png", jcts, f"JCT CDF: {title}", colors)
         plot_utilisation(
             run_dir / "utilisation.png",
-            got.util_series,
+            series,
             f"GPU utilisation, seed {cfg.seeds[0]}: {title}",
+            colors,
         )
 
 

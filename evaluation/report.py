@@ -125,8 +125,12 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def write_jobs_csv(path: Path, out: RunOutput) -> None:
-    """One row per job (seconds)."""
+    """One row per job (seconds); the scheduler and seed on every row, so that files can be
+    concatenated."""
+    n = len(out.name)
     cols: dict[str, Any] = {
+        "stack": [out.scheduler] * n,
+        "seed": [out.seed] * n,
         "job_id": out.job_id,
         "name": out.name,
         "num_gpus": out.num_gpus,
@@ -142,7 +146,7 @@ def write_jobs_csv(path: Path, out: RunOutput) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
-        for i in range(len(out.name)):
+        for i in range(n):
             w.writerow([_cell(v[i]) for v in cols.values()])
 
 
@@ -174,23 +178,46 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_cdf(path: Path, jcts: dict[str, list[np.ndarray]], title: str) -> None:
-    """One empirical CDF per scheduler (pooled over seeds); x = JCT in s, log scale."""
+def stack_colors(stacks: list[str]) -> dict[str, str]:
+    """One colour per scheduler, by its place in ``stacks`` (the config's order), so that a
+    scheduler keeps its colour across plots and runs."""
+    cycle = [f"C{i}" for i in range(10)]
+    return {s: cycle[i % len(cycle)] for i, s in enumerate(stacks)}
+
+
+def _time_axis(t_max_s: float) -> tuple[float, str]:
+    """Seconds per unit and the unit's name for a time axis reaching ``t_max_s``."""
+    if t_max_s >= 2 * 86400:
+        return 86400.0, "days"
+    if t_max_s >= 2 * 3600:
+        return 3600.0, "hours"
+    return 1.0, "s"
+
+
+def plot_cdf(
+    path: Path,
+    jcts: dict[str, list[np.ndarray]],
+    title: str,
+    colors: dict[str, str] | None = None,
+) -> None:
+    """One empirical CDF per scheduler (pooled over seeds; the title says so when there are
+    several); x = JCT in s, log scale."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.5))
+    seeds = max((len(parts) for parts in jcts.values()), default=1)
     for stack, parts in jcts.items():
-        x = np.sort(np.concatenate(parts))
+        x = np.concatenate(parts)
         x = x[x > 0]
         if x.size == 0:
             continue
-        y = np.arange(1, x.size + 1) / x.size
         label = f"{stack} ({STACKS[stack]})" if stack in STACKS else stack
-        ax.step(x, y, where="post", label=label)
+        ax.ecdf(x, label=label, color=(colors or {}).get(stack))
     ax.set_xscale("log")
     ax.set_xlabel("JCT (s)")
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0.0, 1.0)
-    ax.set_title(title, fontsize=10)
+    pooled = f" (jobs of {seeds} seeds pooled)" if seeds > 1 else ""
+    ax.set_title(title + pooled, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -199,15 +226,29 @@ def plot_cdf(path: Path, jcts: dict[str, list[np.ndarray]], title: str) -> None:
 
 
 def plot_utilisation(
-    path: Path, series: dict[str, tuple[np.ndarray, np.ndarray]], title: str
+    path: Path,
+    series: dict[str, tuple[np.ndarray, np.ndarray]],
+    title: str,
+    colors: dict[str, str] | None = None,
 ) -> None:
-    """GPU utilisation over time, one line per scheduler (the first seed)."""
+    """GPU utilisation over time, one line per scheduler (the first seed); time in s, hours
+    or days by the span; above 100% means GPUs time-shared by several workers (the Ada-SRSF
+    model), marked by a line at 100%."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.0))
+    t_max = max((float(e[-1]) for e, _ in series.values() if len(e)), default=0.0)
+    unit, name = _time_axis(t_max)
+    peak = 0.0
     for stack, (edges, util) in series.items():
-        ax.step(edges[:-1], 100.0 * util, where="post", label=stack)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("GPU utilisation (%)")
+        ax.step(edges[:-1] / unit, 100.0 * util, where="post", label=stack,
+                color=(colors or {}).get(stack))  # fmt: skip
+        peak = max(peak, float(np.max(util, initial=0.0)))
+    if peak > 1.0:
+        ax.axhline(100.0, color="0.4", lw=0.8, ls="--")
+        ax.text(0.01, 0.98, "above 100%: GPUs time-shared by several workers",
+                transform=ax.transAxes, fontsize=7, va="top")  # fmt: skip
+    ax.set_xlabel(f"time ({name})")
+    ax.set_ylabel("GPU utilisation (% of the cluster's GPUs)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

@@ -44,6 +44,8 @@ def test_one_stack_writes_the_run_dir(tmp_path: Path) -> None:
     assert {"job_id", "submit_s", "start_s", "finish_s", "jct_s", "queue_s", "slowdown"} <= set(
         jobs[0]
     )
+    assert list(jobs[0])[:2] == ["stack", "seed"]
+    assert {(j["stack"], j["seed"]) for j in jobs} == {("lwf1_srsf1", "0")}
     for job in jobs:
         jct = float(job["finish_s"]) - float(job["submit_s"])
         assert float(job["jct_s"]) == pytest.approx(jct)
@@ -261,3 +263,16 @@ def test_a_failing_sweep_job_does_not_end_the_sweep(tmp_path: Path) -> None:
     assert "1 sweep job(s) failed" in proc.stderr and "seeds=[-1]" in proc.stderr
     assert (tmp_path / "1" / "summary.csv").is_file()
     assert "Traceback" not in proc.stderr
+
+
+def test_plot_colours_follow_the_config_order_and_time_axes_scale() -> None:
+    """A scheduler keeps its colour in every plot (by its place in ``stacks``, not by which
+    run finished first); long time axes are in hours or days."""
+    from evaluation.report import _time_axis, stack_colors
+
+    a = stack_colors(["lwf1_adasrsf", "ff_adasrsf", "ls_adasrsf"])
+    b = stack_colors(["lwf1_adasrsf", "ff_adasrsf", "ls_adasrsf"])
+    assert a == b == {"lwf1_adasrsf": "C0", "ff_adasrsf": "C1", "ls_adasrsf": "C2"}
+    assert _time_axis(100.0) == (1.0, "s")
+    assert _time_axis(5 * 3600.0) == (3600.0, "hours")
+    assert _time_axis(30 * 86400.0) == (86400.0, "days")
