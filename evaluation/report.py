@@ -35,9 +35,25 @@ def safe_name(stack: str) -> str:
     return stack.replace(":", "-").replace("/", "-")
 
 
-def _fmt(fmt: str, value: Any) -> str:
+def _decimals(value: float) -> int:
+    """Decimals that show about 4 significant digits of ``value`` in fixed point."""
+    a = abs(value)
+    if not math.isfinite(a) or a >= 100:
+        return 0 if a >= 1000 or not math.isfinite(a) else 1
+    if a >= 1:
+        return 2
+    return 3 if a >= 0.01 or a == 0 else 4
+
+
+def _fmt(fmt: str, value: Any, like: float | None = None) -> str:
+    """``value`` by ``fmt``; the metrics' significant-digit formats (``{:.4g}``) become fixed
+    point with thousands separators (``94,040``, ``12.78``), with the decimals of ``like``
+    when given (a CI or difference printed at its mean's precision: no ``± 1.771e-10``)."""
     if isinstance(value, float) and math.isnan(value):
         return "-"
+    if fmt.endswith("g}"):
+        d = _decimals(float(value if like is None or math.isnan(like) else like))
+        return f"{float(value):,.{d}f}"
     return fmt.format(value)
 
 
@@ -87,7 +103,8 @@ def ci_table(means: Sequence[dict[str, Any]]) -> str:
     ]
     for row in means:
         cells = [
-            f"{_fmt(METRICS[k][1], row[k])} ± {_fmt(METRICS[k][1], row[k + '_ci95'])}" for k in keys
+            f"{_fmt(METRICS[k][1], row[k])} ± {_fmt(METRICS[k][1], row[k + '_ci95'], row[k])}"
+            for k in keys
         ]
         lines.append(f"| {row['stack']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -104,7 +121,7 @@ def paired_table(rows: Sequence[dict[str, Any]]) -> str:
         for k in PAIRED_METRICS:
             f = METRICS[k][1]
             ci = row[f"d_{k}_ci95"]
-            pm = "" if math.isnan(ci) else f" ± {_fmt(f, ci)}"
+            pm = "" if math.isnan(ci) else f" ± {_fmt(f, ci, row[f'd_{k}'])}"
             rel = row[f"rel_{k}_pct"]
             rel_text = "" if math.isnan(rel) else f" ({rel:+.1f}%)"
             cells.append(f"{_fmt(f, row[f'd_{k}'])}{pm}{rel_text}")
