@@ -72,6 +72,15 @@ def _error_message(exc: BaseException) -> str:
     return msg
 
 
+def _drop_if_empty(run_dir: Path) -> None:
+    """A run that failed before writing anything leaves no directory behind (Hydra made it,
+    with only its ``.hydra`` record)."""
+    import shutil
+
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {".hydra"}:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 _task_started = [False]
 _failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
 
@@ -84,6 +93,7 @@ def _hydra_main(dcfg: DictConfig) -> None:
         evaluate(dcfg, Path(hc.runtime.output_dir))
     except (DlschedError, OmegaConfBaseException, HydraException) as exc:
         print(f"error: {_error_message(exc)}", file=sys.stderr)
+        _drop_if_empty(Path(hc.runtime.output_dir))
         if hc.mode == RunMode.MULTIRUN:  # one failing job does not end the sweep
             _failed.append(f"job {hc.job.num} ({' '.join(hc.overrides.task)}): {exc}")
             return

@@ -77,6 +77,10 @@ def main(cfg: DictConfig) -> None:
         summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
     except DlschedError as exc:  # bad config, workload or trace: one line, no traceback
         print(f"train.py: {exc}", file=sys.stderr)
+        if out.is_dir() and {p.name for p in out.iterdir()} <= {".hydra", "run.json"}:
+            import shutil  # a run that failed before training leaves no directory behind
+
+            shutil.rmtree(out, ignore_errors=True)
         if hc.mode == RunMode.MULTIRUN:  # one failing job does not end the sweep
             _failed.append(f"job {hc.job.num} ({' '.join(hc.overrides.task)}): {exc}")
             return

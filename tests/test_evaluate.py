@@ -82,6 +82,7 @@ def test_unknown_stack_is_a_clear_error(tmp_path: Path) -> None:
     assert "nope_x" in proc.stderr
     assert proc.stderr.startswith("error: ")
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r").exists()  # a failed config leaves no run directory behind
 
 
 def test_unknown_mode_is_a_clear_error(tmp_path: Path) -> None:

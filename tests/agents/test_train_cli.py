@@ -193,6 +193,7 @@ def test_a_bad_trace_is_one_error_line_not_a_traceback(tmp_path) -> None:
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "t.csv, line 2 (job 'a'): duration 1e+308 s" in out.stderr
+    assert not (tmp_path / "r").exists()  # a failed run leaves no run directory behind
 
 
 def test_a_failing_sweep_job_does_not_end_the_training_sweep(tmp_path) -> None:
