@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from envs.sim import STACKS
 from evaluation.runs import RunOutput
@@ -22,13 +23,6 @@ __all__ = [
     "result_row",
     "run_metrics",
 ]
-
-#: Student t 0.975 quantiles for 1..30 degrees of freedom (no scipy in the project).
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
 
 #: metric -> (Markdown header, format)
 METRICS: dict[str, tuple[str, str]] = {
@@ -63,7 +57,7 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
     x = np.asarray(values, dtype=float)
     if x.size < 2:
         return float(x.mean()), math.nan
-    t = _T975[x.size - 2] if x.size - 1 <= len(_T975) else 1.960
+    t = float(student_t.ppf(0.975, x.size - 1))  # exact for every n (a table ended at 31)
     return float(x.mean()), float(t * x.std(ddof=1) / math.sqrt(x.size))
 
 
