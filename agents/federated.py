@@ -39,10 +39,12 @@ off: ``RAY_USAGE_STATS_ENABLED=0``) or connects to an existing cluster by ``addr
 machine needs the same checkout and virtual environment (``pip install -e .``) at the same
 path: the actors import ``envs`` and ``agents`` from it.  A two-machine run::
 
+    # every machine and the driver: one token (Ray >= 2.60 authenticates every node)
+    export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<the same hex token>
     # machine A (head; its IP e.g. 10.0.0.1), in the repository with the venv active
-    RAY_USAGE_STATS_ENABLED=0 ray start --head --port=6379 --include-dashboard=false
+    ray start --head --port=6379 --include-dashboard=false
     # machine B (worker)
-    RAY_USAGE_STATS_ENABLED=0 ray start --address=10.0.0.1:6379
+    ray start --address=10.0.0.1:6379
     # on A: the learner runs here, the cluster envs are spread over A and B
     python train.py +agent=a2c federated=ray federated.address=10.0.0.1:6379
     # afterwards, on both machines
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -233,7 +236,16 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
         "logging_level": "warning",
     }
     if address:
-        ray.init(address=address, **common)
+        try:
+            ray.init(address=address, **common)
+        except (ConnectionError, RuntimeError, TimeoutError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(
+                f"cannot join the Ray cluster at {address}: {first}. The head must be running "
+                "(`ray start --head`), and with Ray's token authentication (on by default since "
+                "Ray 2.60) every node and this driver need RAY_AUTH_MODE=token and the head's "
+                "token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token); see the README"
+            ) from None
         return True
     from ray._private import ray_constants  # single-machine mode if Ray was imported earlier
 
@@ -277,6 +289,13 @@ class _EnvHost:
 
     def spaces(self) -> tuple[spaces.Space, spaces.Space]:
         return self.vec.observation_space, self.vec.action_space
+
+    def node(self) -> str:
+        """Where this actor runs: the node's IP address and Ray node id (first 8 digits)."""
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return f"{ray.util.get_node_ip_address()} ({ctx.get_node_id()[:8]})"
 
     def _masks(self) -> np.ndarray | None:
         return stack_masks(self.vec) if self.has_masks else None
@@ -365,6 +384,10 @@ class RayVecEnv(VecEnv):
         self._refs: list[Any] | None = None
         self._mask_cache: np.ndarray | None = None
         obs_space, act_space = ray.get(self._actors[0].spaces.remote())
+        #: the node of each cluster's actor (printed: which machine steps which cluster)
+        self.nodes: list[str] = ray.get([a.node.remote() for a in self._actors])
+        for g, node in zip(self._groups, self.nodes, strict=True):
+            print(f"federated: clusters {g} on node {node}", file=sys.stderr, flush=True)
         super().__init__(n, obs_space, act_space)
 
     # ------------------------------------------------------------------ stepping
