@@ -83,6 +83,8 @@ def _drop_if_empty(run_dir: Path) -> None:
 
 _task_started = [False]
 _failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
+#: a ``-m`` sweep's finished jobs: (sweep dir, job number, its overrides, its summary rows)
+_sweep: list[tuple[Path, int, str, list[dict[str, Any]]]] = []
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="evaluate")
@@ -90,7 +92,10 @@ def _hydra_main(dcfg: DictConfig) -> None:
     _task_started[0] = True
     hc = HydraConfig.get()
     try:
-        evaluate(dcfg, Path(hc.runtime.output_dir))
+        rows = evaluate(dcfg, Path(hc.runtime.output_dir))
+        if hc.mode == RunMode.MULTIRUN:
+            job = " ".join(hc.overrides.task)
+            _sweep.append((Path(hc.sweep.dir), int(hc.job.num), job, rows))
     except (DlschedError, OmegaConfBaseException, HydraException) as exc:
         print(f"error: {_error_message(exc)}", file=sys.stderr)
         _drop_if_empty(Path(hc.runtime.output_dir))
@@ -98,6 +103,25 @@ def _hydra_main(dcfg: DictConfig) -> None:
             _failed.append(f"job {hc.job.num} ({' '.join(hc.overrides.task)}): {exc}")
             return
         sys.exit(2)
+
+
+def _write_sweep_table() -> None:
+    """One table for a whole ``-m`` sweep: every job's per-run and mean rows, with the job's
+    number and overrides, as ``summary.csv`` / ``summary.md`` in the sweep directory."""
+    from evaluation.report import markdown_table, write_csv
+
+    rows = [
+        {"job": num, "overrides": job, **row}
+        for _, num, job, job_rows in sorted(_sweep, key=lambda x: x[1])
+        for row in job_rows
+    ]
+    sweep_dir = _sweep[0][0]
+    write_csv(sweep_dir / "summary.csv", rows)
+    parts = [f"Sweep of {len(_sweep)} job(s); per job: its overrides, then its runs.\n"]
+    for _, num, job, job_rows in sorted(_sweep, key=lambda x: x[1]):
+        parts.append(f"**job {num}**: `{job}`\n\n" + markdown_table(job_rows, False) + "\n")
+    (sweep_dir / "summary.md").write_text("\n".join(parts))
+    print(f"sweep table: {sweep_dir / 'summary.md'}")
 
 
 def main() -> None:
@@ -116,6 +140,8 @@ def main() -> None:
         if exc.code == 1 and not _task_started[0]:
             raise SystemExit(2) from None
         raise
+    if _sweep:
+        _write_sweep_table()
     if _failed:
         print(f"error: {len(_failed)} sweep job(s) failed:", file=sys.stderr)
         for line in _failed:

@@ -264,6 +264,12 @@ def test_a_failing_sweep_job_does_not_end_the_sweep(tmp_path: Path) -> None:
     assert "1 sweep job(s) failed" in proc.stderr and "seeds=[-1]" in proc.stderr
     assert (tmp_path / "1" / "summary.csv").is_file()
     assert "Traceback" not in proc.stderr
+    # one combined table for the sweep: the finished job's rows, with its overrides
+    with open(tmp_path / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["job"], r["stack"], r["seed"]) for r in rows} == {("1", "lwf1_adasrsf", "0")}
+    assert rows[0]["overrides"].startswith("seeds=[0]")
+    assert "**job 1**" in (tmp_path / "summary.md").read_text()
 
 
 def test_plot_colours_follow_the_config_order_and_time_axes_scale() -> None:
