@@ -135,7 +135,13 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
         raise ConfigError(f"all training clusters need the same window J; got {J}")
     window = next(iter(J.values()))
     tb = str(out / "tb")
-    meta = {"agent": agent_cfg.name, "env": cfg.env.as_dict(), "policy": asdict(agent_cfg.policy)}
+    meta = {
+        "agent": agent_cfg.name,
+        "env": cfg.env.as_dict(),
+        "policy": asdict(agent_cfg.policy),
+        # how its validation acted: evaluate.py acts the same way by default
+        "act": "argmax" if cfg.eval.deterministic else "sampled",
+    }
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent_cfg.name}
     if cfg.resume:
         _check_resume(cfg)

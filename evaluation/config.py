@@ -177,10 +177,13 @@ class ElasticConfig:
 
 @dataclass
 class PolicyEvalConfig:
-    """How ``policy:`` schedulers act: masked argmax (``deterministic``) or a draw from the
-    masked softmax with ``numpy.random.default_rng([sample_seed, workload seed])``."""
+    """How ``policy:`` schedulers act: masked argmax (``deterministic: true``) or a draw from
+    the masked softmax with ``numpy.random.default_rng([sample_seed, workload seed])``
+    (``false``).  ``null`` (default): as the policy was validated in training (its recorded
+    ``act``: ``policy.json``, or the checkpoint's ``meta.json``), else sampled, as
+    ``train.py``'s validation samples by default."""
 
-    deterministic: bool = True
+    deterministic: bool | None = None
     sample_seed: int = 0
 
 

@@ -222,7 +222,10 @@ def _caption(plan: Plan) -> str:
     )
     if plan.env_config is not None:
         c = first.record["cluster"]
-        world = f"DL² env, {c['num_nodes']} nodes x {c['gpu_slots']} GPU slots"
+        world = (
+            f"DL² env, {c['num_nodes']} nodes x {c['gpu_slots']} GPU slots (times / "
+            f"{c['slot_s']:g} = slots, the unit of train.py's validation)"
+        )
     else:
         world = f"cluster {cluster.num_servers}x{cluster.gpus_per_server} GPUs"
     caption = (

@@ -4,9 +4,10 @@
 (``model.zip`` + ``meta.json``), a ``model.zip``, or pretrained weights ``policy.pt`` (+
 ``policy.json``); relative paths are relative to the directory ``evaluate.py`` was started in.
 Its recorded training env (``meta["env"]``) is the default evaluation env of workload kind
-``env``.  Actions: masked argmax (``policy_eval.deterministic``, default) or draws from the
-masked softmax with ``numpy.random.default_rng([policy_eval.sample_seed, workload seed])``,
-so that each seed's run is reproducible whatever other seeds run.
+``env``.  Actions: masked argmax or draws from the masked softmax with
+``numpy.random.default_rng([policy_eval.sample_seed, workload seed])``, so that each seed's
+run is reproducible whatever other seeds run; by default as the policy was validated in
+training (:func:`act_deterministic`).
 
 The parent process reads only the JSON metadata (no torch); each worker process loads the
 network once (:func:`agents.checkpoint.load_policy`) and acts with its numpy copy
@@ -32,7 +33,18 @@ if TYPE_CHECKING:
     from agents.policy import NumpyPolicy
     from envs.gym.cluster_env import ClusterEnv
 
-__all__ = ["PolicyKind", "checkpoint_meta", "policy_path"]
+__all__ = ["PolicyKind", "act_deterministic", "checkpoint_meta", "policy_path"]
+
+
+def act_deterministic(setting: bool | None, meta: dict[str, Any]) -> bool:
+    """Argmax or sampling: the setting when given, else the policy's recorded ``act``
+    (``"argmax"`` / ``"sampled"``), else sampled (``train.py``'s validation default)."""
+    if setting is not None:
+        return bool(setting)
+    act = meta.get("act", "sampled")
+    if act not in ("argmax", "sampled"):
+        raise ConfigError(f"the policy's recorded act must be 'argmax' or 'sampled', got {act!r}")
+    return act == "argmax"
 
 
 def policy_path(arg: str) -> Path:
@@ -116,11 +128,12 @@ class PolicyKind:
         path = policy_path(task.arg)
         fast, meta = _load(str(path))
         pe = task.policy_eval
-        make = _actor(fast, pe.deterministic, pe.sample_seed, task.scheduler)
+        deterministic = act_deterministic(pe.deterministic, meta)
+        make = _actor(fast, deterministic, pe.sample_seed, task.scheduler)
         info = {
             "policy": {
                 "path": str(path),
-                "deterministic": pe.deterministic,
+                "deterministic": deterministic,
                 "sample_seed": pe.sample_seed,
                 "meta": meta,
             }

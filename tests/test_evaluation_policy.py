@@ -71,6 +71,7 @@ def test_policy_and_elastic_head_to_head_through_evaluate_py(
             "workload.env.setting=tiny",
             f"workload.env.max_slots={HORIZON}",
             f"stacks=[policy:{policy_pt},elastic:drf]",
+            "policy_eval.deterministic=true",
             "seeds=[0,1]",
             "workers=2",
             f"out_dir={run_dir}",
@@ -254,3 +255,18 @@ def test_a_policy_on_a_trace_workload_points_to_the_env_trace(policy_pt: Path) -
     )
     with pytest.raises(ConfigError, match=r"for a trace: workload=env workload.env.trace=<csv>"):
         make_plan(cfg)
+
+
+def test_policies_act_as_they_were_validated_unless_told() -> None:
+    """``policy_eval.deterministic: null`` (default): the policy's recorded ``act`` (argmax
+    for a checkpoint validated with argmax, ``policy.json``'s ``act``), else sampled, as
+    ``train.py`` validates by default; an explicit setting wins."""
+    from evaluation.policy import act_deterministic
+
+    assert act_deterministic(None, {"act": "argmax"}) is True
+    assert act_deterministic(None, {"act": "sampled"}) is False
+    assert act_deterministic(None, {}) is False
+    assert act_deterministic(False, {"act": "argmax"}) is False
+    assert act_deterministic(True, {}) is True
+    with pytest.raises(ConfigError, match="recorded act must be"):
+        act_deterministic(None, {"act": "greedy"})

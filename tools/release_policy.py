@@ -26,7 +26,7 @@ from agents.checkpoint import load_policy, save_policy_weights
 from envs.sim.errors import ConfigError
 
 
-def release(run_dir: Path, out: Path, act: str = "argmax") -> Path:
+def release(run_dir: Path, out: Path, act: str | None = None) -> Path:
     """Write ``out/policy.pt`` and ``out/policy.json`` from ``run_dir``'s final checkpoint."""
     checkpoint = run_dir / "checkpoints" / "final"
     if not (checkpoint / "model.zip").is_file():
@@ -43,7 +43,7 @@ def release(run_dir: Path, out: Path, act: str = "argmax") -> Path:
         "agent": meta.get("agent"),
         "class": meta.get("class"),
         "num_timesteps": meta.get("num_timesteps"),
-        "act": act,
+        "act": act or meta.get("act", "argmax"),
         "trained_with": {
             "command": shlex.join(["python", *argv]),
             "seed": run.get("seed"),
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--act", choices=["argmax", "sampled"], default="argmax")
+    ap.add_argument("--act", choices=["argmax", "sampled"], default=None,
+                    help="how it acts (default: as its run validated it)")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         path = release(args.run_dir, args.out, args.act)
