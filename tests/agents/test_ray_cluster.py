@@ -49,8 +49,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def ray_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     if not RAY.is_file():
         pytest.skip("the ray command is not installed")
+    # (another test's one-machine Ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in this process:
+    # not for these nodes, which must form a multi-node cluster)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"},
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN": secrets.token_hex(16),
