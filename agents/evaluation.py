@@ -123,30 +123,24 @@ def evaluate_policy(
     sample_seed: int = 0,
 ) -> list[EpisodeResult]:
     """A :class:`~agents.policy.DL2Policy` (or an SB3 model holding one: ``model.policy``) on
-    each seed: masked argmax (``deterministic``; every seed in lockstep with one batched
-    forward per step, :func:`agents.rollouts.run_batched`: the same decisions as one at a
-    time), or masked sampling with a numpy generator seeded by ``sample_seed``."""
+    each seed, every seed in lockstep with one batched forward per step
+    (:func:`agents.rollouts.run_batched`: the same decisions as one at a time): masked argmax
+    (``deterministic``) or draws from the masked softmax with
+    ``numpy.random.default_rng([sample_seed, seed])`` per workload seed, exactly as
+    ``evaluate.py``'s ``policy:`` scheduler draws them (so a checkpoint's validation figures
+    and its ``evaluate.py`` figures agree)."""
     from agents.policy import NumpyPolicy  # torch only when a learned policy is evaluated
+    from agents.rollouts import run_batched
 
+    if not seeds:
+        return []
     fast = NumpyPolicy(getattr(policy, "policy", policy))
-    if deterministic and seeds:  # all seeds at once, one batched forward per step
-        from agents.rollouts import run_batched
-
-        envs = [make_env(env_config) for _ in seeds]
-        batch = run_batched(envs, list(seeds), fast, deterministic=True)
-        return [
-            _result(e, int(s), ep.decisions)
-            for e, s, ep in zip(envs, seeds, batch.episodes, strict=True)
-        ]
-    env = make_env(env_config)
-    rng = np.random.default_rng(sample_seed)
+    envs = [make_env(env_config) for _ in seeds]
+    draws = None if deterministic else [[int(sample_seed), int(s)] for s in seeds]
+    batch = run_batched(envs, list(seeds), fast, deterministic=deterministic, sample_seeds=draws)
     return [
-        run_episode(
-            env,
-            lambda e, o: fast.act(o, e.action_masks(), deterministic=deterministic, rng=rng),
-            seed,
-        )
-        for seed in seeds
+        _result(e, int(s), ep.decisions)
+        for e, s, ep in zip(envs, seeds, batch.episodes, strict=True)
     ]
 
 

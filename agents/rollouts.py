@@ -110,7 +110,7 @@ def run_batched(
     policy: NumpyPolicy,
     *,
     deterministic: bool,
-    sample_seeds: Sequence[int] | None = None,
+    sample_seeds: Sequence[int | Sequence[int]] | None = None,
     record: bool = False,
     record_fraction: float = 1.0,
     record_rng: np.random.Generator | None = None,
@@ -140,7 +140,8 @@ def run_batched(
         raise ConfigError(f"run_batched needs one seed per env; got {n} envs, {len(seeds)} seeds")
     if not deterministic and (sample_seeds is None or len(sample_seeds) != n):
         raise ConfigError("sampled batched rollouts need one sample seed per env")
-    rngs = [np.random.default_rng(int(s)) for s in (sample_seeds or [0] * n)]
+    # a seed is an int or a sequence of ints (numpy's SeedSequence entropy)
+    rngs = [np.random.default_rng(s) for s in (sample_seeds or [0] * n)]
     obs_dim = envs[0].observation_space.shape[0]  # type: ignore[index]
     n_act = int(envs[0].action_space.n)  # type: ignore[attr-defined]
     for env in envs:

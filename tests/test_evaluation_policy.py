@@ -270,3 +270,30 @@ def test_policies_act_as_they_were_validated_unless_told() -> None:
     assert act_deterministic(True, {}) is True
     with pytest.raises(ConfigError, match="recorded act must be"):
         act_deterministic(None, {"act": "greedy"})
+
+
+def test_training_validation_and_evaluate_py_draw_the_same_samples(
+    policy_pt: Path, tmp_path: Path
+) -> None:
+    """Sampled: train.py's validation (batched, :func:`evaluate_policy`) and evaluate.py's
+    ``policy:`` scheduler (one decision at a time) draw each seed's actions from
+    ``default_rng([sample_seed, seed])``, so the same checkpoint gets the same figures."""
+    import numpy as np
+
+    from agents.policy import NumpyPolicy
+
+    net, _ = load_policy(policy_pt)
+    env_config = EnvConfig(setting="tiny", max_slots=HORIZON)
+    batched = evaluate_policy(net, env_config, [0, 1], deterministic=False, sample_seed=3)
+    fast = NumpyPolicy(net)
+    for seed, got in zip([0, 1], batched, strict=True):
+        rng = np.random.default_rng([3, seed])
+        one = run_episode(
+            make_env(env_config),
+            lambda e, o, rng=rng: fast.act(o, e.action_masks(), deterministic=False, rng=rng),
+            seed,
+        )
+        assert got == one
+    rows = evaluate(_env_cfg([f"policy:{policy_pt}"], PolicyEvalConfig(False, 3)), tmp_path, {})
+    by_seed = {r["seed"]: r for r in rows}
+    assert by_seed["0"]["avg_jct_s"] == pytest.approx(batched[0].avg_jct * SLOT_S)
