@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from envs.sim.traces.options import RepairsConfig, TraceConfig
+
 __all__ = [
     "HEADLINE_STACKS",
     "WORKLOAD_FIELDS",
@@ -45,43 +47,6 @@ class ClusterConfig:
     gpus_per_server: int = 4
     gpu_memory_mb: float = 32768.0
     network: NetworkConfig = field(default_factory=NetworkConfig)
-
-
-@dataclass
-class RepairsConfig:
-    """:class:`envs.sim.traces.Repairs`: ``error`` everywhere unless asked."""
-
-    bad_rows: str = "error"  # error | skip
-    zero_gpus: str = "error"  # error | skip
-    unsorted: str = "error"  # error | sort
-    duplicate_ids: str = "error"  # error | skip | rename
-
-
-@dataclass
-class TraceConfig:
-    """How a trace is read, windowed, scaled and converted (kinds ``trace``, ``philly_builtin``).
-
-    Applied in this order: read (``format``, ``repairs``), select (``start_s``, ``end_s`` in
-    trace seconds, ``vcs``, ``statuses``, ``max_jobs``), cap durations (``duration_cap_s``),
-    scale arrivals (``arrival_scale`` or ``target_load`` x cluster GPUs), fit to the cluster
-    (``fit``: error | clip | skip), convert (``unknown_models``, ``fractional_gpus``,
-    ``max_iterations``; see :mod:`envs.sim.traces.convert`).
-    """
-
-    format: str = "auto"
-    repairs: RepairsConfig = field(default_factory=RepairsConfig)
-    start_s: float | None = None
-    end_s: float | None = None
-    vcs: list[str] = field(default_factory=list)
-    statuses: list[str] = field(default_factory=list)
-    max_jobs: int | None = None
-    duration_cap_s: float | None = None
-    arrival_scale: float = 1.0
-    target_load: float | None = None
-    fit: str = "error"
-    unknown_models: str = "error"
-    fractional_gpus: str = "whole"
-    max_iterations: int | None = None
 
 
 @dataclass
@@ -217,7 +182,7 @@ WORKLOAD_KEYS: dict[str, tuple[str, ...]] = {
     "trace": ("path", "time_unit", "trace", "jitter"),
     "philly_builtin": ("time_unit", "trace", "jitter"),
     "dl2": ("dl2",),
-    "env": ("env",),
+    "env": ("env", "trace"),  # workload.trace.*: the options of workload.env.trace
 }
 #: Every workload key besides ``kind``.
 WORKLOAD_FIELDS = (

@@ -33,7 +33,7 @@ from envs.sim import ConfigError
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.spec import ElasticCluster
 from envs.sim.elastic.workload import DL2_SMALL
-from evaluation.config import EvaluateConfig
+from evaluation.config import EvaluateConfig, TraceConfig
 from evaluation.runs import RunOutput, RunTask, slot_utilisation
 from evaluation.workloads import Prepared
 
@@ -102,6 +102,12 @@ def _env_from_section(cfg: EvaluateConfig, meta_env: Mapping[str, Any] | None) -
         changes["arrival"] = s.arrival
     if s.trace is not None:
         changes["trace"] = to_absolute_path(s.trace)
+        changes["trace_options"] = cfg.workload.trace  # the same options as workload=trace
+    elif asdict(cfg.workload.trace) != asdict(TraceConfig()):
+        raise ConfigError(
+            "workload.trace.* options apply to a trace: give workload.env.trace=<file> (or use "
+            "workload=trace)"
+        )
     if s.overrides:
         changes["overrides"] = {**(base.overrides or {}), **dict(s.overrides)}
     return replace(base, **changes)

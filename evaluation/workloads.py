@@ -6,7 +6,7 @@ the sim ms per reported second, and the record of how it was made (written to ``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from hydra.utils import to_absolute_path
@@ -23,16 +23,8 @@ from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
 from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.workload import generate_dl2_workload
-from envs.sim.traces import (
-    ConvertOptions,
-    Repairs,
-    Trace,
-    TraceWindow,
-    convert_trace,
-    prepare,
-    read_trace,
-    trace_stats,
-)
+from envs.sim.traces import Trace, convert_trace, trace_stats
+from envs.sim.traces.options import convert_options, read_and_window
 from envs.sim.workload import (
     _data_file,
     builtin_ada_srsf,
@@ -47,7 +39,6 @@ from evaluation.config import (
     ClusterConfig,
     ElasticConfig,
     EvaluateConfig,
-    TraceConfig,
     WorkloadConfig,
 )
 
@@ -100,31 +91,14 @@ def check_workload_config(w: WorkloadConfig) -> None:
         raise ConfigError(f"workload kind {w.kind!r} needs workload.path=<file>")
 
 
-def _trace_window(t: TraceConfig) -> TraceWindow:
-    return TraceWindow(
-        start_s=t.start_s,
-        end_s=t.end_s,
-        vcs=tuple(t.vcs),
-        statuses=tuple(t.statuses),
-        max_jobs=t.max_jobs,
-        duration_cap_s=t.duration_cap_s,
-        arrival_scale=t.arrival_scale,
-        target_load=t.target_load,
-        fit=t.fit,  # type: ignore[arg-type]  # validated by fit_to_cluster
-    )
-
-
 def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
     """Read and window the configured trace (the same for every seed)."""
     t = w.trace
-    repairs = Repairs(**asdict(t.repairs))
     if w.kind == "philly_builtin":
         with _data_file("traces", "philly_vc_6c71a0_public.csv") as p:
-            trace = read_trace(p, format="normalised", repairs=repairs)
-    else:
-        assert w.path is not None
-        trace = read_trace(to_absolute_path(w.path), format=t.format, repairs=repairs)
-    return prepare(trace, _trace_window(t), cluster_gpus)
+            return read_and_window(p, replace(t, format="normalised"), cluster_gpus)
+    assert w.path is not None
+    return read_and_window(to_absolute_path(w.path), t, cluster_gpus)
 
 
 def build_workload(w: WorkloadConfig, seed: int) -> Workload:
@@ -173,12 +147,7 @@ def _prepare_seed(
         name = f"dl2-seed{seed}"
         record["generator"] = {"seed": seed, **asdict(w.dl2)}
     elif trace is not None:
-        options = ConvertOptions(
-            time_unit=w.time_unit,
-            unknown_models=w.trace.unknown_models,  # type: ignore[arg-type]
-            fractional_gpus=w.trace.fractional_gpus,  # type: ignore[arg-type]
-            max_iterations=w.trace.max_iterations,
-        )
+        options = convert_options(w.trace, w.time_unit)
         workload, rules = convert_trace(trace, seed=seed, options=options)
         ms_per_s = w.time_unit
         name = workload.name

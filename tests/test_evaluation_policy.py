@@ -8,6 +8,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,23 @@ def test_training_validation_and_evaluate_py_draw_the_same_samples(
     rows = evaluate(_env_cfg([f"policy:{policy_pt}"], PolicyEvalConfig(False, 3)), tmp_path, {})
     by_seed = {r["seed"]: r for r in rows}
     assert by_seed["0"]["avg_jct_s"] == pytest.approx(batched[0].avg_jct * SLOT_S)
+
+
+def test_env_trace_takes_the_workload_trace_options(tmp_path: Path) -> None:
+    """One set of trace options for both paths: ``workload.trace.*`` windows the env's trace
+    too; without a trace they are refused."""
+    from evaluation.config import TraceConfig
+
+    trace = ROOT / "envs" / "sim" / "data" / "traces" / "philly_vc_6c71a0_public.csv"
+    opts = TraceConfig(max_jobs=30, duration_cap_s=86400.0)
+    workload = WorkloadConfig(kind="env", env=EnvSection(trace=str(trace)), trace=opts)
+    cfg = EvaluateConfig(
+        workload=workload, stacks=["elastic:drf"], seeds=[0], workers=1, plot=False
+    )
+    rows = evaluate(cfg, tmp_path, {})
+    assert rows[0]["jobs"] == 30 and rows[0]["censored_jobs"] == 0
+    env = json.loads((tmp_path / "run.json").read_text())["env"]
+    assert env["trace_options"]["max_jobs"] == 30
+    no_trace = WorkloadConfig(kind="env", env=EnvSection(setting="tiny"), trace=opts)
+    with pytest.raises(ConfigError, match=r"workload\.trace\.\* options apply to a trace"):
+        make_plan(replace(cfg, workload=no_trace))

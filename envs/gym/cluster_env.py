@@ -166,10 +166,11 @@ from envs.sim.elastic.engine_slots import (
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
-from envs.sim.elastic.trace import elastic_jobs_from_trace
+from envs.sim.elastic.trace import elastic_jobs_from_trace, elastic_jobs_from_workload
 from envs.sim.elastic.types import dl2_job_types
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
 from envs.sim.errors import ConfigError, check_number
+from envs.sim.traces.options import TraceConfig, load_trace_workload
 
 __all__ = [
     "ACTION_ROLES",
@@ -282,6 +283,7 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         render_mode: str | None = None,
         features: str = "dl2",
         max_invalid_per_slot: int = 1000,
+        trace_options: TraceConfig | None = None,
     ) -> None:
         if isinstance(setting, str):
             if setting not in _SETTINGS:
@@ -328,7 +330,17 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
         self.speed: SpeedModel = (
             _measured_speed(setting.max_ps, setting.max_workers) if speed is None else speed
         )
-        if trace is not None:
+        if trace is not None and trace_options is not None:
+            # any trace layout, read, windowed and converted as evaluate.py's workload=trace
+            # does (envs/sim/traces/options.py: the same options for both)
+            cl = self.cluster_spec
+            workload, _, _ = load_trace_workload(
+                trace, trace_options, cluster_gpus=cl.num_nodes * cl.gpu_slots, seed=int(seed)
+            )
+            jobs = elastic_jobs_from_workload(
+                workload, slot_s=cl.slot_s, speed=self.speed, where=str(trace)
+            )
+        elif trace is not None:
             # a normalised trace CSV (envs/sim/elastic/trace.py rules), model draws seeded
             jobs = elastic_jobs_from_trace(
                 trace, seed=int(seed), slot_s=self.cluster_spec.slot_s, speed=self.speed

@@ -39,6 +39,7 @@ from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
 from envs.sim.errors import ConfigError
+from envs.sim.traces.options import RepairsConfig, TraceConfig
 
 __all__ = [
     "ADA_SETTING",
@@ -207,6 +208,11 @@ class EnvConfig:
     ``features``: ``"dl2"`` (default) or ``"extended"`` (two more columns per row, log-scaled
     remaining work and requested size: for traces, where the type does not set a job's size;
     :class:`~envs.gym.cluster_env.ClusterEnv`).
+
+    ``trace_options``: how ``trace`` is read, windowed and converted, the same options as
+    ``evaluate.py``'s ``workload.trace.*`` (:class:`~envs.sim.traces.options.TraceConfig`:
+    any layout, repairs, a window, a duration cap, a load, fitting, unknown models, GPU
+    shares); at their defaults the trace is a normalised CSV read as before.
     """
 
     setting: str = "small"
@@ -223,6 +229,7 @@ class EnvConfig:
     slot_s: Optional[float] = None  # noqa: UP045 (OmegaConf structured config)
     backlog: str = "none"
     features: str = "dl2"
+    trace_options: TraceConfig = field(default_factory=TraceConfig)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields (what runs record and cache keys hash); the speed-mode fields are left
@@ -231,6 +238,8 @@ class EnvConfig:
         for name, default in _MODE_DEFAULTS.items():
             if d[name] == default:
                 del d[name]
+        if d["trace_options"] == asdict(TraceConfig()):
+            del d["trace_options"]
         return d
 
 
@@ -325,6 +334,8 @@ def env_kwargs(config: EnvConfig, seed: int = 0) -> dict[str, Any]:
     }
     if config.trace:
         kwargs["trace"] = config.trace
+        if asdict(config.trace_options) != asdict(TraceConfig()):
+            kwargs["trace_options"] = config.trace_options
     elif not isinstance(kwargs["setting"], AdaSetting):
         kwargs["workload_options"] = {"arrival": config.arrival}
     if config.backlog != "none":
@@ -410,4 +421,27 @@ def coerce_env_config(data: Any) -> EnvConfig:
         raise ConfigError(f"unknown env config key(s) {unknown}; known: {sorted(names)}")
     if "overrides" in items and items["overrides"] is not None:
         items["overrides"] = dict(items["overrides"])
+    if "trace_options" in items and not isinstance(items["trace_options"], TraceConfig):
+        items["trace_options"] = _trace_config(dict(items["trace_options"] or {}))
     return EnvConfig(**items)
+
+
+def _trace_config(data: dict[str, Any]) -> TraceConfig:
+    """A :class:`TraceConfig` from a mapping; unknown keys are a :class:`ConfigError`."""
+    known = {f.name for f in fields(TraceConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown trace_options key(s) {unknown}; known: {sorted(known)}")
+    if "repairs" in data and not isinstance(data["repairs"], RepairsConfig):
+        rep = dict(data["repairs"] or {})
+        names = {f.name for f in fields(RepairsConfig)}
+        if set(rep) - names:
+            raise ConfigError(
+                f"unknown trace_options.repairs key(s) {sorted(set(rep) - names)}; "
+                f"known: {sorted(names)}"
+            )
+        data["repairs"] = RepairsConfig(**rep)
+    for key in ("vcs", "statuses"):
+        if key in data:
+            data[key] = list(data[key])
+    return TraceConfig(**data)

@@ -119,3 +119,27 @@ def test_stock_maskable_ppo_learns_on_the_default_env() -> None:
     rand = np.mean([_episode(env, s, _random)[1]["avg_jct_slots"] for s in seeds])
     mine = np.mean([_episode(env, s, learned)[1]["avg_jct_slots"] for s in seeds])
     assert mine < 0.8 * rand, (mine, rand)
+
+
+def test_the_env_reads_a_trace_with_the_same_options_as_evaluate_py(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``trace_options`` are ``evaluate.py``'s ``workload.trace.*``: a layout, a window, a cap,
+    unknown job types drawn; at their defaults the env's records (and cache keys) are unchanged."""
+    from pathlib import Path
+
+    from envs.gym.factory import EnvConfig
+
+    trace = Path(__file__).resolve().parents[2] / "envs/sim/data/traces/philly_vc_6c71a0_public.csv"
+    env = gym.make(ID, trace=str(trace), trace_options={"max_jobs": 20, "duration_cap_s": 3600})
+    env.reset(seed=0)
+    jobs = env.unwrapped.jobs  # type: ignore[attr-defined]
+    assert len(jobs) == 20
+    odd = tmp_path / "odd.csv"
+    odd.write_text("job_id,submit_time_s,duration_s,num_gpus,job_type\na,0,600,1,mystery\n")
+    with pytest.raises(Exception, match="unknown model 'mystery'"):
+        gym.make(ID, trace=str(odd)).reset(seed=0)
+    drawn = gym.make(ID, trace=str(odd), trace_options={"unknown_models": "draw"})
+    drawn.reset(seed=0)
+    assert len(drawn.unwrapped.jobs) == 1  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"unknown trace_options key\(s\) \['max_job'\]"):
+        gym.make(ID, trace=str(trace), trace_options={"max_job": 3})
+    assert "trace_options" not in EnvConfig(setting="tiny").as_dict()
