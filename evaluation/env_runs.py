@@ -229,6 +229,7 @@ def run_in_env(task: RunTask, make_actor: ActorFactory, info: dict[str, Any]) ->
         info={
             "env": task.env_config.as_dict(),
             "window_J": env.J,
+            "slot_s": s,
             "episode": detail.result.as_dict(),
             "wall_s": wall,
             **info,

@@ -62,6 +62,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], paper: bool) -> str:
     head = [("stack", "stack"), ("paper_name", "paper name"), ("seed", "seed(s)")]
     if paper:
         head += [(f"{s}_jct_paper_s", f"{s} JCT (paper s)") for s in PAPER_STATS]
+    if any("avg_jct_slots" in r for r in rows):  # through the DL² env: train.py's unit too
+        head += [("avg_jct_slots", "avg JCT (slots)")]
     censored = any(r.get("censored_jobs", 0) for r in rows)
     extra = ["censored_jobs"] if censored else []  # shown only where some run has them
     keys = [k for k, _ in head] + list(METRICS) + extra + ["wall_s"]
@@ -84,6 +86,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], paper: bool) -> str:
                 cells.append(str(row[k]))
             elif k.endswith("_paper_s"):
                 cells.append(_fmt("{:.1f}", row[k]))
+            elif k == "avg_jct_slots":
+                cells.append(_fmt("{:.2f}", row.get(k, math.nan)))
             elif k == "wall_s":
                 cells.append(_fmt("{:.2f}", row[k]))
             elif k == "censored_jobs":

@@ -99,6 +99,9 @@ def result_row(
     if paper_div is not None:
         for stat in PAPER_STATS:
             row[f"{stat}_jct_paper_s"] = metrics[f"{stat}_jct_s"] * ms_per_s / paper_div
+    slot_s = out.info.get("slot_s")
+    if slot_s:  # through the DL² env: also in slots, the unit of train.py's validation
+        row["avg_jct_slots"] = metrics["avg_jct_s"] / float(slot_s)
     finished = out.extra.get("finished")
     # jobs unfinished at the env's horizon (they count as finishing there: JCTs are lower bounds)
     row["censored_jobs"] = float(sum(not f for f in finished)) if finished is not None else 0.0

@@ -106,6 +106,8 @@ def test_policy_and_elastic_head_to_head_through_evaluate_py(
         assert float(summary[("elastic:drf", str(k))]["avg_jct_s"]) == pytest.approx(
             h.avg_jct * SLOT_S
         )
+        # the unit of train.py's validation, in the same table
+        assert float(summary[("elastic:drf", str(k))]["avg_jct_slots"]) == pytest.approx(h.avg_jct)
         assert float(summary[(policy, str(k))]["avg_jct_s"]) == pytest.approx(p.avg_jct * SLOT_S)
         assert float(summary[(policy, str(k))]["gpu_util_pct"]) == pytest.approx(100 * p.gpu_util)
 
