@@ -46,7 +46,7 @@ from stable_baselines3.common.type_aliases import GymEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from agents.exploration import ExplorationConfig, JobAwareExploration
-from agents.policy import DL2Policy, MaskedPredict, NumpyPolicy, masked_logits
+from agents.policy import DL2Policy, MaskedPredict, NumpyPolicy, masked_logits, setup_policy
 from agents.replay import ReplayBuffer, ReplayConfig
 from envs.sim.errors import ConfigError
 
@@ -117,20 +117,10 @@ class DL2A2C(MaskedPredict, A2C):
 
     # ------------------------------------------------------------------ setup
     def _setup_model(self) -> None:
-        if not isinstance(self.action_space, spaces.Discrete):
-            raise ConfigError("DL2A2C needs a Discrete action space")
-        self._setup_lr_schedule()
-        restored = getattr(self, "_rng", None) is not None  # ``load`` put the saved state back
-        if not restored:
-            # (Re-seeding a restored model would also re-seed the env's next reset and so
-            # change the workloads a resumed run sees.)
-            self.set_random_seed(self.seed)
-        self.policy = self.policy_class(  # type: ignore[assignment]
-            self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
-        ).to(self.device)
-        self.rollout_buffer = None  # type: ignore[assignment]
+        restored = setup_policy(self)
         n_envs = self.n_envs
         obs_dim = int(np.prod(self.observation_space.shape or (1,)))
+        assert isinstance(self.action_space, spaces.Discrete)  # setup_policy checked it
         n_actions = int(self.action_space.n)
         # Run-time state; kept when ``load`` restored it (it is part of the saved data).
         if not restored:

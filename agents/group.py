@@ -40,14 +40,13 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
 from stable_baselines3 import A2C
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import GymEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from agents.baselines import group_advantages
-from agents.policy import DL2Policy, MaskedPredict, NumpyPolicy, masked_logits
+from agents.policy import DL2Policy, MaskedPredict, NumpyPolicy, masked_logits, setup_policy
 from agents.rollouts import Batch, run_batched
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.workloads import Mixture, scenario_envs
@@ -186,17 +185,8 @@ class GroupPPO(MaskedPredict, A2C):
 
     # ------------------------------------------------------------------ setup
     def _setup_model(self) -> None:
-        if not isinstance(self.action_space, spaces.Discrete):
-            raise ConfigError("GroupPPO needs a Discrete action space")
+        restored = setup_policy(self)
         self.group.check(self.n_envs)
-        self._setup_lr_schedule()
-        restored = getattr(self, "_rng", None) is not None
-        if not restored:
-            self.set_random_seed(self.seed)
-        self.policy = self.policy_class(  # type: ignore[assignment]
-            self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
-        ).to(self.device)
-        self.rollout_buffer = None  # type: ignore[assignment]
         if not restored:
             self._rng = np.random.default_rng(self.seed)
             self._iteration = 0

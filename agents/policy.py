@@ -317,6 +317,25 @@ def act(
     return int(rng.choice(p.shape[0], p=p / p.sum()))
 
 
+def setup_policy(algo: Any) -> bool:
+    """The start of ``_setup_model`` shared by the A2C-based learners (:class:`DL2A2C`,
+    :class:`GroupPPO`): a Discrete action space, the LR schedule, the seed (unless ``load``
+    restored the learner's run-time state: re-seeding a restored model would also re-seed the
+    env's next reset and so change the workloads a resumed run sees), the policy, and no SB3
+    rollout buffer.  True when the run-time state was restored."""
+    if not isinstance(algo.action_space, spaces.Discrete):
+        raise ConfigError(f"{type(algo).__name__} needs a Discrete action space")
+    algo._setup_lr_schedule()
+    restored = getattr(algo, "_rng", None) is not None  # ``load`` put the saved state back
+    if not restored:
+        algo.set_random_seed(algo.seed)
+    algo.policy = algo.policy_class(
+        algo.observation_space, algo.action_space, algo.lr_schedule, **algo.policy_kwargs
+    ).to(algo.device)
+    algo.rollout_buffer = None
+    return restored
+
+
 class MaskedPredict:
     """``predict(obs, ..., action_masks=m)`` as MaskablePPO takes it, for learners built on
     SB3's ``A2C`` (whose own ``predict`` has no masks and would pick masked actions)."""
