@@ -38,7 +38,13 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from envs.sim.errors import ConfigError
 
-__all__ = ["load_checkpoint", "load_policy", "save_checkpoint", "save_policy_weights"]
+__all__ = [
+    "load_checkpoint",
+    "load_policy",
+    "read_meta",
+    "save_checkpoint",
+    "save_policy_weights",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -109,7 +115,9 @@ def _reading(path: Path, what: str) -> Iterator[None]:
         ) from None
 
 
-def _meta(d: Path) -> dict[str, Any]:
+def read_meta(d: Path) -> dict[str, Any]:
+    """A checkpoint directory's ``meta.json`` (``{}`` without one; a corrupt one is a
+    :class:`ConfigError` naming it)."""
     p = d / "meta.json"
     if not p.is_file():
         return {}
@@ -126,7 +134,7 @@ def load_checkpoint(directory: PathLike, env: Any = None) -> BaseAlgorithm:
     d = Path(directory)
     if not (d / "model.zip").is_file():
         raise ConfigError(f"no checkpoint in {d} (model.zip missing)")
-    meta = _meta(d)
+    meta = read_meta(d)
     classes = _agent_classes()
     name = meta.get("class", "DL2A2C")
     if name not in classes:
@@ -171,7 +179,7 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
     p = Path(path)
     if p.is_dir():
         if (p / "model.zip").is_file():
-            meta = _meta(p)
+            meta = read_meta(p)
             classes = _agent_classes()
             cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
             with _reading(p / "model.zip", "the model"):
@@ -181,7 +189,7 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
         else:
             raise ConfigError(f"{p}: neither a checkpoint (model.zip) nor pretrained weights")
     if p.suffix == ".zip":
-        meta = _meta(p.parent)
+        meta = read_meta(p.parent)
         classes = _agent_classes()
         cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
         with _reading(p, "the model"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agents.build import build_agent, load_pretrained_weights
 from agents.callbacks import CheckpointCallback, ValidationCallback
-from agents.checkpoint import load_checkpoint, save_checkpoint
+from agents.checkpoint import load_checkpoint, read_meta, save_checkpoint
 from agents.config import AgentConfig, EvalConfig, TrainConfig, check_train_config
 from agents.evaluation import aggregate, evaluate_allocator
 from agents.runinfo import run_record, write_run_record
@@ -97,13 +98,9 @@ _ALGO_CLASS = {
 def _check_resume(cfg: TrainConfig) -> None:
     """A resumed checkpoint must hold the configured learner (else the run would train one
     learner under another's name)."""
-    meta_path = Path(str(cfg.resume)) / "meta.json"
-    if not meta_path.is_file():
+    if not (Path(str(cfg.resume)) / "meta.json").is_file():
         raise ConfigError(f"resume={cfg.resume}: no checkpoint there (meta.json missing)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except ValueError as exc:
-        raise ConfigError(f"{meta_path}: not readable JSON ({exc})") from None
+    meta = read_meta(Path(str(cfg.resume)))
     saved_env = meta.get("env")
     if isinstance(saved_env, dict) and saved_env != cfg.env.as_dict():
         now = cfg.env.as_dict()
@@ -243,8 +240,9 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
         reset_num_timesteps=not cfg.resume,
     )
     summary["train_s"] = round(time.perf_counter() - t0, 1)
-    save_checkpoint(model, out / "checkpoints" / "final", meta)
-    save_checkpoint(model, ckpt_dir, meta)  # ``latest`` is the last state too
+    final = save_checkpoint(model, out / "checkpoints" / "final", meta)
+    shutil.rmtree(ckpt_dir, ignore_errors=True)  # ``latest`` is the last state too
+    shutil.copytree(final, ckpt_dir)
     if federated is not None:
         summary["federated"] = federated.summary()
         env.close()  # a RayVecEnv ends its actors (and the Ray it started)
