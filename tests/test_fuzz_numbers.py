@@ -76,17 +76,21 @@ def _finite_workload(path: Path) -> str:
     return "ok"
 
 
+def _write_case(directory: Path, layout: str, column: str, value: str) -> Path:
+    """A one-job trace of ``layout`` whose ``column`` holds ``value``."""
+    header, row, _ = LAYOUTS[layout]
+    cells = row.split(",")
+    cells[header.split(",").index(column)] = value
+    path = directory / "t.csv"
+    path.write_text(f"{header}\n{','.join(cells)}\n")
+    return path
+
+
 @pytest.mark.parametrize(("layout", "column", "value"), _cases())
 def test_trace_readers_refuse_or_convert_finitely(
     tmp_path: Path, layout: str, column: str, value: str
 ) -> None:
-    header, row, _ = LAYOUTS[layout]
-    names = header.split(",")
-    cells = row.split(",")
-    cells[names.index(column)] = value
-    path = tmp_path / "t.csv"
-    path.write_text(f"{header}\n{','.join(cells)}\n")
-    _finite_workload(path)
+    _finite_workload(_write_case(tmp_path, layout, column, value))
 
 
 def _sim_configs() -> list[tuple[str, Callable[[float], Any]]]:
@@ -147,13 +151,7 @@ def _counts() -> Counter[str]:  # pragma: no cover - the report command
     out: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as d:
         for layout, column, value in _cases():
-            header, row, _ = LAYOUTS[layout]
-            names = header.split(",")
-            cells = row.split(",")
-            cells[names.index(column)] = value
-            path = Path(d) / "t.csv"
-            path.write_text(f"{header}\n{','.join(cells)}\n")
-            out[f"trace {_finite_workload(path)}"] += 1
+            out[f"trace {_finite_workload(_write_case(Path(d), layout, column, value))}"] += 1
     for _key, make in _sim_configs():
         for v in BAD:
             try:

@@ -63,31 +63,25 @@ def ray_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     started: list[subprocess.Popen[bytes]] = []
     temp = tempfile.mkdtemp(prefix="dlray")  # short: Ray's socket paths must fit 107 bytes
 
-    def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    def start(args: list[str], log: Path, what: str) -> None:
+        """Start one node; wait until Ray says it runs (it failing or 60 s: the test fails)."""
         proc = subprocess.Popen(
             args, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
         )
         started.append(proc)
-        return proc
+        deadline = time.monotonic() + 60
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+            assert time.monotonic() < deadline, f"the Ray {what} did not start in 60 s"
+            time.sleep(0.5)
 
     try:
         head = [str(RAY), "start", "--head", f"--port={port}", "--include-dashboard=false",
                 f"--temp-dir={temp}", *common]  # fmt: skip
-        logs = tmp_path / "head.log"
-        start(head, logs)
-        deadline = time.monotonic() + 60
-        while "Ray runtime started" not in logs.read_text(errors="replace"):
-            assert started[0].poll() is None, logs.read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "the Ray head did not start in 60 s"
-            time.sleep(0.5)
-        worker = [str(RAY), "start", f"--address={address}", *common]
-        wlog = tmp_path / "worker.log"
-        start(worker, wlog)
-        deadline = time.monotonic() + 60
-        while "Ray runtime started" not in wlog.read_text(errors="replace"):
-            assert started[1].poll() is None, wlog.read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "the Ray worker did not join in 60 s"
-            time.sleep(0.5)
+        start(head, tmp_path / "head.log", "head")
+        start(
+            [str(RAY), "start", f"--address={address}", *common], tmp_path / "worker.log", "worker"
+        )
         yield address, env
     finally:
         for proc in reversed(started):
