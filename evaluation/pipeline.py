@@ -122,9 +122,10 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
             # a real trace can span months: the horizon runs from its last arrival, so that
             # the default leaves every job the same time to finish as on a generator workload
             fit = int(last) + int(env_config.max_slots)
-            if fit > env_config.max_slots:
+            if fit > env_config.max_slots:  # the jobs stay; only the recorded horizon changes
                 env_config = replace(env_config, max_slots=fit)
-                prepared = prepare_env_workloads(cfg, env_config)
+                for p in prepared:
+                    p.record["env"] = env_config.as_dict()
     else:
         if cfg.workload.kind == "dl2" and "workload" in needs:
             raise ConfigError(
