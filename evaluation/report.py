@@ -46,12 +46,12 @@ def _decimals(value: float) -> int:
 
 
 def _fmt(fmt: str, value: Any, like: float | None = None) -> str:
-    """``value`` by ``fmt``; the metrics' significant-digit formats (``{:.4g}``) become fixed
-    point with thousands separators (``94,040``, ``12.78``), with the decimals of ``like``
-    when given (a CI or difference printed at its mean's precision: no ``± 1.771e-10``)."""
+    """``value`` by ``fmt``; ``"fixed"``: fixed point with about 4 significant digits and
+    thousands separators (``94,040``, ``12.78``), with the decimals of ``like`` when given (a
+    CI or difference printed at its mean's precision: no ``± 1.771e-10``)."""
     if isinstance(value, float) and math.isnan(value):
         return "-"
-    if fmt.endswith("g}"):
+    if fmt == "fixed":
         d = _decimals(float(value if like is None or math.isnan(like) else like))
         return f"{float(value):,.{d}f}"
     return fmt.format(value)

@@ -24,17 +24,18 @@ __all__ = [
     "run_metrics",
 ]
 
-#: metric -> (Markdown header, format)
+#: metric -> (Markdown header, format: ``"fixed"`` = fixed point with about 4 significant
+#: digits, :func:`evaluation.report._fmt`)
 METRICS: dict[str, tuple[str, str]] = {
-    "avg_jct_s": ("avg JCT (s)", "{:.4g}"),
-    "median_jct_s": ("median JCT (s)", "{:.4g}"),
-    "p95_jct_s": ("p95 JCT (s)", "{:.4g}"),
-    "p99_jct_s": ("p99 JCT (s)", "{:.4g}"),
-    "avg_queue_s": ("mean queue (s)", "{:.4g}"),
-    "p95_queue_s": ("p95 queue (s)", "{:.4g}"),
-    "mean_slowdown": ("mean slowdown", "{:.3g}"),
-    "p95_slowdown": ("p95 slowdown", "{:.3g}"),
-    "makespan_s": ("makespan (s)", "{:.4g}"),
+    "avg_jct_s": ("avg JCT (s)", "fixed"),
+    "median_jct_s": ("median JCT (s)", "fixed"),
+    "p95_jct_s": ("p95 JCT (s)", "fixed"),
+    "p99_jct_s": ("p99 JCT (s)", "fixed"),
+    "avg_queue_s": ("mean queue (s)", "fixed"),
+    "p95_queue_s": ("p95 queue (s)", "fixed"),
+    "mean_slowdown": ("mean slowdown", "fixed"),
+    "p95_slowdown": ("p95 slowdown", "fixed"),
+    "makespan_s": ("makespan (s)", "fixed"),
     "gpu_util_pct": ("GPU util %", "{:.1f}"),
 }
 #: JCT statistics also reported in the paper's seconds
