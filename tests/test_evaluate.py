@@ -5,22 +5,17 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _evaluate(*overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "evaluate.py"), *overrides],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_script("evaluate.py", *overrides)
 
 
 def test_one_stack_writes_the_run_dir(tmp_path: Path) -> None:

@@ -179,15 +179,11 @@ if __name__ == "__main__":  # pragma: no cover
     ],
 )
 def test_evaluate_py_bad_numbers_exit_2_with_one_line(tmp_path: Path, override: str) -> None:
-    import subprocess
-    import sys
+    from tests.cli import run_script
 
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(
-        [sys.executable, "evaluate.py", *override.split(), "workers=1", "plot=false",
-         f"out_dir={tmp_path / 'r'}"],
-        cwd=root, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = run_script(
+        "evaluate.py", *override.split(), "workers=1", "plot=false", f"out_dir={tmp_path / 'r'}"
+    )
     assert proc.returncode == 2, proc.stdout[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in proc.stderr

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from agents.checkpoint import load_policy
 from agents.evaluation import evaluate_allocator, evaluate_policy
 from envs.gym.factory import coerce_env_config
 from envs.sim.elastic.allocators import DRF
+from tests.cli import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = sorted(p.parent for p in (ROOT / "policies").glob("*/policy.pt"))
@@ -49,21 +48,15 @@ def test_released_policy_acts_and_beats_drf(path: Path) -> None:
 def test_evaluate_py_runs_a_released_policy_on_a_trace(tmp_path: Path) -> None:
     path = next(p for p in POLICIES if "mixture" in p.name)
     out = tmp_path / "r"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "evaluate.py",
-            "workload=env",
-            f"workload.env.trace={TRACE}",
-            f"stacks=[policy:{path},elastic:drf]",
-            "seeds=[0]",
-            "workers=1",
-            "plot=false",
-            f"out_dir={out}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_script(
+        "evaluate.py",
+        "workload=env",
+        f"workload.env.trace={TRACE}",
+        f"stacks=[policy:{path},elastic:drf]",
+        "seeds=[0]",
+        "workers=1",
+        "plot=false",
+        f"out_dir={out}",
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

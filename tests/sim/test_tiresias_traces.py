@@ -94,30 +94,21 @@ def test_mlfq_makes_progress_at_large_simulated_times(name: str, seed: int, tmp_
     ``now``: 2D-LAS and 2D-Gittins used to re-push such a demotion forever.  Both now finish
     every job (in a subprocess with a time limit, so a regression fails instead of hanging)."""
     import csv
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    from tests.cli import ROOT, run_script
+
     out = tmp_path / "r"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "evaluate.py",
-            "workload=trace",
-            f"workload.path={root / 'tests' / 'data' / name}",
-            "workload.trace.max_iterations=200",
-            "cluster.num_servers=64",
-            "stacks=[dlas:count_fs,dgittins:count_fs]",
-            f"seeds=[{seed}]",
-            "workers=1",
-            "plot=false",
-            f"out_dir={out}",
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = run_script(
+        "evaluate.py",
+        "workload=trace",
+        f"workload.path={ROOT / 'tests' / 'data' / name}",
+        "workload.trace.max_iterations=200",
+        "cluster.num_servers=64",
+        "stacks=[dlas:count_fs,dgittins:count_fs]",
+        f"seeds=[{seed}]",
+        "workers=1",
+        "plot=false",
+        f"out_dir={out}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "summary.csv", newline="") as f:
