@@ -75,6 +75,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
     VecEnvStepReturn,
 )
 
+from agents.ray_setup import blas_threads, init_ray
 from agents.vec import LeanVecEnv, stack_masks
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env
 from envs.sim.errors import ConfigError
@@ -208,67 +209,8 @@ def federated_vec_env(
 
 
 # --------------------------------------------------------------------------------------------
-# Ray
+# Ray (starting or joining it: agents.ray_setup)
 # --------------------------------------------------------------------------------------------
-
-
-def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
-    """Start or join Ray, with the dashboard and usage statistics off
-    (``RAY_USAGE_STATS_ENABLED=0``); nothing when Ray is already initialised.  True when this
-    call started or joined it (the caller then owns ``ray.shutdown()``).
-
-    ``address`` (``host:port`` of a running head, or ``"auto"``): join that cluster.  Empty: start
-    a one-machine Ray on ``num_cpus`` CPUs (default all) whose every server listens on
-    127.0.0.1 only.  (Ray resolves ``_node_ip_address="127.0.0.1"`` to the machine's external
-    address unless its single-machine mode is on: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the
-    mode Ray uses on macOS and Windows; it is set here for Ray's processes and, when Ray was
-    already imported, in its constants.)"""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    if not address:
-        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    import ray
-
-    if ray.is_initialized():
-        return False
-    common: dict[str, Any] = {
-        "include_dashboard": False,
-        "configure_logging": True,
-        "logging_level": "warning",
-    }
-    if address:
-        try:
-            ray.init(address=address, **common)
-        except (ConnectionError, RuntimeError, TimeoutError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(
-                f"cannot join the Ray cluster at {address}: {first}. The head must be running "
-                "(`ray start --head`), and with Ray's token authentication (on by default since "
-                "Ray 2.60) every node and this driver need RAY_AUTH_MODE=token and the head's "
-                "token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token); see the README"
-            ) from None
-        return True
-    from ray._private import ray_constants  # single-machine mode if Ray was imported earlier
-
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    # "local": a new instance, never one that ``ray start`` left running on this machine
-    ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **common)
-    return True
-
-
-def _blas_threads() -> dict[str, str]:
-    """This process's BLAS/OpenMP thread settings, for the actors.
-
-    The simulator's speed model solves a small linear system (``numpy.linalg``), whose last
-    bits depend on the BLAS thread count; Ray sets ``OMP_NUM_THREADS=1`` in its workers, so
-    without this an actor's envs would differ from the same envs here in the last bits (then
-    trajectories can drift).  Unset here means OpenBLAS's default, one thread per CPU this
-    process may use."""
-    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-    out = {k: os.environ[k] for k in names if os.environ.get(k)}
-    if "OMP_NUM_THREADS" not in out:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        out["OMP_NUM_THREADS"] = str(cpus or 1)
-    return out
 
 
 class _EnvHost:
@@ -370,7 +312,7 @@ class RayVecEnv(VecEnv):
         host: Any = ray.remote(_EnvHost).options(
             num_cpus=actor_cpus,
             scheduling_strategy="SPREAD",
-            runtime_env={"env_vars": _blas_threads()},
+            runtime_env={"env_vars": blas_threads()},
         )
         self._actors: list[Any] = [
             host.remote(

@@ -3,7 +3,8 @@
 Modules (imports point downward):
 
 - :mod:`evaluation.pipeline` — validate, plan, run, summarise, write the run directory;
-- :mod:`evaluation.runner` — run the tasks in a process pool with a tqdm progress bar;
+- :mod:`evaluation.runner` — run the tasks here, in a process pool or as Ray tasks on a
+  cluster (``runner=ray``), with a tqdm progress bar;
 - :mod:`evaluation.kinds` — the scheduler-kind registry (:data:`SCHEDULER_KINDS`,
   :func:`register_scheduler_kind`) and the ``stack:`` and ``elastic:`` kinds;
 - :mod:`evaluation.policy` — the ``policy:<checkpoint>`` kind (a trained DL²-style policy);

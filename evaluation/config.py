@@ -22,6 +22,7 @@ __all__ = [
     "NetworkConfig",
     "PolicyEvalConfig",
     "RepairsConfig",
+    "RunnerConfig",
     "TraceConfig",
     "WorkloadConfig",
 ]
@@ -141,6 +142,23 @@ class ElasticConfig:
 
 
 @dataclass
+class RunnerConfig:
+    """Where the runs run (``runner=local`` / ``runner=ray``).
+
+    ``local``: this process (``workers: 1``) or a process pool of ``workers`` processes.
+    ``ray``: each run is a Ray task (one CPU) on the cluster at ``address`` (``host:port`` of a
+    running head; ``null`` starts a one-machine Ray on 127.0.0.1); the per-job results are
+    those of the local pool, byte for byte.  A run whose node dies is run again on another node
+    up to ``max_retries`` times; past that it is reported failed and the finished runs are
+    kept (``summary.md`` marked partial, ``failed.csv``).  ``policy:`` checkpoints must be
+    readable at the same absolute path on every node."""
+
+    kind: str = "local"  # local | ray
+    address: str | None = None
+    max_retries: int = 3
+
+
+@dataclass
 class PolicyEvalConfig:
     """How ``policy:`` schedulers act: masked argmax (``deterministic: true``) or a draw from
     the masked softmax with ``numpy.random.default_rng([sample_seed, workload seed])``
@@ -169,6 +187,7 @@ class EvaluateConfig:
     progress_s: float | None = 60.0
     seeds: list[int] = field(default_factory=lambda: [0])
     workers: int = 0
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
     out_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}_evaluate"
     check_invariants: bool = False
     plot: bool = True

@@ -30,7 +30,7 @@ from evaluation.report import (
     write_csv,
     write_jobs_csv,
 )
-from evaluation.runner import RunsFailed, run_all
+from evaluation.runner import RunsFailed, check_runner, run_all
 from evaluation.runs import RunOutput, RunTask
 from evaluation.stats import mean_row, paired_rows, result_row, run_metrics
 from evaluation.workloads import (
@@ -71,6 +71,7 @@ def _check_basics(cfg: EvaluateConfig) -> dict[str, tuple[str, str]]:
         raise ConfigError(f"seeds has duplicates: {list(cfg.seeds)}")
     if cfg.workers < 0:
         raise ConfigError(f"workers must be >= 0 (0 = one per core), got {cfg.workers}")
+    check_runner(cfg.runner)
     for seed in cfg.seeds:
         sim_config(cfg, seed)
     if cfg.fidelity == Fidelity.FAST.value:
@@ -104,6 +105,13 @@ def _env_config(cfg: EvaluateConfig, kinds: dict[str, tuple[str, str]]) -> EnvCo
         if training_env is not None:
             policy_envs[spec] = training_env(arg)
     return resolve_env_config(cfg, policy_envs)
+
+
+def _resolved_arg(kind: str, arg: str) -> str:
+    """The argument a run gets: e.g. a policy path made absolute here, where the command
+    started, so that a worker (or a Ray node) elsewhere finds the same file."""
+    resolve = getattr(SCHEDULER_KINDS[kind], "resolve", None)
+    return str(resolve(arg)) if resolve is not None else arg
 
 
 def make_plan(cfg: EvaluateConfig) -> Plan:
@@ -147,7 +155,7 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
         RunTask(
             spec,
             kinds[spec][0],
-            kinds[spec][1],
+            _resolved_arg(*kinds[spec]),
             p,
             cluster,
             sim_config(cfg, p.seed),
@@ -350,7 +358,7 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any]) -> list
     t_start = time.perf_counter()
     got = Collector(plan, run_dir)
     try:
-        run_all(plan.tasks, plan.workers, got)
+        run_all(plan.tasks, plan.workers, got, cfg.runner)
     except RunsFailed as exc:
         _write_partial(plan, got, run_dir, exc)
         raise

@@ -117,6 +117,10 @@ class PolicyKind:
     def check(self, arg: str, cfg: EvaluateConfig) -> None:
         checkpoint_meta(policy_path(arg))
 
+    def resolve(self, arg: str) -> str:
+        """The checkpoint path, absolute (relative to where ``evaluate.py`` started)."""
+        return str(policy_path(arg))
+
     def training_env(self, arg: str) -> dict[str, Any] | None:
         """The env the policy was trained in (``meta["env"]``), if its checkpoint says."""
         env = checkpoint_meta(policy_path(arg)).get("env")

@@ -1,9 +1,13 @@
-"""Running the tasks: in this process or a process pool, with a tqdm progress bar on stderr.
+"""Running the tasks: in this process, a process pool, or as Ray tasks on a cluster
+(``runner=ray``), with a tqdm progress bar on stderr.
 
 A run that fails (a bad input its simulation meets, a worker process that dies) does not stop
 the others: every other run still finishes and reaches ``on_result``, then :class:`RunsFailed`
 names the failed runs and their causes, so that the caller can keep what finished.  A dead
-worker breaks the whole pool; the runs lost with it run again one per process.
+worker breaks the whole pool; the runs lost with it run again one per process.  On Ray, a
+run whose worker or node dies runs again on another node (``runner.max_retries`` times) before
+it counts as failed.  Every runner gives the same per-job results: a run is a pure function of
+its task, and Ray's workers get this process's BLAS thread settings.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from concurrent.futures.process import BrokenProcessPool
 
 from tqdm import tqdm
 
-from envs.sim.errors import DlschedError
+from envs.sim.errors import ConfigError, DlschedError
 from evaluation import kinds
+from evaluation.config import RunnerConfig
 from evaluation.runs import RunOutput, RunTask
 
 __all__ = ["RunsFailed", "run_all"]
@@ -45,13 +50,27 @@ def _label(out: RunOutput) -> str:
 def _cause(exc: BaseException) -> str:
     if isinstance(exc, BrokenProcessPool):
         return "its worker process died (killed, or out of memory)"
+    cause = getattr(exc, "cause", None)  # a Ray task's own exception
+    if isinstance(cause, BaseException) and type(exc).__name__.startswith("RayTaskError"):
+        return _cause(cause)
+    if type(exc).__module__.startswith("ray"):  # its worker or node died, retries spent
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"its Ray worker or node died ({type(exc).__name__}: {text})"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, DlschedError) else text
 
 
-def run_all(tasks: Sequence[RunTask], workers: int, on_result: Callable[[RunOutput], None]) -> None:
-    """Run ``tasks`` (in ``workers`` processes when > 1), calling ``on_result`` in this
-    process as each ends (in completion order); :class:`RunsFailed` at the end if any failed."""
+def run_all(
+    tasks: Sequence[RunTask],
+    workers: int,
+    on_result: Callable[[RunOutput], None],
+    runner: RunnerConfig | None = None,
+) -> None:
+    """Run ``tasks`` (in ``workers`` processes when > 1, or as Ray tasks with
+    ``runner.kind == "ray"``), calling ``on_result`` in this process as each ends (in
+    completion order); :class:`RunsFailed` at the end if any failed."""
+    runner = runner or RunnerConfig()
+    check_runner(runner)
     failures: list[tuple[str, int, str]] = []
     with tqdm(total=len(tasks), file=sys.stderr, unit="run", dynamic_ncols=True) as bar:
 
@@ -64,7 +83,9 @@ def run_all(tasks: Sequence[RunTask], workers: int, on_result: Callable[[RunOutp
             failures.append((task.scheduler, task.prepared.seed, _cause(exc)))
             bar.update(1)
 
-        if workers <= 1 or len(tasks) == 1:
+        if runner.kind == "ray":
+            _run_ray(tasks, runner, done, failed)
+        elif workers <= 1 or len(tasks) == 1:
             for task in tasks:
                 try:
                     out = kinds.run_task(task)
@@ -101,3 +122,67 @@ def run_all(tasks: Sequence[RunTask], workers: int, on_result: Callable[[RunOutp
                         done(retry.result())
     if failures:
         raise RunsFailed(failures, len(tasks))
+
+
+def check_runner(runner: RunnerConfig) -> None:
+    """:class:`ConfigError` for an unknown runner kind or a negative ``max_retries``."""
+    if runner.kind not in ("local", "ray"):
+        raise ConfigError(f"runner.kind must be 'local' or 'ray', got {runner.kind!r}")
+    if runner.max_retries < 0:
+        raise ConfigError(f"runner.max_retries must be >= 0, got {runner.max_retries}")
+    if runner.kind == "local" and runner.address:
+        raise ConfigError("runner.address is for runner=ray (this is runner=local)")
+
+
+def _on_ray(task: RunTask) -> tuple[RunOutput, str]:
+    """One run in a Ray worker, and the node it ran on."""
+    import ray
+
+    node = f"{ray.util.get_node_ip_address()} ({ray.get_runtime_context().get_node_id()[:8]})"
+    return kinds.run_task(task), node
+
+
+def _run_ray(
+    tasks: Sequence[RunTask],
+    runner: RunnerConfig,
+    done: Callable[[RunOutput], None],
+    failed: Callable[[RunTask, BaseException], None],
+) -> None:
+    """Every task as a Ray task of one CPU; results as they end.  Ctrl-C cancels what is
+    still queued or running.  A Ray this call started is shut down at the end."""
+    from agents.ray_setup import blas_threads, init_ray
+
+    started = init_ray(runner.address)
+    import ray
+
+    try:
+        remote = ray.remote(_on_ray).options(
+            num_cpus=1,
+            max_retries=runner.max_retries,
+            retry_exceptions=False,  # a bad input fails the same way everywhere
+            runtime_env={"env_vars": blas_threads()},
+        )
+        of = {remote.remote(t): t for t in tasks}
+        pending = list(of)
+        nodes: dict[str, int] = {}
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                for ref in ready:
+                    try:
+                        out, node = ray.get(ref)
+                    except Exception as exc:  # reported with the others at the end
+                        failed(of[ref], exc)
+                        continue
+                    nodes[node] = nodes.get(node, 0) + 1
+                    done(out)
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+        where = ", ".join(f"{n}: {k}" for n, k in sorted(nodes.items()))
+        runs = sum(nodes.values())
+        tqdm.write(f"ray: {runs} run(s) on {len(nodes)} node(s): {where}", file=sys.stderr)
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,105 @@
+"""Shared fixtures: ``ray_cluster``, a real two-node Ray cluster on 127.0.0.1 (a head and a
+worker, ``ray start``, one CPU each, telemetry off, Ray's token authentication on as in Ray >=
+2.60).  Only the processes started here are stopped, by their process groups."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+RAY = Path(sys.executable).parent / "ray"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the group of a ``ray start --block`` we started (it stops its Ray
+    processes), then SIGKILL whatever is left of that group."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=20)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@dataclass
+class RayNodes:
+    """A running two-node cluster: its head's address, the environment every driver needs
+    (telemetry off, the token), and the worker node's process (to stop it mid-run)."""
+
+    address: str
+    env: dict[str, str]
+    worker: subprocess.Popen[bytes]
+
+    def kill_worker(self) -> None:
+        """The worker node dies: SIGKILL to its whole process group (raylet and workers)."""
+        try:
+            os.killpg(self.worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.worker.wait(timeout=20)
+
+
+@pytest.fixture
+def ray_cluster(tmp_path: Path) -> Iterator[RayNodes]:
+    if not RAY.is_file():
+        pytest.skip("the ray command is not installed")
+    # (another test's one-machine Ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in this process:
+    # not for these nodes, which must form a multi-node cluster)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"},
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(16),
+    }
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--block", "--disable-usage-stats"]
+    started: list[subprocess.Popen[bytes]] = []
+    temp = tempfile.mkdtemp(prefix="dlray")  # short: Ray's socket paths must fit 107 bytes
+
+    def start(args: list[str], log: Path, what: str) -> None:
+        """Start one node; wait until Ray says it runs (it failing or 60 s: the test fails)."""
+        proc = subprocess.Popen(
+            args, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+        )
+        started.append(proc)
+        deadline = time.monotonic() + 60
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+            assert time.monotonic() < deadline, f"the Ray {what} did not start in 60 s"
+            time.sleep(0.5)
+
+    try:
+        head = [str(RAY), "start", "--head", f"--port={port}", "--include-dashboard=false",
+                f"--temp-dir={temp}", *common]  # fmt: skip
+        start(head, tmp_path / "head.log", "head")
+        start(
+            [str(RAY), "start", f"--address={address}", *common], tmp_path / "worker.log", "worker"
+        )
+        yield RayNodes(address, env, started[1])
+    finally:
+        for proc in reversed(started):
+            _stop(proc)
+        shutil.rmtree(temp, ignore_errors=True)
