@@ -1,20 +1,53 @@
-"""Training callbacks: periodic validation against fixed baselines, checkpoints, hparams."""
+"""Training callbacks: periodic validation against fixed baselines, checkpoints, hparams; and
+the run's SB3 logger (:func:`run_logger`)."""
 
 from __future__ import annotations
 
 import csv
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import HParam
+from stable_baselines3.common.logger import (
+    HParam,
+    HumanOutputFormat,
+    KVWriter,
+    Logger,
+    make_output_format,
+)
 
 from agents.checkpoint import save_checkpoint
 from agents.evaluation import aggregate, evaluate_policy
 from envs.gym.factory import EnvConfig
 
-__all__ = ["CheckpointCallback", "ValidationCallback"]
+__all__ = ["CheckpointCallback", "ValidationCallback", "run_logger"]
+
+
+class _StepLogger(Logger):
+    """Every dump carries its step (``time/total_timesteps``), so each CSV/JSON row says when."""
+
+    def dump(self, step: int = 0) -> None:
+        self.record("time/total_timesteps", step)
+        super().dump(step)
+
+
+def run_logger(out: Path, tb_dir: Path, verbose: int) -> Logger:
+    """SB3's logger for a training run: every scalar the learner and the callbacks record
+    (``train/*``, ``rollout/*``, ``time/*``, ``eval/*``) goes, at each dump, to
+    ``out/progress.csv`` and ``out/progress.json`` (one JSON object per line: SB3's own
+    formats, read by its and other tools) and to TensorBoard under ``tb_dir``; to stdout too
+    when ``verbose``."""
+    out.mkdir(parents=True, exist_ok=True)
+    formats: list[KVWriter] = [
+        make_output_format("csv", str(out)),
+        make_output_format("json", str(out)),
+        make_output_format("tensorboard", str(tb_dir)),
+    ]
+    if verbose:
+        formats.append(HumanOutputFormat(sys.stdout))
+    return _StepLogger(str(out), formats)
 
 
 class ValidationCallback(BaseCallback):

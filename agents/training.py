@@ -25,7 +25,7 @@ import torch as th
 from omegaconf import DictConfig, OmegaConf
 
 from agents.build import build_agent, load_pretrained_weights
-from agents.callbacks import CheckpointCallback, ValidationCallback
+from agents.callbacks import CheckpointCallback, ValidationCallback, run_logger
 from agents.checkpoint import load_checkpoint, read_meta, save_checkpoint
 from agents.config import AgentConfig, EvalConfig, TrainConfig, check_train_config
 from agents.evaluation import aggregate, evaluate_allocator
@@ -231,6 +231,9 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
                 f"than total_timesteps={cfg.total_timesteps}; raise total_timesteps to train on"
             )
         summary["resumed_at"] = int(model.num_timesteps)
+    # SB3's CSV/JSON/TensorBoard outputs; a resumed run writes its own files in its own
+    # directory (its TensorBoard run continues the step axis of the checkpoint's)
+    model.set_logger(run_logger(out, Path(tb) / f"{agent_cfg.name}_1", int(model.verbose)))
     t0 = time.perf_counter()
     model.learn(
         todo,

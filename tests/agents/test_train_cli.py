@@ -67,6 +67,19 @@ def test_short_training_run_writes_its_record(tmp_path, agent: str) -> None:
     curve = (tmp_path / "learning_curve.csv").read_text().splitlines()
     assert curve[0].startswith("timesteps,") and len(curve) >= 3  # header, start, end
     assert any((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    # SB3's logger: every dump as a CSV row and a JSON line, each with its step; the
+    # validation points are those of learning_curve.csv, the learner's losses are there too
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "progress.csv").open()))
+    lines = [json.loads(x) for x in (tmp_path / "progress.json").read_text().splitlines()]
+    assert len(rows) == len(lines) >= 2  # at least the first and last validation
+    points = {int(r["time/total_timesteps"]): r["eval/avg_jct"] for r in rows if r["eval/avg_jct"]}
+    valid = list(csv.DictReader((tmp_path / "learning_curve.csv").open()))
+    assert {int(float(v["timesteps"])): float(v["avg_jct"]) for v in valid} == {
+        k: float(v) for k, v in points.items()
+    }
+    assert any("train/value_loss" in x for x in lines)
     assert (tmp_path / "checkpoints" / "final" / "model.zip").is_file()
     assert (tmp_path / "checkpoints" / "latest" / "replay.npz").is_file()
 
