@@ -12,8 +12,13 @@ from gymnasium.envs.registration import register, registry
 from envs.gym.cluster_env import ENV_ID, ClusterEnv
 from envs.gym.heuristic import HeuristicDriver
 
-__all__ = ["ENV_ID", "ClusterEnv", "HeuristicDriver"]
+__all__ = ["CONTENTION_ENV_ID", "ENV_ID", "ClusterEnv", "ContentionEnv", "HeuristicDriver"]
 
 if ENV_ID not in registry:
     # the factory: the keys of the Hydra env config (any setting, speed mode, features), checked
     register(id=ENV_ID, entry_point="envs.gym.factory:gym_make")
+
+from envs.gym.contention_env import CONTENTION_ENV_ID, ContentionEnv
+
+if CONTENTION_ENV_ID not in registry:
+    register(id=CONTENTION_ENV_ID, entry_point="envs.gym.contention_env:ContentionEnv")

@@ -402,6 +402,11 @@ class Simulator:
                 f"preemptive job order {self.porder.name!r} needs continuous time (tick_ms=None)"
             )
         self.chunk_max = self.cfg.iterations_per_step(min(j.iterations for j in workload.jobs))
+        # decision-point mode (envs.sim.decisions.DecisionSimulator): each event time with
+        # queued jobs stops after phase 3 at ``paused_at``, for the caller to place jobs
+        self.external_placement = False
+        self.paused_at: float | None = None
+        self.arrived_now = False
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any, version: int = 0) -> None:
@@ -518,6 +523,8 @@ class Simulator:
             for job in windows:
                 self._end_window(job)
             self._step(t, task_ends, comm_ends, syncs, arrivals)
+            if self.paused_at is not None:  # a decision is due (envs.sim.decisions)
+                return
             if self.cfg.check_invariants:
                 self.check_invariants()
 
@@ -550,7 +557,15 @@ class Simulator:
             if arrivals:
                 self._enqueue(arrivals)
             if self.queue:
+                if self.external_placement:  # the caller decides (envs.sim.decisions)
+                    self.paused_at = t
+                    self.arrived_now = bool(arrivals)
+                    return
                 self._allocate(t)
+        self._after_placement(t)
+
+    def _after_placement(self, t: float) -> None:
+        """Phases 5-7 of an event time."""
         # 5. communication
         if self.ready or self.force_pass or (self.nic_dirty and self._waiting_touched()):
             self._communicate(t)

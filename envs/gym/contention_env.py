@@ -1,0 +1,321 @@
+"""``dlsched/Contention-v0``: learned job admission and placement in Ada-SRSF's own world.
+
+Fixed-demand all-reduce jobs, time-shared GPUs, all-reduces contending on NICs, continuous
+time: the contention engine (:mod:`envs.sim.decisions`) stops whenever jobs are queued and
+something changed (a job arrived or GPU memory was freed or taken) and at least one queued job
+fits; each step is then one decision at that instant:
+
+- ``j * C + c``: start window job ``j`` now, placed by candidate ``c`` of ``placements``
+  (``lwf1``: LWF-1, least-loaded GPU or the fewest least-loaded servers; ``lwf4``; ``ls``:
+  least-loaded GPUs, spread; ``ff``: first fit), then decide again at the same instant;
+- ``J * C``: wait — run on to the next stop.
+
+The window is the first ``J`` queued jobs by remaining GPU compute (SRSF's key: GPUs x
+iterations x compute per iteration; ties by arrival).  The communication scheduler
+(``comm``: ``adasrsf`` = AdaDUAL, ``srsf<n>``, ``fs``) admits the all-reduces as in the
+stacks.  ``action_masks()``:
+a start is valid when the row holds a job and it fits (enough GPUs with room for a worker);
+wait is valid unless nothing runs and no job is still to arrive (waiting would never end).
+
+**Observation** (``Box``, float32, flattened): per window row ``[model one-hot (4), log2
+GPUs / 5, log1p(service s) / 10, log1p(waiting s) / 10, fits, present]``, per server
+``[free memory share, log1p(GPU load s) / 10, NIC tasks / 4, running workers / GPUs]`` and
+``[log1p(queued beyond the window), running jobs / GPUs, jobs still to arrive / jobs]``.
+
+**Reward**: ``-(A(t') - A(t)) / (1000 N)`` with ``A(t)`` the time jobs have spent in the
+system up to ``t`` (finished: their JCT; others: ``t - submit``), ``N`` jobs: the episode's
+return is exactly ``-avg JCT`` in seconds (tested).  An invalid action changes nothing, gets
+reward 0 and ``info["invalid_action"]``; ``max_invalid`` in a row truncate the episode
+(``info["stuck"]``).  At the end ``info`` has ``avg_jct_s``, ``p95_jct_s``, ``makespan_s``,
+``decisions`` and the engine's :class:`~envs.sim.results.SimResult` (``result``).
+
+**Workloads**: ``generate_ada_srsf`` per episode seed (``scale="small"``: the reference's
+1/100 scale; ``"paper"``: 1000-6000 iterations over 20 minutes), or ``workloads=[...]`` given
+(e.g. trace windows), one per episode by the episode seed.  ``fidelity="fast"`` (default)
+merges iterations (~0.4 CPU-s per paper-scale episode; its JCTs differ from full fidelity by
+several percent, EXPERIMENTS.md); ``"full"`` simulates every iteration (~8 CPU-s).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from envs.sim import ClusterSpec, SimConfig
+from envs.sim.config import Fidelity
+from envs.sim.decisions import DecisionSimulator
+from envs.sim.engine import Job
+from envs.sim.errors import ConfigError
+from envs.sim.models import REFERENCE_MODELS
+from envs.sim.policies.base import count_eligible
+from envs.sim.spec import Workload
+from envs.sim.stacks import make_stack
+from envs.sim.workload import generate_ada_srsf, paper_scale_workload
+
+__all__ = ["CONTENTION_ENV_ID", "PLACEMENTS", "ContentionEnv", "srsf_teacher"]
+
+CONTENTION_ENV_ID = "dlsched/Contention-v0"
+#: Placement candidates an action may name (stack placement tokens).
+PLACEMENTS = ("lwf1", "lwf4", "ls", "ff")
+_MODELS = tuple(REFERENCE_MODELS)
+_JOB_F = len(_MODELS) + 5
+_SERVER_F = 4
+_GLOBAL_F = 3
+
+
+def _log(x: float) -> float:
+    return math.log1p(max(x, 0.0)) / 10.0
+
+
+Obs = npt.NDArray[np.float32]
+
+
+class ContentionEnv(gym.Env[Obs, np.int64]):
+    """See the module docstring."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(
+        self,
+        *,
+        scale: str = "small",
+        num_jobs: int = 160,
+        workloads: Sequence[Workload] | None = None,
+        num_servers: int = 16,
+        gpus_per_server: int = 4,
+        gpu_memory_mb: float = 32768.0,
+        comm: str = "adasrsf",
+        placements: Sequence[str] = ("lwf1", "ls", "ff"),
+        J: int = 20,
+        fidelity: str = "fast",
+        max_invalid: int = 1000,
+    ) -> None:
+        super().__init__()
+        if scale not in ("small", "paper"):
+            raise ConfigError(f"scale must be 'small' or 'paper', got {scale!r}")
+        if not placements or len(set(placements)) != len(placements):
+            raise ConfigError(f"placements must be distinct names, got {list(placements)}")
+        bad = [p for p in placements if p not in PLACEMENTS]
+        if bad:
+            raise ConfigError(f"unknown placements {bad}; known: {list(PLACEMENTS)}")
+        if J < 1 or num_jobs < 1 or max_invalid < 1:
+            raise ConfigError(
+                f"J, num_jobs and max_invalid must be >= 1, got {J}, {num_jobs}, {max_invalid}"
+            )
+        try:
+            self.fidelity = Fidelity(fidelity)
+        except ValueError:
+            raise ConfigError(f"fidelity must be 'fast' or 'full', got {fidelity!r}") from None
+        self.cluster = ClusterSpec(
+            num_servers=num_servers, gpus_per_server=gpus_per_server, gpu_memory_mb=gpu_memory_mb
+        )
+        make_stack(f"ff_{comm}")  # checks the comm name now
+        self.workloads = list(workloads) if workloads is not None else None
+        if self.workloads is not None:
+            if not self.workloads:
+                raise ConfigError("workloads is empty")
+            for w in self.workloads:
+                w.check_fits(self.cluster)
+                unknown = {j.model.name for j in w.jobs} - set(_MODELS)
+                if unknown:
+                    raise ConfigError(f"workload {w.name!r}: models {sorted(unknown)} have no "
+                                      f"observation column (known: {list(_MODELS)})")  # fmt: skip
+        self.scale, self.num_jobs, self.comm = scale, int(num_jobs), comm
+        self.placements = tuple(placements)
+        self.J, self.C = int(J), len(self.placements)
+        self.max_invalid = int(max_invalid)
+        self.wait_action = self.J * self.C
+        self.action_space = spaces.Discrete(self.J * self.C + 1)
+        self.obs_size = self.J * _JOB_F + self.cluster.num_servers * _SERVER_F + _GLOBAL_F
+        size = self.obs_size
+        self.observation_space = spaces.Box(-1.0, 10.0, shape=(size,), dtype=np.float32)
+        self.sim: DecisionSimulator | None = None
+        self.window: list[Job] = []
+        self.done = True
+
+    # ------------------------------------------------------------------ episode
+    def _workload(self, seed: int) -> Workload:
+        if self.workloads is not None:
+            return self.workloads[seed % len(self.workloads)]
+        if self.scale == "paper":
+            return paper_scale_workload(seed, self.num_jobs)
+        return generate_ada_srsf(seed, num_jobs=self.num_jobs)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+        super().reset(seed=seed)
+        wseed = int(self.np_random.integers(2**31)) if seed is None else int(seed)
+        if options and "workload_seed" in options:
+            wseed = int(options["workload_seed"])
+        workload = self._workload(wseed)
+        cfg = SimConfig(fidelity=self.fidelity, seed=wseed)
+        self.sim = DecisionSimulator(self.cluster, workload, make_stack(f"lwf1_{self.comm}"), cfg)
+        self.placers = [make_stack(f"{p}_{self.comm}").placer for p in self.placements]
+        self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
+        self.n = len(self.sim.jobs)
+        self.area = 0.0  # A(t) at the last reward
+        self.decisions = 0
+        self.invalid_run = 0
+        self.done = False
+        self._to_decision()
+        return self._obs(), {"workload": workload.name, "workload_seed": wseed}
+
+    def _fits(self, job: Job) -> bool:
+        assert self.sim is not None
+        return count_eligible(job.spec, self.sim) >= job.spec.num_gpus
+
+    def _to_decision(self) -> None:
+        """Leave the current stop and run to the next one where a decision is worth asking
+        (something changed and a queued job fits), or to the end."""
+        sim = self.sim
+        assert sim is not None
+        while True:
+            if not sim.advance():
+                self.done = True
+                self.window = []
+                return
+            # unchanged: no queued job fits that did not fit at the last stop
+            if sim.changed and self._anything_fits():
+                break
+        # SRSF's key (remaining GPU compute), stable: arrival order on ties
+        self.window = sorted(sim.queued, key=lambda j: j.remaining_compute_ms)[: self.J]
+
+    def _anything_fits(self) -> bool:
+        assert self.sim is not None
+        return any(self._fits(j) for j in self.sim.queued)
+
+    def _area(self) -> float:
+        assert self.sim is not None
+        t = self.sim.now
+        a = 0.0
+        for j in self.sim.jobs:
+            sub = j.spec.submit_ms
+            if not math.isnan(j.finish_ms):
+                a += j.finish_ms - sub
+            elif sub <= t:
+                a += t - sub
+        return a
+
+    # ------------------------------------------------------------------ acting
+    def action_masks(self) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(self.J * self.C + 1, dtype=bool)
+        if self.done or self.sim is None:
+            mask[self.wait_action] = True
+            return mask
+        for j, job in enumerate(self.window):
+            if self._fits(job):
+                mask[j * self.C : (j + 1) * self.C] = True
+        mask[self.wait_action] = self._can_wait()
+        return mask
+
+    def _can_wait(self) -> bool:
+        sim = self.sim
+        assert sim is not None
+        to_arrive = len(self.submits) - bisect_right(self.submits, sim.now)
+        return bool(sim.running) or to_arrive > 0
+
+    def step(
+        self, action: Any
+    ) -> tuple[npt.NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+        if self.done or self.sim is None:
+            raise ConfigError("step() on a finished episode: call reset() first")
+        sim = self.sim
+        try:
+            a = int(action)
+            valid_int = a == action or isinstance(action, (np.integer, int))
+        except (TypeError, ValueError, OverflowError):
+            a, valid_int = -1, False
+        info: dict[str, Any] = {"invalid_action": False}
+        ok = valid_int and 0 <= a <= self.wait_action and bool(self.action_masks()[a])
+        if ok and a == self.wait_action:
+            self._to_decision()
+        elif ok:
+            job, placer = self.window[a // self.C], self.placers[a % self.C]
+            if getattr(placer, "reads_load", True):
+                sim.settle_loads()
+            gpus = placer.place(job.spec, sim, sim.rng)
+            if gpus is None:  # pragma: no cover - masks say it fits
+                ok = False
+            else:
+                sim.start(job, gpus)
+                self.decisions += 1
+                if self._anything_fits():
+                    self.window = [j for j in self.window if j is not job]
+                else:
+                    self._to_decision()
+        if not ok:
+            self.invalid_run += 1
+            info["invalid_action"] = True
+            truncated = self.invalid_run >= self.max_invalid
+            if truncated:
+                self.done = True
+                info["stuck"] = True
+            return self._obs(), 0.0, False, truncated, info
+        self.invalid_run = 0
+        area = self._area()
+        reward = -(area - self.area) / (1000.0 * self.n)
+        self.area = area
+        if self.done:
+            result = sim.result()
+            jct = np.array([r.jct_ms for r in result.records]) / 1000.0
+            info.update(
+                avg_jct_s=float(jct.mean()),
+                p95_jct_s=float(np.percentile(jct, 95)),
+                makespan_s=result.makespan_ms / 1000.0,
+                decisions=self.decisions,
+                stops=sim.stops,
+                result=result,
+            )
+        return self._obs(), float(reward), self.done, False, info
+
+    # ------------------------------------------------------------------ observation
+    def _obs(self) -> npt.NDArray[np.float32]:
+        obs = np.zeros(self.obs_size, dtype=np.float32)
+        sim = self.sim
+        if sim is None or self.done:
+            return obs
+        now = sim.now
+        for r, job in enumerate(self.window):
+            s = job.spec
+            row = obs[r * _JOB_F : (r + 1) * _JOB_F]
+            if s.model.name in _MODELS:
+                row[_MODELS.index(s.model.name)] = 1.0
+            k = len(_MODELS)
+            row[k] = math.log2(s.num_gpus) / 5.0
+            row[k + 1] = _log(job.remaining_compute_ms / 1000.0)
+            row[k + 2] = _log((now - s.submit_ms) / 1000.0)
+            row[k + 3] = float(self._fits(job))
+            row[k + 4] = 1.0
+        base = self.J * _JOB_F
+        per, cap = self.cluster.gpus_per_server, self.cluster.gpu_memory_mb
+        for srv in range(self.cluster.num_servers):
+            gs = range(srv * per, (srv + 1) * per)
+            row = obs[base + srv * _SERVER_F : base + (srv + 1) * _SERVER_F]
+            row[0] = sum(sim.free_mem_mb[g] for g in gs) / (cap * per)
+            row[1] = _log(sum(sim.load_ms[g] for g in gs) / per / 1000.0)
+            row[2] = len(sim.nic_tasks[srv]) / 4.0
+            row[3] = sum(len(sim.residents[g]) for g in gs) / per
+        g0 = base + self.cluster.num_servers * _SERVER_F
+        obs[g0] = math.log1p(max(len(sim.queue) - self.J, 0))
+        obs[g0 + 1] = len(sim.running) / self.cluster.num_gpus
+        obs[g0 + 2] = (len(self.submits) - bisect_right(self.submits, now)) / self.n
+        return np.clip(obs, -1.0, 10.0)
+
+
+def srsf_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
+    """The SRSF rule through the env: start the window's first job that fits (the window is
+    in remaining-service order) with ``placement``; wait when none fits."""
+    mask = env.action_masks()
+    c = env.placements.index(placement)
+    for j in range(len(env.window)):
+        if mask[j * env.C + c]:
+            return j * env.C + c
+    return env.wait_action

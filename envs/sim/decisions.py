@@ -1,0 +1,194 @@
+"""The contention engine driven one placement decision at a time, from outside.
+
+:class:`DecisionSimulator` runs the correct model (:class:`~envs.sim.engine.Simulator`) until
+an event time leaves jobs queued, stops there before placement (phase 4), and lets the caller
+look at the cluster and start queued jobs on GPUs of its choice; :meth:`advance` then finishes
+that event time (communication, rates, compute) and runs on to the next stop.  The stack's job
+order does not pick jobs and its placer is not consulted; the order still ranks running jobs'
+all-reduces (SRSF: remaining compute) and its communication scheduler (AdaDUAL, SRSF(n), fair
+share) admits them.  Non-preemptive orders only (a preemptive order decides which
+jobs hold GPUs itself).
+
+:func:`drive` runs a stack's own order and placer through this API, exactly as the engine's
+placement pass does (every queued job in key order asked to ``place``; the tests check that
+every Table IV/V stack gives ``simulate()``'s per-job results), and is the template for a
+learned scheduler: :mod:`envs.gym.contention_env` is one.
+
+A stop can be *quiet*: nothing arrived and no memory changed since the last stop, so no
+queued job fits that did not fit before (placers fit by memory only).  Stacks still see those
+stops (LWF-κ's refusals re-sort its server order); a learner may skip them
+(:attr:`DecisionSimulator.changed`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+from envs.sim.config import SimConfig
+from envs.sim.engine import Job, Simulator
+from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.results import SimResult
+from envs.sim.spec import ClusterSpec, Workload
+from envs.sim.stacks import SchedulerStack, make_stack
+
+__all__ = ["DecisionError", "DecisionSimulator", "drive", "simulate_decisions"]
+
+
+class DecisionError(SimulationError):
+    """A decision the engine cannot take (the job is not queued, a GPU is out of range or
+    lacks memory, ...); nothing was changed."""
+
+
+class DecisionSimulator(Simulator):
+    """:class:`Simulator` stopping at each event time with queued jobs (see the module)."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        workload: Workload,
+        stack: SchedulerStack,
+        config: SimConfig | None = None,
+    ) -> None:
+        super().__init__(cluster, workload, stack, config)
+        if self.preemptive:
+            raise ConfigError(
+                f"decision points need a non-preemptive job order; {self.porder.name!r} is "
+                "preemptive"
+            )
+        self.external_placement = True
+        self.fitq = None  # a plain queue, in arrival order
+        self.queue = []
+        self._seen_version = -1  # memory version at the end of the last stop
+        self.stops = 0
+
+    # ------------------------------------------------------------------ driving
+    def advance(self) -> bool:
+        """Run to the next stop: True there (jobs are queued at :attr:`now`), False once no
+        events are left (then :meth:`result`)."""
+        if self._ran:
+            raise SimulationError("the simulation is over")
+        wall = time.perf_counter()
+        try:
+            if self.paused_at is not None:
+                t, self.paused_at = self.paused_at, None
+                self._seen_version = self.mem_version
+                self._after_placement(t)
+                if self.cfg.check_invariants:
+                    self.check_invariants()
+            self._start()
+            self._loop(math.inf)
+        finally:
+            self._wall += time.perf_counter() - wall
+        if self.paused_at is not None:
+            self.stops += 1
+            return True
+        return False
+
+    @property
+    def changed(self) -> bool:
+        """Whether a job arrived or GPU memory changed since the last stop (else no queued
+        job fits now that did not fit then)."""
+        return self.arrived_now or self.mem_version != self._seen_version
+
+    @property
+    def queued(self) -> Sequence[Job]:
+        """The queued jobs, in arrival order (read-only)."""
+        return tuple(self.queue)
+
+    def settle_loads(self) -> None:
+        """Bring ``load_ms`` up to date (what a load-reading placer sees)."""
+        self._settle_window_loads()
+
+    def start(self, job: Job, gpus: Sequence[int]) -> None:
+        """Start queued ``job`` on ``gpus`` now; :class:`DecisionError` (nothing changed)
+        unless the engine is stopped, the job is queued, and the GPUs are ``num_gpus``
+        distinct GPUs of the cluster, each with room for one worker."""
+        if self.paused_at is None:
+            raise DecisionError("no decision is due: call advance() first")
+        queue = self.queue
+        assert isinstance(queue, list)
+        if not any(j is job for j in queue):
+            raise DecisionError(f"job {getattr(job.spec, 'job_id', job)} is not queued")
+        spec = job.spec
+        try:
+            chosen = [int(g) for g in gpus]
+        except (TypeError, ValueError):
+            raise DecisionError(f"job {spec.job_id}: GPUs must be integers, got {gpus!r}") from None
+        if len(chosen) != spec.num_gpus or len(set(chosen)) != len(chosen):
+            raise DecisionError(
+                f"job {spec.job_id} needs {spec.num_gpus} distinct GPUs, got {chosen}"
+            )
+        n = self.cluster.num_gpus
+        for g in chosen:
+            if not 0 <= g < n:
+                raise DecisionError(
+                    f"job {spec.job_id}: GPU {g} is not in the cluster (0..{n - 1})"
+                )
+            if self.free_mem_mb[g] < spec.model.gpu_memory_mb:
+                raise DecisionError(
+                    f"job {spec.job_id}: GPU {g} has {self.free_mem_mb[g]:.0f} MB free, the "
+                    f"worker needs {spec.model.gpu_memory_mb:.0f} MB"
+                )
+        queue.remove(job)
+        # the stack's order still ranks the jobs' all-reduces (the engine's placement pass
+        # sets this key on every queued job)
+        job.prio = self.order.priority(job)
+        self._place(job, chosen, self.paused_at)
+
+    def result(self) -> SimResult:
+        """The run's result once :meth:`advance` has returned False."""
+        if self.paused_at is not None:
+            raise SimulationError("the simulation stopped at a decision; advance() first")
+        self._ran = True
+        if self.finished != len(self.jobs):
+            stuck = [j.spec.job_id for j in self.jobs if math.isnan(j.finish_ms)]
+            raise SimulationError(
+                f"no events left but {len(stuck)} jobs never finished (first ids {stuck[:10]}): "
+                "queued jobs were never started"
+            )
+        return self._result(self._wall)
+
+
+def drive(sim: DecisionSimulator) -> SimResult:
+    """Run ``sim`` with its stack's own job order and placer deciding at every stop, as the
+    engine's placement pass does (same per-job results as :func:`~envs.sim.simulate`)."""
+    order, placer = sim.stack.order, sim.stack.placer
+    reads_load = getattr(placer, "reads_load", True)
+    skip_after = sim.cfg.skip_after_place
+    while sim.advance():
+        queued = sim.queued
+        for job in queued:
+            job.prio = order.priority(job)
+        if reads_load:
+            sim.settle_loads()
+        skip = skipped = False
+        for job in sorted(queued, key=lambda j: j.prio):  # stable: arrival order on ties
+            if skip:
+                skip, skipped = False, True
+                continue
+            gpus = placer.place(job.spec, sim, sim.rng)
+            if gpus is not None:
+                sim.start(job, gpus)
+                skip = skip_after
+        if skipped and sim.tick is not None:
+            sim._wake_next_tick(sim.now)
+    return sim.result()
+
+
+def simulate_decisions(
+    cluster: ClusterSpec,
+    workload: Workload,
+    stack: str | SchedulerStack,
+    config: SimConfig | None = None,
+) -> SimResult:
+    """:func:`~envs.sim.simulate` through the decision API (:func:`drive`)."""
+    cfg = config or SimConfig()
+    if isinstance(stack, str):
+        stack = make_stack(
+            stack,
+            lwf_comm_ms_per_mb=cfg.lwf_comm_ms_per_mb,
+            adadual_inclusive=cfg.adadual_inclusive,
+        )
+    return drive(DecisionSimulator(cluster, workload, stack, cfg))

@@ -1,0 +1,163 @@
+"""The decision-point API (``envs/sim/decisions.py``): the stacks' own order and placer
+driven through it give ``simulate()``'s per-job results exactly; bad decisions change
+nothing; a simulation stopped and resumed keeps every invariant."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from envs.sim import ClusterSpec, SimConfig, simulate
+from envs.sim.config import Fidelity
+from envs.sim.decisions import DecisionError, DecisionSimulator, drive, simulate_decisions
+from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.stacks import TABLE_IV, TABLE_V, make_stack
+from envs.sim.workload import generate_ada_srsf, paper_scale_workload
+
+CLUSTER = ClusterSpec()
+STACKS = sorted({*TABLE_IV, *TABLE_V, "fifo:lwf4_srsf2", "srsf:count_fs", "srsf:skew_fs"})
+
+
+def _finishes(result) -> list[tuple[int, float, float, int]]:
+    return [(r.job_id, r.start_ms, r.finish_ms, r.servers) for r in result.records]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stacks_through_the_api_reproduce_simulate(stack: str, seed: int) -> None:
+    workload = generate_ada_srsf(seed)
+    cfg = SimConfig(engine="python", seed=seed)
+    assert _finishes(simulate_decisions(CLUSTER, workload, stack, cfg)) == _finishes(
+        simulate(CLUSTER, workload, stack, cfg)
+    )
+
+
+@pytest.mark.parametrize("mode", ["reference", "reference_fixed_probe"])
+def test_reference_modes_through_the_api_reproduce_simulate(mode: str) -> None:
+    workload = generate_ada_srsf(4)
+    for stack in ("lwf1_adasrsf", "rand_adasrsf", "lwf1_srsf2"):
+        cfg = SimConfig.named(mode, seed=4)
+        assert _finishes(simulate_decisions(CLUSTER, workload, stack, cfg)) == _finishes(
+            simulate(CLUSTER, workload, stack, cfg)
+        )
+
+
+def test_paper_scale_through_the_api_reproduces_simulate() -> None:
+    workload = paper_scale_workload(3)
+    cfg = SimConfig(fidelity=Fidelity.FAST, engine="python")
+    for stack in ("lwf1_srsf1", "lwf1_adasrsf"):
+        assert _finishes(simulate_decisions(CLUSTER, workload, stack, cfg)) == _finishes(
+            simulate(CLUSTER, workload, stack, cfg)
+        )
+
+
+def _stopped(seed: int = 0, **cfg) -> DecisionSimulator:
+    sim = DecisionSimulator(
+        CLUSTER, generate_ada_srsf(seed), make_stack("lwf1_adasrsf"), SimConfig(**cfg)
+    )
+    assert sim.advance()
+    return sim
+
+
+def _state(sim: DecisionSimulator) -> tuple:
+    return (
+        list(sim.free_mem_mb),
+        list(sim.load_ms),
+        [j.spec.job_id for j in sim.queued],
+        [j.spec.job_id for j in sim.running],
+        sim.mem_version,
+        len(sim.heap),
+    )
+
+
+def test_bad_decisions_raise_and_change_nothing() -> None:
+    sim = _stopped()
+    job = sim.queued[0]
+    n = job.spec.num_gpus
+    before = _state(sim)
+    bad = [
+        (sim.jobs[-1] if sim.jobs[-1] not in sim.queued else sim.running[0], list(range(n))),
+        (job, list(range(n + 1))),  # too many GPUs
+        (job, [0] * n if n > 1 else []),  # repeated / too few
+        (job, [CLUSTER.num_gpus + k for k in range(n)]),  # outside the cluster
+        (job, [-1 - k for k in range(n)]),
+        (job, ["a"] * n),
+        (job, None),
+    ]
+    for target, gpus in bad:
+        with pytest.raises(DecisionError):
+            sim.start(target, gpus)  # type: ignore[arg-type]
+        assert _state(sim) == before
+    # a GPU without room (GPU 0 made full)
+    sim.free_mem_mb[0] = 0.0
+    before = _state(sim)
+    with pytest.raises(DecisionError, match="MB free"):
+        sim.start(job, list(range(n)))
+    assert _state(sim) == before
+
+
+def test_no_decision_outside_a_stop_and_no_result_before_the_end() -> None:
+    sim = DecisionSimulator(CLUSTER, generate_ada_srsf(0), make_stack("lwf1_srsf1"))
+    with pytest.raises(DecisionError, match="advance"):
+        sim.start(sim.jobs[0], [0])
+    assert sim.advance()
+    with pytest.raises(SimulationError, match="advance"):
+        sim.result()
+
+
+def test_a_caller_that_never_starts_a_job_gets_a_clear_error() -> None:
+    sim = DecisionSimulator(CLUSTER, generate_ada_srsf(0), make_stack("lwf1_srsf1"))
+    while sim.advance():
+        pass
+    with pytest.raises(SimulationError, match="never started"):
+        sim.result()
+
+
+def test_preemptive_orders_are_refused() -> None:
+    with pytest.raises(ConfigError, match="preemptive"):
+        DecisionSimulator(CLUSTER, generate_ada_srsf(0), make_stack("psrsf:count_fs"))
+
+
+def test_random_decisions_keep_every_invariant() -> None:
+    """Fuzz: at each stop, random valid and invalid starts; invariants after every event
+    time; every job finishes, and the bad decisions never changed the state."""
+    rng = np.random.default_rng(7)
+    workload = generate_ada_srsf(5, num_jobs=60)
+    sim = DecisionSimulator(
+        CLUSTER, workload, make_stack("lwf1_adasrsf"), SimConfig(check_invariants=True)
+    )
+    while sim.advance():
+        sim.check_invariants()
+        for _ in range(int(rng.integers(0, 4))):
+            queued = sim.queued
+            if not queued:
+                break
+            job = queued[int(rng.integers(len(queued)))]
+            n = job.spec.num_gpus
+            gpus = [int(g) for g in rng.choice(CLUSTER.num_gpus + 2, size=n, replace=False)]
+            if rng.random() < 0.3:
+                gpus = gpus[:-1] if n > 1 else gpus + gpus
+            before = _state(sim)
+            try:
+                sim.start(job, gpus)
+            except DecisionError:
+                assert _state(sim) == before
+        if not sim.running and sim.queued:  # idle cluster: start the first that fits
+            for job in sim.queued:
+                free = [
+                    g for g, f in enumerate(sim.free_mem_mb) if f >= job.spec.model.gpu_memory_mb
+                ]
+                if len(free) >= job.spec.num_gpus:
+                    sim.start(job, free[: job.spec.num_gpus])
+                    break
+    result = sim.result()
+    assert all(math.isfinite(r.finish_ms) and r.finish_ms >= r.start_ms for r in result.records)
+
+
+def test_drive_is_what_simulate_decisions_runs() -> None:
+    workload = generate_ada_srsf(1)
+    sim = DecisionSimulator(CLUSTER, workload, make_stack("ff_adasrsf"))
+    assert _finishes(drive(sim)) == _finishes(simulate(CLUSTER, workload, "ff_adasrsf"))
+    assert sim.stops > 0
