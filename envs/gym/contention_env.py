@@ -109,10 +109,9 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
             raise ConfigError(
                 f"J, num_jobs and max_invalid must be >= 1, got {J}, {num_jobs}, {max_invalid}"
             )
-        try:
-            self.fidelity = Fidelity(fidelity)
-        except ValueError:
-            raise ConfigError(f"fidelity must be 'fast' or 'full', got {fidelity!r}") from None
+        if fidelity not in (Fidelity.FAST.value, Fidelity.FULL.value):
+            raise ConfigError(f"fidelity must be 'fast' or 'full', got {fidelity!r}")
+        self.fidelity = Fidelity(fidelity)
         self.cluster = ClusterSpec(
             num_servers=num_servers, gpus_per_server=gpus_per_server, gpu_memory_mb=gpu_memory_mb
         )

@@ -1,9 +1,11 @@
 """The contention engine driven one placement decision at a time, from outside.
 
-:class:`DecisionSimulator` runs the correct model (:class:`~envs.sim.engine.Simulator`) until
-an event time leaves jobs queued, stops there before placement (phase 4), and lets the caller
-look at the cluster and start queued jobs on GPUs of its choice; :meth:`advance` then finishes
-that event time (communication, rates, compute) and runs on to the next stop.  The stack's job
+:class:`DecisionSimulator` runs the contention engine (:class:`~envs.sim.engine.Simulator`)
+until it would place queued jobs, stops there, and lets the caller look at the cluster and start
+queued jobs on GPUs of its choice; :meth:`advance` then finishes that event time and runs on to
+the next stop.  The engine places at two points of an event time, so it stops at both: before
+placement (phase 4), and inside communication (phase 5) when a job whose last all-reduce was
+free (one server) finishes and releases its memory.  The stack's job
 order does not pick jobs and its placer is not consulted; the order still ranks running jobs'
 all-reduces (SRSF: remaining compute) and its communication scheduler (AdaDUAL, SRSF(n), fair
 share) admits them.  Non-preemptive orders only (a preemptive order decides which
@@ -74,11 +76,16 @@ class DecisionSimulator(Simulator):
             if self.paused_at is not None:
                 t, self.paused_at = self.paused_at, None
                 self._seen_version = self.mem_version
-                self._after_placement(t)
-                if self.cfg.check_invariants:
+                if self.paused_phase == 4:
+                    self._after_placement(t)  # may stop again, in phase 5
+                else:  # stopped inside phase 5, after a finished job's release
+                    self._admit_waiting(t)
+                    self._after_communication(t)
+                if self.paused_at is None and self.cfg.check_invariants:
                     self.check_invariants()
-            self._start()
-            self._loop(math.inf)
+            if self.paused_at is None:
+                self._start()
+                self._loop(math.inf)
         finally:
             self._wall += time.perf_counter() - wall
         if self.paused_at is not None:

@@ -406,6 +406,8 @@ class Simulator:
         # queued jobs stops after phase 3 at ``paused_at``, for the caller to place jobs
         self.external_placement = False
         self.paused_at: float | None = None
+        # a stop is in phase 4 (placement), or in phase 5 after a job's release
+        self.paused_phase = 4
         self.arrived_now = False
 
     # ------------------------------------------------------------------ events
@@ -560,6 +562,7 @@ class Simulator:
                 if self.external_placement:  # the caller decides (envs.sim.decisions)
                     self.paused_at = t
                     self.arrived_now = bool(arrivals)
+                    self.paused_phase = 4
                     return
                 self._allocate(t)
         self._after_placement(t)
@@ -568,7 +571,12 @@ class Simulator:
         """Phases 5-7 of an event time."""
         # 5. communication
         if self.ready or self.force_pass or (self.nic_dirty and self._waiting_touched()):
-            self._communicate(t)
+            if self._communicate(t):
+                return  # stopped for the caller's placement pass (envs.sim.decisions)
+        self._after_communication(t)
+
+    def _after_communication(self, t: float) -> None:
+        """Phases 6-7 of an event time."""
         # 6. rates of affected all-reduces
         if self.changed_servers or self.touched:
             self._retime(t)
@@ -1051,7 +1059,10 @@ class Simulator:
         self._finish_job(job, t)
 
     # ------------------------------------------------------------------ phase 5
-    def _communicate(self, t: float) -> None:
+    def _communicate(self, t: float) -> bool:
+        """Phase 5: all-reduces become ready, finished jobs release their memory (and the
+        queue gets a placement pass), waiting all-reduces are admitted.  True when it stopped
+        before admitting, for the caller's placement pass (decision-point mode)."""
         ready, self.ready = self.ready, []
         ready.sort(key=lambda j: j.placed_order)
         for job in ready:
@@ -1075,7 +1086,17 @@ class Simulator:
             # a job just finished: its memory is free now, place again
             self._release(t)
             if self.queue:
+                if self.external_placement:  # the caller decides (envs.sim.decisions)
+                    self.paused_at = t
+                    self.arrived_now = False
+                    self.paused_phase = 5
+                    return True
                 self._allocate(t)
+        self._admit_waiting(t)
+        return False
+
+    def _admit_waiting(self, t: float) -> None:
+        """Phase 5's admission of waiting all-reduces (the communication scheduler's pass)."""
         if not self.waiting:
             self.nic_dirty.clear()
             self.nic_ended.clear()
