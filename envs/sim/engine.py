@@ -570,9 +570,9 @@ class Simulator:
     def _after_placement(self, t: float) -> None:
         """Phases 5-7 of an event time."""
         # 5. communication
-        if self.ready or self.force_pass or (self.nic_dirty and self._waiting_touched()):
-            if self._communicate(t):
-                return  # stopped for the caller's placement pass (envs.sim.decisions)
+        busy = self.ready or self.force_pass or (self.nic_dirty and self._waiting_touched())
+        if busy and self._communicate(t):
+            return  # stopped for the caller's placement pass (envs.sim.decisions)
         self._after_communication(t)
 
     def _after_communication(self, t: float) -> None:

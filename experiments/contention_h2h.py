@@ -1,0 +1,223 @@
+"""Learned placement in Ada-SRSF's own world (``dlsched/Contention-v0``), head to head with
+the fixed-demand stacks, and the lower bound.
+
+    python experiments/contention_h2h.py                        # heuristics + bound, test seeds
+    python experiments/contention_h2h.py --train 600 --seeds 3  # + BC, then MaskablePPO
+
+Workloads: ``generate_ada_srsf`` at paper scale (1000-6000 iterations, arrivals over 20 min,
+160 jobs).  Seeds: training draws workload seeds in [10_000, 2**31) from each training seed's
+generator, validation uses 500-504 (BC epochs / RL checkpoints are picked there), the test
+table 1000-1009 (``--test``), which nothing else touches.
+
+Schedulers on the test seeds, all in full fidelity:
+
+- the engine's stacks via ``simulate()`` (LWF-1 + Ada-SRSF, LWF-1 + SRSF(1..3), FF / LS /
+  RAND + Ada-SRSF, the Tiresias stacks);
+- ``env:srsf+<placement>``: the SRSF teacher through the env (``comm`` = SRSF(1)) with each
+  placement candidate (``lwf1`` is LWF-1 + SRSF(1) exactly, a test says so);
+- ``bc`` / ``rl``: the cloned and the fine-tuned policies (masked argmax) through the same env,
+  one row per training seed;
+- ``bound``: each job alone on an empty cluster from its arrival (its best placement: one
+  server when it fits, else the fewest servers), avg JCT: no schedule can do better.
+
+Printed: mean ± 95% CI (Student t over seeds) of avg and p95 JCT (s), and the paired avg-JCT
+difference against LWF-1 + SRSF(1) with its 95% CI.  Training and the env run with
+``fidelity=fast`` unless ``--train-fidelity full``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import seed_list
+
+from envs.gym.contention_env import ContentionEnv, srsf_teacher
+from envs.sim import ClusterSpec, SimConfig, simulate
+from envs.sim.spec import Workload
+from envs.sim.stacks import TABLE_IV, TABLE_V
+from envs.sim.workload import paper_scale_workload
+
+STACKS = [*dict.fromkeys([*TABLE_V, *TABLE_IV]), "dlas:skew_fs", "dgittins:skew_fs",
+          "psrsf:count_fs", "srsf:count_fs"]  # fmt: skip
+COMM = "srsf1"
+PLACEMENTS = ("lwf1", "ls", "ff")
+VALIDATION = [500, 501, 502, 503, 504]
+
+
+def jcts_of(result: Any) -> np.ndarray:
+    return np.array([r.jct_ms for r in result.records]) / 1000.0
+
+
+def solo_bound(cluster: ClusterSpec, w: Workload) -> np.ndarray:
+    """Each job alone on the empty cluster from its arrival (LWF-1 packs it on the fewest
+    servers, where its all-reduces are cheapest): JCTs no schedule can beat."""
+    out = []
+    for job in w.jobs:
+        alone = Workload((replace(job, submit_ms=0.0),), name="solo")
+        out.append(jcts_of(simulate(cluster, alone, "lwf1_srsf1"))[0])
+    return np.array(out)
+
+
+def env_run(env: ContentionEnv, seed: int, act: Any) -> np.ndarray:
+    env.reset(options={"workload_seed": seed}, seed=seed)
+    while True:
+        _, _, term, trunc, info = env.step(act(env))
+        if trunc:
+            raise RuntimeError(f"workload {seed}: the policy got stuck")
+        if term:
+            return jcts_of(info["result"])
+
+
+def policy_actor(model: Any) -> Any:
+    def act(e: ContentionEnv) -> int:
+        a, _ = model.predict(e._obs(), action_masks=e.action_masks(), deterministic=True)
+        return int(a)
+
+    return act
+
+
+# ------------------------------------------------------------------------------ learning
+def teacher_data(env: ContentionEnv, seeds: list[int]) -> tuple[np.ndarray, ...]:
+    obs, masks, acts = [], [], []
+    for s in seeds:
+        o, _ = env.reset(options={"workload_seed": s}, seed=s)
+        while True:
+            m = env.action_masks()
+            a = srsf_teacher(env)
+            obs.append(o)
+            masks.append(m)
+            acts.append(a)
+            o, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                break
+    return np.array(obs), np.array(masks), np.array(acts)
+
+
+def clone(model: Any, data: tuple[np.ndarray, ...], epochs: int, seed: int) -> None:
+    """Behaviour cloning: masked cross-entropy on the teacher's actions."""
+    obs, masks, acts = (th.as_tensor(x) for x in data)
+    policy = model.policy
+    opt = th.optim.Adam(policy.parameters(), lr=1e-3)
+    gen = th.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        for idx in th.randperm(len(acts), generator=gen).split(256):
+            dist = policy.get_distribution(obs[idx].float(), action_masks=masks[idx].numpy())
+            loss = -dist.log_prob(acts[idx]).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    fid = args.train_fidelity
+
+    def make(rank: int) -> Any:
+        def f() -> ContentionEnv:
+            e = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
+            e.reset(seed=10_000 + 1000 * seed + rank)
+            return e
+
+        return f
+
+    venv = DummyVecEnv([make(i) for i in range(args.n_envs)])
+    model = MaskablePPO(
+        "MlpPolicy", venv, n_steps=args.n_steps, batch_size=256, learning_rate=3e-4,
+        gamma=1.0, gae_lambda=0.95, ent_coef=0.0, seed=seed, verbose=0, device="cpu",
+    )  # fmt: skip
+    rng = np.random.default_rng([seed, 7])
+    env = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
+    bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
+    clone(model, teacher_data(env, bc_seeds), args.bc_epochs, seed)
+    val = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
+
+    def validate() -> float:
+        return float(np.mean([env_run(val, s, policy_actor(model)).mean() for s in VALIDATION]))
+
+    curve = [(0, validate())]
+    best = (curve[0][1], model.policy.state_dict())
+    bc_state = model.policy.state_dict()
+    done = 0
+    while done < args.train:
+        model.learn(args.every, reset_num_timesteps=False)
+        done += args.every
+        curve.append((done, validate()))
+        print(f"  seed {seed}: {done} decisions, validation avg JCT {curve[-1][1]:.1f} s",
+              file=sys.stderr)  # fmt: skip
+        if curve[-1][1] < best[0]:
+            best = (curve[-1][1], {k: v.clone() for k, v in model.policy.state_dict().items()})
+    return {"model": model, "bc_state": bc_state, "best_state": best[1], "curve": curve}
+
+
+# ------------------------------------------------------------------------------ report
+def summarise(rows: dict[str, list[np.ndarray]], base: str) -> None:
+    def ci(x: np.ndarray) -> tuple[float, float]:
+        h = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0
+        return float(x.mean()), float(h)
+
+    ref = np.array([j.mean() for j in rows[base]])
+    print(f"{'scheduler':<26} {'avg JCT (s)':>18} {'p95 JCT (s)':>18} {'vs ' + base:>22}")
+    for name, per_seed in sorted(rows.items(), key=lambda kv: np.mean([j.mean() for j in kv[1]])):
+        avg = np.array([j.mean() for j in per_seed])
+        p95 = np.array([np.percentile(j, 95) for j in per_seed])
+        m, h = ci(avg)
+        pm, ph = ci(p95)
+        d, dh = ci((avg - ref) / ref * 100)
+        print(f"{name:<26} {m:>10.1f} ± {h:<5.1f} {pm:>10.1f} ± {ph:<5.1f} "
+              f"{d:>+11.2f}% ± {dh:.2f}")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--test", type=seed_list, default=list(range(1000, 1010)))
+    ap.add_argument("--train", type=int, default=0, help="RL decisions per training seed")
+    ap.add_argument("--seeds", type=int, default=3, help="training seeds")
+    ap.add_argument("--every", type=int, default=20_000)
+    ap.add_argument("--n-envs", type=int, default=8)
+    ap.add_argument("--n-steps", type=int, default=256)
+    ap.add_argument("--bc-workloads", type=int, default=40)
+    ap.add_argument("--bc-epochs", type=int, default=20)
+    ap.add_argument("--train-fidelity", default="fast")
+    args = ap.parse_args()
+    th.set_num_threads(1)
+    cluster = ClusterSpec()
+    tests = {s: paper_scale_workload(s) for s in args.test}
+    rows: dict[str, list[np.ndarray]] = {}
+    t0 = time.perf_counter()
+    for st in STACKS:
+        rows[st] = [jcts_of(simulate(cluster, w, st, SimConfig(seed=s))) for s, w in tests.items()]
+    rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
+    full = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity="full")
+    for p in PLACEMENTS[1:]:
+        rows[f"env:srsf+{p}"] = [
+            env_run(full, s, lambda e, p=p: srsf_teacher(e, p)) for s in args.test
+        ]
+    print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if args.train > 0:
+        for seed in range(args.seeds):
+            out = train(args, seed)
+            model = out["model"]
+            for tag, state in (("bc", out["bc_state"]), ("rl", out["best_state"])):
+                model.policy.load_state_dict(state)
+                rows[f"{tag} (seed {seed})"] = [
+                    env_run(full, s, policy_actor(model)) for s in args.test
+                ]
+            print(f"seed {seed} curve: {out['curve']}", file=sys.stderr)
+    summarise(rows, "lwf1_srsf1")
+
+
+if __name__ == "__main__":
+    main()
