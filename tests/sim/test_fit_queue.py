@@ -40,6 +40,7 @@ class Opaque:
         self.name = inner.name
         self.comm_estimate_ms_per_mb = inner.comm_estimate_ms_per_mb
         self.reads_load = inner.reads_load
+        self.randomised = inner.randomised
 
     def place(self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator) -> Any:
         return self.inner.place(job, cluster, rng)

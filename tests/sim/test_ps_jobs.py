@@ -21,6 +21,7 @@ class Pinned:
     name = "pinned"
     comm_estimate_ms_per_mb = None
     reads_load = False
+    randomised = False
 
     def __init__(self, where: dict[int, list[int]]) -> None:
         self.where = where

@@ -266,6 +266,7 @@ class FixedPlacer:
     name = "slot"
     comm_estimate_ms_per_mb: float | None = None
     reads_load = False
+    randomised = False
 
     def __init__(self, devices: Mapping[int, list[int]]) -> None:
         self.devices = dict(devices)
@@ -407,12 +408,10 @@ class ContentionSlotSimulator(SlotSimulator):
         # (seeded per slot), a load-reading core placer (the load is remaining work) or an
         # admission-controlling comm policy (it reads priorities that move within the slot)
         core = make_stack(f"{self.config.order}:{placer}_fs").placer if placer else None
-        reads_load = core is not None and core.reads_load
         self._reuse = (
             self.config.reuse_slots
             and self.config.comm == "fs"
-            and placer != "rand"
-            and not reads_load
+            and not (core is not None and (core.randomised or core.reads_load))
         )
         self._cache: dict[tuple[object, ...], tuple[_Observed, ...]] = {}
 

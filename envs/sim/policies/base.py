@@ -154,6 +154,10 @@ class Placer(Protocol):
     comm_estimate_ms_per_mb: float | None
     #: whether ``place`` reads ``cluster.load_ms`` (the engine then brings it up to date)
     reads_load: bool
+    #: whether ``place`` draws from the run's generator (its result is then not a function of
+    #: the cluster state: callers that reuse earlier results must not, e.g. the elastic
+    #: slot engine's exact slot reuse)
+    randomised: bool
 
     def place(
         self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator

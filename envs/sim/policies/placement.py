@@ -22,6 +22,8 @@ class CountFit:
     """``fits`` for placers that succeed exactly when enough GPUs have room for one worker
     and whose refusals change nothing (:class:`~envs.sim.policies.base.FitIndexedPlacer`)."""
 
+    randomised = False  # RAND says otherwise
+
     def fits(self, job: JobSpec, cluster: ClusterView) -> bool:
         return count_eligible(job, cluster) >= job.num_gpus
 
@@ -39,6 +41,7 @@ class RandomPlacer(CountFit):
     name = "rand"
     comm_estimate_ms_per_mb: float | None = None
     reads_load = False
+    randomised = True
 
     def place(
         self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator

@@ -75,6 +75,8 @@ class ExclusiveFit:
     """``fits`` for placers that succeed exactly when enough GPUs are wholly free and whose
     refusals change nothing (:class:`~envs.sim.policies.base.FitIndexedPlacer`)."""
 
+    randomised = False
+
     def fits(self, job: JobSpec, cluster: ClusterView) -> bool:
         return len(exclusive_free(cluster)) >= job.num_gpus
 
