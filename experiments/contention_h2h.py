@@ -2,7 +2,8 @@
 the fixed-demand stacks, and the lower bound.
 
     python experiments/contention_h2h.py                        # heuristics + bound, test seeds
-    python experiments/contention_h2h.py --train 600 --seeds 3  # + BC, then MaskablePPO
+    python experiments/contention_h2h.py --train 40000 --seeds 3   # + BC, then MaskablePPO
+    python experiments/contention_h2h.py --train 40000 --learned-only   # the learned rows only
 
 Workloads: ``generate_ada_srsf`` at paper scale (1000-6000 iterations, arrivals over 20 min,
 160 jobs).  Seeds: training draws workload seeds in [10_000, 2**31) from each training seed's
@@ -191,20 +192,26 @@ def main() -> None:
     ap.add_argument("--bc-workloads", type=int, default=40)
     ap.add_argument("--bc-epochs", type=int, default=20)
     ap.add_argument("--train-fidelity", default="fast")
+    ap.add_argument(
+        "--learned-only",
+        action="store_true",
+        help="only LWF-1 + SRSF(1) (the paired baseline) and the learned rows",
+    )
     args = ap.parse_args()
     th.set_num_threads(1)
     cluster = ClusterSpec()
     tests = {s: paper_scale_workload(s) for s in args.test}
     rows: dict[str, list[np.ndarray]] = {}
     t0 = time.perf_counter()
-    for st in STACKS:
+    for st in STACKS if not args.learned_only else ["lwf1_srsf1"]:
         rows[st] = [jcts_of(simulate(cluster, w, st, SimConfig(seed=s))) for s, w in tests.items()]
-    rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
     full = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity="full")
-    for p in PLACEMENTS[1:]:
-        rows[f"env:srsf+{p}"] = [
-            env_run(full, s, lambda e, p=p: srsf_teacher(e, p)) for s in args.test
-        ]
+    if not args.learned_only:
+        rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
+        for p in PLACEMENTS[1:]:
+            rows[f"env:srsf+{p}"] = [
+                env_run(full, s, lambda e, p=p: srsf_teacher(e, p)) for s in args.test
+            ]
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if args.train > 0:
         for seed in range(args.seeds):
