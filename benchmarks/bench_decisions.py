@@ -55,7 +55,7 @@ def _episode(env: ContentionEnv, seed: int, act: Any) -> int:
 
 def _mlp_actor(env: ContentionEnv) -> Any:
     th.manual_seed(0)
-    n_in, n_out = env.observation_space.shape[0], int(env.action_space.n)
+    n_in, n_out = env.obs_size, env.J * env.C + 1
     net = th.nn.Sequential(
         th.nn.Linear(n_in, 64), th.nn.Tanh(), th.nn.Linear(64, 64), th.nn.Tanh(),
         th.nn.Linear(64, n_out),
