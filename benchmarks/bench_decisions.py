@@ -44,11 +44,11 @@ def _cpu(fn: Any) -> float:
 
 
 def _episode(env: ContentionEnv, seed: int, act: Any) -> int:
-    env.reset(seed=seed)
+    obs, _ = env.reset(seed=seed)
     steps = 0
     while True:
         steps += 1
-        _, _, term, trunc, _ = env.step(act(env))
+        obs, _, term, trunc, _ = env.step(act(env, obs))
         if term or trunc:
             return steps
 
@@ -61,9 +61,9 @@ def _mlp_actor(env: ContentionEnv) -> Any:
         th.nn.Linear(64, n_out),
     )  # fmt: skip
 
-    def act(e: ContentionEnv) -> int:
+    def act(e: ContentionEnv, obs: np.ndarray) -> int:
         with th.no_grad():
-            logits = net(th.as_tensor(e._obs())).numpy()
+            logits = net(th.as_tensor(obs)).numpy()
         logits[~e.action_masks()] = -np.inf
         return int(np.argmax(logits))
 
@@ -83,7 +83,7 @@ def cell(scale: str, fidelity: str, seeds: list[int]) -> dict[str, float]:
         out["simulate"].append(_cpu(partial(simulate, cluster, w, "lwf1_adasrsf", cfg)))
         out["native"].append(_cpu(partial(simulate, cluster, w, "lwf1_adasrsf", auto)))
         out["api"].append(_cpu(partial(simulate_decisions, cluster, w, "lwf1_adasrsf", cfg)))
-        out["env_teacher"].append(_cpu(partial(_episode, env, seed, srsf_teacher)))
+        out["env_teacher"].append(_cpu(partial(_episode, env, seed, lambda e, _: srsf_teacher(e))))
         t0 = time.process_time()
         out["steps"].append(float(_episode(env, seed, actor)))
         out["env_policy"].append(time.process_time() - t0)

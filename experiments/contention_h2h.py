@@ -71,9 +71,10 @@ def solo_bound(cluster: ClusterSpec, w: Workload) -> np.ndarray:
 
 
 def env_run(env: ContentionEnv, seed: int, act: Any) -> np.ndarray:
-    env.reset(options={"workload_seed": seed}, seed=seed)
+    """One test episode; ``act(env, obs)`` picks each action."""
+    obs, _ = env.reset(options={"workload_seed": seed}, seed=seed)
     while True:
-        _, _, term, trunc, info = env.step(act(env))
+        obs, _, term, trunc, info = env.step(act(env, obs))
         if trunc:
             raise RuntimeError(f"workload {seed}: the policy got stuck")
         if term:
@@ -81,8 +82,8 @@ def env_run(env: ContentionEnv, seed: int, act: Any) -> np.ndarray:
 
 
 def policy_actor(model: Any) -> Any:
-    def act(e: ContentionEnv) -> int:
-        a, _ = model.predict(e._obs(), action_masks=e.action_masks(), deterministic=True)
+    def act(e: ContentionEnv, obs: np.ndarray) -> int:
+        a, _ = model.predict(obs, action_masks=e.action_masks(), deterministic=True)
         return int(a)
 
     return act
@@ -210,7 +211,7 @@ def main() -> None:
         rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
         for p in PLACEMENTS[1:]:
             rows[f"env:srsf+{p}"] = [
-                env_run(full, s, lambda e, p=p: srsf_teacher(e, p)) for s in args.test
+                env_run(full, s, lambda e, _, p=p: srsf_teacher(e, p)) for s in args.test
             ]
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if args.train > 0:

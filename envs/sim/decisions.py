@@ -29,11 +29,11 @@ import time
 from collections.abc import Sequence
 
 from envs.sim.config import SimConfig
-from envs.sim.engine import Job, Simulator
+from envs.sim.engine import Job, Simulator, resolve_stack
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.results import SimResult
 from envs.sim.spec import ClusterSpec, Workload
-from envs.sim.stacks import SchedulerStack, make_stack
+from envs.sim.stacks import SchedulerStack
 
 __all__ = ["DecisionError", "DecisionSimulator", "drive", "simulate_decisions"]
 
@@ -192,10 +192,4 @@ def simulate_decisions(
 ) -> SimResult:
     """:func:`~envs.sim.simulate` through the decision API (:func:`drive`)."""
     cfg = config or SimConfig()
-    if isinstance(stack, str):
-        stack = make_stack(
-            stack,
-            lwf_comm_ms_per_mb=cfg.lwf_comm_ms_per_mb,
-            adadual_inclusive=cfg.adadual_inclusive,
-        )
-    return drive(DecisionSimulator(cluster, workload, stack, cfg))
+    return drive(DecisionSimulator(cluster, workload, resolve_stack(stack, cfg), cfg))

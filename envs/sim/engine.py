@@ -1563,6 +1563,20 @@ def _make_rng(seed: int) -> np.random.Generator:
 MAX_FULL_ITERATIONS = 10**8
 
 
+def resolve_stack(stack: str | SchedulerStack, cfg: SimConfig) -> SchedulerStack:
+    """A stack by name (built fresh, with ``cfg``'s LWF and AdaDUAL options) or as given;
+    :class:`ConfigError` for anything else."""
+    if isinstance(stack, str):
+        return make_stack(
+            stack,
+            lwf_comm_ms_per_mb=cfg.lwf_comm_ms_per_mb,
+            adadual_inclusive=cfg.adadual_inclusive,
+        )
+    if not isinstance(stack, SchedulerStack):
+        raise ConfigError(f"stack must be a name or a SchedulerStack, got {type(stack).__name__}")
+    return stack
+
+
 def simulate(
     cluster: ClusterSpec,
     workload: Workload,
@@ -1574,14 +1588,7 @@ def simulate(
     On the native event loop when ``config.engine`` allows and :mod:`envs.sim.native` covers
     the run (same results, bit for bit), else on :class:`Simulator`."""
     cfg = config or SimConfig()
-    if isinstance(stack, str):
-        stack = make_stack(
-            stack,
-            lwf_comm_ms_per_mb=cfg.lwf_comm_ms_per_mb,
-            adadual_inclusive=cfg.adadual_inclusive,
-        )
-    elif not isinstance(stack, SchedulerStack):
-        raise ConfigError(f"stack must be a name or a SchedulerStack, got {type(stack).__name__}")
+    stack = resolve_stack(stack, cfg)
     if cfg.fidelity is Fidelity.FULL:
         big = max(workload.jobs, key=lambda j: j.iterations)
         if big.iterations > MAX_FULL_ITERATIONS:
