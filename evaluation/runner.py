@@ -68,7 +68,8 @@ def run_all(
 ) -> None:
     """Run ``tasks`` (in ``workers`` processes when > 1, or as Ray tasks with
     ``runner.kind == "ray"``), calling ``on_result`` in this process as each ends (in
-    completion order); :class:`RunsFailed` at the end if any failed."""
+    completion order); :class:`RunsFailed` at the end if any failed, listing them in the
+    order of ``tasks``."""
     runner = runner or RunnerConfig()
     check_runner(runner)
     failures: list[tuple[str, int, str]] = []
@@ -120,7 +121,9 @@ def run_all(
                         failed(task, error)
                     else:
                         done(retry.result())
-    if failures:
+    if failures:  # in plan order, whatever order they ended in: the same message every time
+        order = {(t.scheduler, t.prepared.seed): i for i, t in reversed(list(enumerate(tasks)))}
+        failures.sort(key=lambda f: order.get((f[0], f[1]), len(tasks)))
         raise RunsFailed(failures, len(tasks))
 
 
