@@ -4,6 +4,7 @@ the fixed-demand stacks, and the lower bound.
     python experiments/contention_h2h.py                        # heuristics + bound, test seeds
     python experiments/contention_h2h.py --train 40000 --seeds 3   # + BC, then MaskablePPO
     python experiments/contention_h2h.py --train 40000 --learned-only   # the learned rows only
+    python experiments/contention_h2h.py --learner pg --iterations 30 --seeds 3 --learned-only
 
 Workloads: ``generate_ada_srsf`` at paper scale (1000-6000 iterations, arrivals over 20 min,
 160 jobs).  Seeds: training draws workload seeds in [10_000, 2**31) from each training seed's
@@ -16,8 +17,12 @@ Schedulers on the test seeds, all in full fidelity:
   RAND + Ada-SRSF, the Tiresias stacks);
 - ``env:srsf+<placement>``: the SRSF teacher through the env (``comm`` = SRSF(1)) with each
   placement candidate (``lwf1`` is LWF-1 + SRSF(1) exactly, a test says so);
+- ``env:srsf_exclusive+lwf1``: the SRSF teacher that waits rather than oversubscribe GPUs
+  (:func:`~envs.gym.contention_env.srsf_exclusive_teacher`);
 - ``bc`` / ``rl``: the cloned and the fine-tuned policies (masked argmax) through the same env,
-  one row per training seed;
+  one row per training seed; ``--learner ppo`` (MaskablePPO from the SRSF clone) or ``pg``
+  (:class:`agents.episode_pg.EpisodePG`: group policy gradient over whole episodes, from the
+  clone, ``--epsilon`` exploration; ``--from-scratch`` skips the clone);
 - ``bound``: each job alone on an empty cluster from its arrival (its best placement: one
   server when it fits, else the fewest servers), avg JCT: no schedule can do better.
 
@@ -43,7 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import seed_list
 
-from envs.gym.contention_env import ContentionEnv, srsf_teacher
+from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode
+from agents.episode_pg import clone as pg_clone
+from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher
 from envs.sim import ClusterSpec, SimConfig, simulate
 from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V
@@ -164,6 +171,48 @@ def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     return {"model": model, "bc_state": bc_state, "best_state": best[1], "curve": curve}
 
 
+def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """BC of the SRSF rule (unless ``--from-scratch``), then :class:`EpisodePG`; the
+    iteration with the best validation avg JCT (argmax, fast fidelity) is kept."""
+    th.manual_seed(seed)
+    env = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS,
+                        fidelity=args.train_fidelity)  # fmt: skip
+    net = MaskedMLP(env.obs_size, env.wait_action + 1)
+    rng = np.random.default_rng([seed, 2])
+    if not args.from_scratch:
+        bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
+        pg_clone(net, env, srsf_teacher, bc_seeds, epochs=args.bc_epochs, seed=seed)
+    bc_state = {k: v.clone() for k, v in net.state_dict().items()}
+
+    def validate() -> float:
+        return float(np.mean([run_episode(env, s, net).info["avg_jct_s"] for s in VALIDATION]))
+
+    cfg = EpisodePGConfig(seed=seed, epsilon=args.epsilon, temperature=args.temperature,
+                          groups=args.groups, group_size=args.group_size)  # fmt: skip
+    pg = EpisodePG(env, net, cfg)
+    best = (validate(), bc_state)
+    curve = [(0, round(best[0], 1))]
+    t0 = time.perf_counter()
+
+    def on_iteration(i: int, st: dict[str, float]) -> None:
+        nonlocal best
+        if i % args.val_every and i != args.iterations:
+            return
+        v = validate()
+        curve.append((i, round(v, 1)))
+        print(f"seed {seed} it {i} {time.perf_counter() - t0:.0f}s return {st['return']:.1f} "
+              f"entropy {st['entropy']:.3f} val {v:.1f}", file=sys.stderr, flush=True)  # fmt: skip
+        if v < best[0]:
+            best = (v, {k: t.clone() for k, t in net.state_dict().items()})
+
+    pg.learn(args.iterations, on_iteration)
+    return {"net": net, "bc_state": bc_state, "best_state": best[1], "curve": curve}
+
+
+def net_actor(net: MaskedMLP) -> Any:
+    return lambda e, obs: net.act(e, obs)
+
+
 # ------------------------------------------------------------------------------ report
 def summarise(rows: dict[str, list[np.ndarray]], base: str) -> None:
     def ci(x: np.ndarray) -> tuple[float, float]:
@@ -193,6 +242,19 @@ def main() -> None:
     ap.add_argument("--bc-workloads", type=int, default=40)
     ap.add_argument("--bc-epochs", type=int, default=20)
     ap.add_argument("--train-fidelity", default="fast")
+    ap.add_argument("--learner", choices=["ppo", "pg"], default="ppo")
+    ap.add_argument("--iterations", type=int, default=30, help="pg: iterations")
+    ap.add_argument("--val-every", type=int, default=2, help="pg: iterations between checks")
+    ap.add_argument("--groups", type=int, default=4, help="pg: workload seeds per iteration")
+    ap.add_argument("--group-size", type=int, default=8, help="pg: rollouts per seed")
+    ap.add_argument("--epsilon", type=float, default=0.1, help="pg: uniform exploration share")
+    ap.add_argument("--temperature", type=float, default=1.0, help="pg: sampling temperature")
+    ap.add_argument("--from-scratch", action="store_true", help="pg: no behaviour cloning")
+    ap.add_argument("--save", type=Path, default=None, help="write the per-job JCTs (npz)")
+    ap.add_argument("--merge", type=Path, nargs="*", default=[],
+                    help="add rows saved by earlier --save runs")  # fmt: skip
+    ap.add_argument("--train-seeds", type=seed_list, default=None,
+                    help="training seeds (default: 0..--seeds-1)")  # fmt: skip
     ap.add_argument(
         "--learned-only",
         action="store_true",
@@ -213,9 +275,21 @@ def main() -> None:
             rows[f"env:srsf+{p}"] = [
                 env_run(full, s, lambda e, _, p=p: srsf_teacher(e, p)) for s in args.test
             ]
+    rows["env:srsf_exclusive+lwf1"] = [
+        env_run(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in args.test
+    ]
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    if args.train > 0:
-        for seed in range(args.seeds):
+    train_seeds = args.train_seeds or list(range(args.seeds))
+    if args.learner == "pg":
+        for seed in train_seeds:
+            out = train_pg(args, seed)
+            net = out["net"]
+            for tag, state in (("bc", out["bc_state"]), ("pg", out["best_state"])):
+                net.load_state_dict(state)
+                rows[f"{tag} (seed {seed})"] = [env_run(full, s, net_actor(net)) for s in args.test]
+            print(f"seed {seed} curve: {out['curve']}", file=sys.stderr, flush=True)
+    elif args.train > 0:
+        for seed in train_seeds:
             out = train(args, seed)
             model = out["model"]
             for tag, state in (("bc", out["bc_state"]), ("rl", out["best_state"])):
@@ -224,6 +298,16 @@ def main() -> None:
                     env_run(full, s, policy_actor(model)) for s in args.test
                 ]
             print(f"seed {seed} curve: {out['curve']}", file=sys.stderr)
+    for path in args.merge:
+        with np.load(path) as saved:
+            names = sorted({k.rsplit("/", 1)[0] for k in saved.files})
+            for name in names:
+                rows.setdefault(name, [saved[f"{name}/{i}"] for i in range(len(args.test))])
+    if args.save is not None:
+        payload: dict[str, Any] = {
+            f"{n}/{i}": j for n, js in rows.items() for i, j in enumerate(js)
+        }
+        np.savez(args.save, **payload)
     summarise(rows, "lwf1_srsf1")
 
 

@@ -59,7 +59,13 @@ from envs.sim.spec import Workload
 from envs.sim.stacks import make_stack
 from envs.sim.workload import generate_ada_srsf, paper_scale_workload
 
-__all__ = ["CONTENTION_ENV_ID", "PLACEMENTS", "ContentionEnv", "srsf_teacher"]
+__all__ = [
+    "CONTENTION_ENV_ID",
+    "PLACEMENTS",
+    "ContentionEnv",
+    "srsf_exclusive_teacher",
+    "srsf_teacher",
+]
 
 CONTENTION_ENV_ID = "dlsched/Contention-v0"
 #: Placement candidates an action may name (stack placement tokens).
@@ -318,3 +324,19 @@ def srsf_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
         if mask[j * env.C + c]:
             return j * env.C + c
     return env.wait_action
+
+
+def srsf_exclusive_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
+    """SRSF without GPU time-sharing at admission: :func:`srsf_teacher`'s choice, except that
+    it waits (where waiting is valid) rather than start a job that would put more workers on
+    the cluster than it has GPUs.  Not in the Ada-SRSF paper: a baseline found while looking
+    for the headroom a learned policy could take (EXPERIMENTS.md)."""
+    a = srsf_teacher(env, placement)
+    if a == env.wait_action or not env.action_masks()[env.wait_action]:
+        return a
+    sim = env.sim
+    assert sim is not None
+    workers = sum(len(r) for r in sim.residents)
+    if workers + env.window[a // env.C].spec.num_gpus > env.cluster.num_gpus:
+        return env.wait_action
+    return a

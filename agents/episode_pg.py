@@ -1,0 +1,296 @@
+"""Group policy gradient over whole episodes, for decision-point envs (``dlsched/Contention-v0``).
+
+The group learner of :mod:`agents.group` is built on ``ClusterEnv``'s time slots; this one
+needs only Gymnasium's API plus ``action_masks()`` and a simulated clock (``env.sim.now``), so
+it drives any env whose steps are decisions at instants of continuous time.  One iteration:
+
+1. **Rollouts**: ``groups`` workload seeds (from the learner's seeded generator), each run
+   ``group_size`` times with actions sampled from the masked policy (each rollout its own
+   seeded generator; ``temperature`` > 1 flattens the sampling).
+2. **Advantages**: the input-driven baseline of :func:`agents.baselines.group_advantages`
+   (Decima): a decision's return-to-go minus the mean return-to-go of its group's rollouts at
+   the same simulated time, so that a lucky workload is not mistaken for a good decision;
+   divided by their standard deviation over the iteration.
+3. **Update**: PPO's clipped ratio against the rollout policy, each decision weighted by the
+   truncated importance ratio ``min(1, pi / mu)`` when sampling was tempered; ``epochs``
+   passes of mini-batches; entropy bonus ``ent_coef``.
+
+The policy may start from a behaviour clone (:func:`clone`).  Every random draw comes from
+generators seeded by ``seed``: a run is reproducible bit for bit on one machine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch as th
+from torch import nn
+
+from agents.baselines import group_advantages
+from envs.sim.errors import ConfigError
+
+__all__ = ["Episode", "EpisodePG", "EpisodePGConfig", "MaskedMLP", "clone", "run_episode"]
+
+@dataclass
+class EpisodePGConfig:
+    """``groups`` workload seeds x ``group_size`` rollouts per iteration; ``lr``, ``epochs``,
+    ``batch_size``, ``clip_range``, ``ent_coef``: the update; ``temperature`` (>= 1) and
+    ``epsilon`` (in [0, 1)): rollouts sample from ``(1 - epsilon) softmax(logits /
+    temperature) + epsilon uniform(valid actions)`` (exploration for a confident clone);
+    ``hidden``: the MLP's two layer widths."""
+
+    groups: int = 4
+    group_size: int = 8
+    lr: float = 3e-4
+    epochs: int = 4
+    batch_size: int = 512
+    clip_range: float = 0.2
+    ent_coef: float = 0.0
+    temperature: float = 1.0
+    epsilon: float = 0.0
+    hidden: int = 128
+    seed: int = 0
+
+    def check(self) -> None:
+        for name in ("groups", "group_size", "epochs", "batch_size", "hidden"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ConfigError(f"group_size must be >= 2 (the baseline), got {self.group_size}")
+        for name in ("lr", "clip_range", "temperature"):
+            v = float(getattr(self, name))
+            if not (math.isfinite(v) and v > 0):
+                raise ConfigError(f"{name} must be finite and > 0, got {v}")
+        if self.temperature < 1:
+            raise ConfigError(f"temperature must be >= 1, got {self.temperature}")
+        if not (0.0 <= self.epsilon < 1.0):
+            raise ConfigError(f"epsilon must be in [0, 1), got {self.epsilon}")
+        if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
+            raise ConfigError(f"ent_coef must be finite and >= 0, got {self.ent_coef}")
+
+
+class MaskedMLP(nn.Module):
+    """Observation -> action logits (two tanh layers); impossible actions get -1e9."""
+
+    def __init__(self, obs_size: int, n_actions: int, hidden: int = 128) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(obs_size, hidden), nn.Tanh(),
+            nn.Linear(hidden, hidden), nn.Tanh(),
+            nn.Linear(hidden, n_actions),
+        )  # fmt: skip
+
+    def forward(self, obs: th.Tensor, masks: th.Tensor) -> th.Tensor:
+        return self.net(obs).masked_fill(~masks, -1e9)
+
+    def act(self, env: Any, obs: npt.NDArray[np.float32]) -> int:
+        """The masked argmax (the deterministic policy)."""
+        with th.no_grad():
+            logits = self(th.as_tensor(obs)[None], th.as_tensor(env.action_masks())[None])
+        return int(logits.argmax())
+
+
+@dataclass
+class Episode:
+    """One rollout: per decision its observation, mask, action, behaviour log-prob (under the
+    tempered policy), the policy's own log-prob, and the simulated time; per step the reward
+    and the time it arrived; the final ``info``."""
+
+    obs: list[npt.NDArray[np.float32]] = field(default_factory=list)
+    masks: list[npt.NDArray[np.bool_]] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+    logp_mu: list[float] = field(default_factory=list)
+    logp_pi: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    reward_times: list[float] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ret(self) -> float:
+        return float(sum(self.rewards))
+
+
+def run_episode(
+    env: Any,
+    workload_seed: int,
+    net: MaskedMLP | None = None,
+    rng: np.random.Generator | None = None,
+    temperature: float = 1.0,
+    epsilon: float = 0.0,
+    act: Callable[[Any, npt.NDArray[np.float32]], int] | None = None,
+) -> Episode:
+    """One episode on ``workload_seed``: sampled from ``net`` with ``rng`` (a rollout),
+    ``net``'s argmax without ``rng``, or ``act(env, obs)`` (a heuristic)."""
+    ep = Episode()
+    obs, _ = env.reset(seed=workload_seed, options={"workload_seed": workload_seed})
+    while True:
+        mask = env.action_masks()
+        t = float(env.sim.now)
+        if act is not None:
+            a = act(env, obs)
+        else:
+            assert net is not None
+            with th.no_grad():
+                logits = net(th.as_tensor(obs)[None], th.as_tensor(mask)[None])[0].double()
+            logp = th.log_softmax(logits, -1).numpy()
+            if rng is None:
+                a = int(np.argmax(logp))
+                lmu = 0.0
+            else:
+                p = th.softmax(logits / temperature, -1).numpy()
+                if epsilon > 0:
+                    p = (1 - epsilon) * p + epsilon * mask / mask.sum()
+                p = p / p.sum()
+                a = int(rng.choice(len(p), p=p))
+                lmu = float(np.log(p[a]))
+            ep.obs.append(obs)
+            ep.masks.append(mask)
+            ep.actions.append(a)
+            ep.logp_mu.append(lmu)
+            ep.logp_pi.append(float(logp[a]))
+            ep.times.append(t)
+        obs, r, term, trunc, info = env.step(a)
+        if info.get("invalid_action"):
+            raise ConfigError(f"action {a} was refused at t={t} ms (the mask allowed it)")
+        ep.rewards.append(float(r))
+        ep.reward_times.append(float(env.sim.now))
+        if term or trunc:
+            ep.info = info
+            return ep
+
+
+def clone(
+    net: MaskedMLP,
+    env: Any,
+    teacher: Callable[[Any], int],
+    workload_seeds: Sequence[int],
+    epochs: int = 20,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> float:
+    """Behaviour cloning: masked cross-entropy on ``teacher``'s actions over the given
+    workloads; returns the final epoch's mean loss."""
+    obs, masks, acts = [], [], []
+    for s in workload_seeds:
+        o, _ = env.reset(seed=int(s), options={"workload_seed": int(s)})
+        while True:
+            a = teacher(env)
+            obs.append(o)
+            masks.append(env.action_masks())
+            acts.append(a)
+            o, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                break
+    obs_t, mask_t = th.as_tensor(np.array(obs)), th.as_tensor(np.array(masks))
+    act_t = th.as_tensor(acts)
+    opt = th.optim.Adam(net.parameters(), lr=lr)
+    gen = th.Generator().manual_seed(seed)
+    loss_sum = 0.0
+    for _ in range(epochs):
+        loss_sum, n = 0.0, 0
+        for idx in th.randperm(len(act_t), generator=gen).split(256):
+            loss = nn.functional.cross_entropy(net(obs_t[idx], mask_t[idx]), act_t[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss_sum, n = loss_sum + float(loss.detach()) * len(idx), n + len(idx)
+        loss_sum /= n
+    return loss_sum
+
+
+class EpisodePG:
+    """The learner (see the module docstring).  ``net`` is trained in place."""
+
+    def __init__(self, env: Any, net: MaskedMLP, config: EpisodePGConfig) -> None:
+        config.check()
+        self.env, self.net, self.cfg = env, net, config
+        self.opt = th.optim.Adam(net.parameters(), lr=config.lr)
+        self.rng = np.random.default_rng([config.seed, 1])
+        self.gen = th.Generator().manual_seed(config.seed)
+        self.iteration = 0
+
+    def collect(self) -> list[list[Episode]]:
+        cfg = self.cfg
+        groups = []
+        for _ in range(cfg.groups):
+            wseed = int(self.rng.integers(10_000, 2**31))
+            eps = []
+            for _ in range(cfg.group_size):
+                roll = np.random.default_rng(self.rng.integers(2**63))
+                eps.append(
+                    run_episode(self.env, wseed, self.net, roll, cfg.temperature, cfg.epsilon)
+                )
+            groups.append(eps)
+        return groups
+
+    def update(self, groups: list[list[Episode]]) -> dict[str, float]:
+        cfg = self.cfg
+        obs, masks, acts, lpi, lmu, adv = [], [], [], [], [], []
+        for eps in groups:
+            _, advs = group_advantages(
+                [e.times for e in eps], [e.reward_times for e in eps], [e.rewards for e in eps]
+            )
+            for e, ad in zip(eps, advs, strict=True):
+                obs += e.obs
+                masks += e.masks
+                acts += e.actions
+                lpi += e.logp_pi
+                lmu += e.logp_mu
+                adv.append(ad)
+        adv_all = np.concatenate(adv)
+        adv_all = adv_all / (adv_all.std() + 1e-8)
+        obs_t, mask_t = th.as_tensor(np.array(obs)), th.as_tensor(np.array(masks))
+        act = th.as_tensor(acts)
+        old = th.as_tensor(lpi, dtype=th.float64)
+        w = th.clamp(th.exp(old - th.as_tensor(lmu, dtype=th.float64)), max=1.0).float()
+        adv_t = th.as_tensor(adv_all, dtype=th.float32)
+        old = old.float()
+        stats = {"loss": 0.0, "entropy": 0.0, "clipped": 0.0}
+        n = 0
+        for _ in range(cfg.epochs):
+            for idx in th.randperm(len(act), generator=self.gen).split(cfg.batch_size):
+                logits = self.net(obs_t[idx], mask_t[idx])
+                logp_all = th.log_softmax(logits, -1)
+                logp = logp_all.gather(1, act[idx, None])[:, 0]
+                ratio = th.exp(logp - old[idx])
+                at = adv_t[idx]
+                surr = th.minimum(
+                    ratio * at, th.clamp(ratio, 1 - cfg.clip_range, 1 + cfg.clip_range) * at
+                )
+                probs = logp_all.exp()
+                ent = -(probs * logp_all.clamp(min=-30)).sum(-1)
+                loss = -(w[idx] * surr).mean() - cfg.ent_coef * ent.mean()
+                self.opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.net.parameters(), 0.5)
+                self.opt.step()
+                stats["loss"] += float(loss.detach())
+                stats["entropy"] += float(ent.mean().detach())
+                stats["clipped"] += float(((ratio - 1).abs() > cfg.clip_range).float().mean())
+                n += 1
+        out = {k: v / max(n, 1) for k, v in stats.items()}
+        rets = [e.ret for eps in groups for e in eps]
+        out["return"] = float(np.mean(rets))
+        out["decisions"] = float(len(act))
+        return out
+
+    def learn(
+        self,
+        iterations: int,
+        on_iteration: Callable[[int, dict[str, float]], None] | None = None,
+    ) -> None:
+        """``iterations`` rounds of collect + update; ``on_iteration(i, stats)`` after each.
+        Ctrl-C (KeyboardInterrupt) stops between iterations with the weights of the last
+        finished update left in ``net``."""
+        for _ in range(iterations):
+            groups = self.collect()  # an interrupt here leaves the weights untouched
+            stats = self.update(groups)
+            self.iteration += 1
+            if on_iteration is not None:
+                on_iteration(self.iteration, stats)
