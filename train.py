@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from agents.config import register_configs
+from training.config import register_configs
 
 CONF = Path(__file__).resolve().parent / "conf"
 register_configs()
@@ -67,8 +67,8 @@ def main(cfg: DictConfig) -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    from agents.training import to_train_config, train
     from envs.sim.errors import DlschedError
+    from training.run import to_train_config, train
 
     hc = HydraConfig.get()
     out = Path(hc.runtime.output_dir)

@@ -1,30 +1,17 @@
-"""Typed configs of ``train.py`` and ``python -m pretrain`` (registered with Hydra's
-ConfigStore by :func:`register_configs`; the YAML files under ``conf/`` fill them in, and a key
-that is not a field is an error)."""
+"""The learner's typed config (``agent.*`` of ``train.py``; ``conf/agent/*.yaml``), read by
+:func:`agents.build.build_agent`.  The training run's schema around it (env, pretraining,
+validation, federated clusters) is :mod:`training.config`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
 
 from agents.exploration import ExplorationConfig
 from agents.group import GroupConfig
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
-from envs.gym.factory import EnvConfig
-from envs.gym.workloads import MixtureConfig
-from pretrain.bc import BCConfig
-from pretrain.run import PretrainConfig
 
-__all__ = [
-    "ALGOS",
-    "AgentConfig",
-    "EvalConfig",
-    "FederatedConfig",
-    "PretrainRunConfig",
-    "TrainConfig",
-    "register_configs",
-]
+__all__ = ["ALGOS", "AgentConfig", "PPOConfig"]
 
 #: Agent algorithms ``train.py`` knows (``agent.algo``).
 ALGOS = ("dl2_a2c", "group_ppo", "ppo", "maskable_ppo")
@@ -51,140 +38,19 @@ class AgentConfig:
 
     name: str = "a2c"
     algo: str = "dl2_a2c"
-    learning_rate: float = 3e-4
-    n_steps: int = 256
+    learning_rate: float = 3e-4  # DL²: 1e-4 (over ~10^5-10^6 updates; ours are short runs)
+    n_steps: int = 256  # decisions per env between updates
     gamma: float = 0.99
-    ent_coef: float = 0.01
+    ent_coef: float = 0.01  # DL²: 0.1 x mean over actions = 0.0016 per sample at J=20
     vf_coef: float = 0.5
     max_grad_norm: float = 10.0
-    returns: str = "slot"
-    critic: bool = True
+    returns: str = "slot"  # DL²'s rule; "discounted" = r_slot + gamma V(next slot)
+    critic: bool = True  # False: REINFORCE (moving-average baseline, no critic)
     baseline_momentum: float = 0.99
     gradient_steps: int = 1
     normalize_advantage: bool = False
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
-    replay: ReplayConfig = field(default_factory=ReplayConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)  # correction "none" = DL²'s code
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # arch mlp | per_job
     ppo: PPOConfig = field(default_factory=PPOConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
-
-
-@dataclass
-class EvalConfig:
-    """Periodic validation on fixed held-out workloads (``seeds``; training workloads are
-    drawn with 31-bit seeds from the env's generator and pretraining uses ``1000 ..``):
-    every ``every`` decisions (0: only at start and end), masked argmax (``deterministic``)
-    or sampling with ``sample_seed`` (DL²'s validation samples); ``baselines``: teachers
-    evaluated once at start, each logged as ``eval/ratio_to_<name>``."""
-
-    seeds: list[int] = field(default_factory=lambda: [100, 101, 102])
-    every: int = 20000
-    deterministic: bool = False
-    sample_seed: int = 0
-    baselines: list[str] = field(
-        default_factory=lambda: ["drf", "srtf", "optimus", "esrtf", "adasrsf"]
-    )
-
-
-@dataclass
-class ClusterEntry:
-    """One cluster of a federated run: an env config and the seed of its first workload."""
-
-    env: EnvConfig = field(default_factory=EnvConfig)
-    seed: int = 0
-
-
-@dataclass
-class FederatedConfig:
-    """``mode``: ``none`` (one cluster: the top-level env, ``n_envs`` copies), ``local`` (one
-    env per listed cluster in this process), ``ray`` (clusters hosted in Ray actors);
-    ``address``: an existing Ray cluster (``None``: start one locally);
-    ``envs_per_actor``: clusters per Ray actor."""
-
-    mode: str = "none"
-    clusters: list[ClusterEntry] = field(default_factory=list)
-    address: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
-    envs_per_actor: int = 2
-
-
-@dataclass
-class TrainConfig:
-    """``python train.py +agent=<name>``: see ``conf/train.yaml``."""
-
-    agent: Any = None  # AgentConfig, from ``+agent=...`` (not in the defaults list)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    federated: FederatedConfig = field(default_factory=FederatedConfig)
-    mixture: MixtureConfig = field(default_factory=MixtureConfig)
-    seed: int = 0
-    total_timesteps: int = 100_000
-    n_envs: int = 1
-    torch_threads: int = 1
-    progress_bar: bool = True
-    checkpoint_every: int = 50_000
-    resume: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
-    pretrain_cache: Optional[str] = "runs/cache/pretrain"  # noqa: UP045
-    run_name: str = ""
-
-
-@dataclass
-class PretrainRunConfig(PretrainConfig):
-    """``python -m pretrain teacher=drf``: the pretraining stage's fields plus the env, the
-    policy shape and process settings; see ``conf/pretrain_run.yaml``."""
-
-    env: EnvConfig = field(default_factory=EnvConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    torch_threads: int = 1
-    progress_bar: bool = True
-
-
-def check_train_config(cfg: TrainConfig) -> None:
-    """Clear errors for out-of-range numbers of a training run, naming the key (before any
-    library sees them: SB3 and numpy would raise their own, less helpful, errors)."""
-    from envs.sim.errors import ConfigError, check_number
-
-    if not 0 <= int(cfg.seed) < 2**32:
-        raise ConfigError(f"seed must be in [0, 2**32 - 1], got {cfg.seed}")
-    if cfg.total_timesteps < 1:
-        raise ConfigError(f"total_timesteps must be >= 1, got {cfg.total_timesteps}")
-    if cfg.checkpoint_every < 0:
-        raise ConfigError(f"checkpoint_every must be >= 0, got {cfg.checkpoint_every}")
-    if cfg.torch_threads < 1:
-        raise ConfigError(f"torch_threads must be >= 1, got {cfg.torch_threads}")
-    if not cfg.eval.seeds:
-        raise ConfigError("eval.seeds must list at least one validation workload seed")
-    if cfg.eval.every < 0:
-        raise ConfigError(
-            f"eval.every must be >= 0 (0: only at start and end), got {cfg.eval.every}"
-        )
-    agent = cfg.agent
-    if isinstance(agent, AgentConfig):
-        check_number(agent.learning_rate, "agent.learning_rate", gt=0)
-        check_number(agent.gamma, "agent.gamma", ge=0)
-        if agent.gamma > 1:
-            raise ConfigError(f"agent.gamma must be <= 1, got {agent.gamma}")
-        for key in ("ent_coef", "vf_coef", "max_grad_norm"):
-            check_number(getattr(agent, key), f"agent.{key}", ge=0)
-        if agent.ppo.batch_size < 1 or agent.ppo.n_epochs < 1:
-            raise ConfigError(
-                f"agent.ppo.batch_size and agent.ppo.n_epochs must be >= 1, got "
-                f"{agent.ppo.batch_size} and {agent.ppo.n_epochs}"
-            )
-        check_number(agent.ppo.clip_range, "agent.ppo.clip_range", gt=0)
-
-
-def register_configs() -> None:
-    """Register the schemas with Hydra's ConfigStore (idempotent)."""
-    from hydra.core.config_store import ConfigStore
-
-    cs = ConfigStore.instance()
-    cs.store(name="train_schema", node=TrainConfig)
-    cs.store(name="pretrain_run_schema", node=PretrainRunConfig)
-    cs.store(group="agent", name="agent_schema", node=AgentConfig)
-    cs.store(group="env", name="env_schema", node=EnvConfig)
-    cs.store(group="pretrain", name="pretrain_schema", node=PretrainConfig)
-    cs.store(group="eval", name="eval_schema", node=EvalConfig)
-    cs.store(group="federated", name="federated_schema", node=FederatedConfig)
-    cs.store(group="mixture", name="mixture_schema", node=MixtureConfig)
-    cs.store(group="bc", name="bc_schema", node=BCConfig)

@@ -101,7 +101,7 @@ FEDERATED_MODES = ("none", "local", "ray")
 
 def cluster_configs(config: Any) -> tuple[list[EnvConfig], list[int]]:
     """The env config and seed (``entry.seed``) of every cluster of a
-    :class:`~agents.config.FederatedConfig`; entries may be dataclasses or mappings."""
+    :class:`~training.config.FederatedConfig`; entries may be dataclasses or mappings."""
     entries = list(config.clusters or [])
     if not entries:
         raise ConfigError(
@@ -182,7 +182,7 @@ def federated_vec_env(
     config: Any, seed: int, *, reference: EnvConfig | None = None
 ) -> tuple[VecEnv, list[EnvConfig]]:
     """The training env of a federated run (``config``: a
-    :class:`~agents.config.FederatedConfig`) and its clusters' env configs; ``reference``
+    :class:`~training.config.FederatedConfig`) and its clusters' env configs; ``reference``
     (the run's top-level env: pretraining, baselines, validation) must share ``J`` and ``L``
     with the clusters (:func:`check_clusters`)."""
     if config.mode not in FEDERATED_MODES or config.mode == "none":

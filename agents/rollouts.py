@@ -175,25 +175,11 @@ def run_batched(
         logp_pi = logp if temperature == 1.0 else _log_softmax_at(logits, actions)
         if record:
             times = np.fromiter((envs[i]._t for i in active), dtype=np.float64, count=len(idx))
-            if subsample:
-                q = 1.0 - np.exp(logp_pi)
-                c = record_fraction * len(q) / max(float(q.sum()), 1e-12)
-                p_keep = np.clip(c * q, record_fraction / 4, 1.0)
-                kept = record_rng.random(len(idx)) < p_keep  # type: ignore[union-attr]
-                rec.append((idx[kept], actions[kept]))
-                rec_f.append(
-                    (
-                        o_b[kept],
-                        m_b[kept],
-                        logp[kept],
-                        times[kept],
-                        1.0 / p_keep[kept],
-                        logp_pi[kept],
-                    )
-                )
-            else:
-                rec.append((idx, actions))
-                rec_f.append((o_b, m_b, logp, times, np.ones(len(idx)), logp_pi))
+            ints, floats = _recorded(
+                (idx, actions), (o_b, m_b, logp, times, logp_pi), record_fraction, record_rng
+            )
+            rec.append(ints)
+            rec_f.append(floats)
         still: list[int] = []
         for k, i in enumerate(active):
             env = envs[i]
@@ -228,16 +214,64 @@ def run_batched(
         )
         for i in range(n)
     ]
-    if not record:
-        return Batch(
-            np.zeros((0, obs_dim), np.float32),
-            np.zeros((0, n_act), bool),
-            np.zeros(0, np.int64),
-            np.zeros(0, np.float32),
-            np.zeros(0, np.float64),
-            episodes,
-            np.zeros(n + 1, np.int64),
-        )
+    return (
+        _batch(rec, rec_f, episodes, obs_dim, n_act)
+        if record
+        else _empty_batch(episodes, obs_dim, n_act)
+    )
+
+
+def _recorded(
+    ints: tuple[npt.NDArray[np.int64], ...],
+    floats: tuple[npt.NDArray, ...],
+    record_fraction: float,
+    record_rng: np.random.Generator | None,
+) -> tuple[tuple[npt.NDArray[np.int64], ...], tuple[npt.NDArray, ...]]:
+    """One lockstep step's recorded decisions (``ints``: env indices and actions; ``floats``:
+    observations, masks, behaviour log-probabilities, times, the policy's log-probabilities):
+    all of them with weight 1, or with ``record_fraction < 1`` the subsample
+    :func:`run_batched` describes, each with its weight ``1 / p_keep``; the floats come back
+    as (obs, masks, logp, times, weights, logp_policy)."""
+    idx, actions = ints
+    o_b, m_b, logp, times, logp_pi = floats
+    if record_fraction >= 1.0:
+        return (idx, actions), (o_b, m_b, logp, times, np.ones(len(idx)), logp_pi)
+    q = 1.0 - np.exp(logp_pi)
+    c = record_fraction * len(q) / max(float(q.sum()), 1e-12)
+    p_keep = np.clip(c * q, record_fraction / 4, 1.0)
+    kept = record_rng.random(len(idx)) < p_keep  # type: ignore[union-attr]
+    return (idx[kept], actions[kept]), (
+        o_b[kept],
+        m_b[kept],
+        logp[kept],
+        times[kept],
+        1.0 / p_keep[kept],
+        logp_pi[kept],
+    )
+
+
+def _empty_batch(episodes: list[Episode], obs_dim: int, n_act: int) -> Batch:
+    """The episodes alone (a run without ``record``)."""
+    return Batch(
+        np.zeros((0, obs_dim), np.float32),
+        np.zeros((0, n_act), bool),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.float32),
+        np.zeros(0, np.float64),
+        episodes,
+        np.zeros(len(episodes) + 1, np.int64),
+    )
+
+
+def _batch(
+    rec: list[tuple[npt.NDArray[np.int64], ...]],
+    rec_f: list[tuple[npt.NDArray, ...]],
+    episodes: list[Episode],
+    obs_dim: int,
+    n_act: int,
+) -> Batch:
+    """The recorded decisions of every step, episode by episode, each in decision order."""
+    n = len(episodes)
     env_of = np.concatenate([r[0] for r in rec]) if rec else np.zeros(0, np.int64)
     order = np.argsort(env_of, kind="stable")  # episode by episode, each in decision order
     return Batch(

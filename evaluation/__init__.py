@@ -12,13 +12,17 @@ Modules (imports point downward):
 - :mod:`evaluation.runs` — the kind contract (``RunTask`` -> ``RunOutput``);
 - :mod:`evaluation.workloads` — each seed's workload, the cluster and the simulator config;
 - :mod:`evaluation.stats` — per-run metrics, means with 95% CIs, paired differences;
+- :mod:`evaluation.heldout` — paired held-out comparisons of heuristics and learned policies
+  through the env (the experiments' ``headroom`` and ``heldout_eval``);
 - :mod:`evaluation.report` — Markdown/CSV tables, per-job CSVs, plots;
 - :mod:`evaluation.config` — the config schema (``conf/evaluate.yaml``).
 
 **Schedulers.**  ``<kind>:<argument>``; a name with no registered kind prefix is a
 contention-engine stack (``lwf1_adasrsf``, ``fifo:lwf4_srsf2``, see ``envs/sim/stacks.py``):
-``stack:<name>``, ``elastic:<allocator>`` (``drf``, ``fifo``, ``srtf``, ``tetris``, ``optimus``,
-``esrtf``, ``fixed``; settings under ``elastic.*``) and ``policy:<path>`` (a checkpoint directory, a
+``stack:<name>``, ``elastic:<allocator>`` (a name of the one allocator registry,
+:data:`envs.sim.elastic.allocators.ALLOCATORS`: ``drf``, ``fifo``, ``srtf``, ``tetris``,
+``optimus``, ``esrtf``, ``fixed``, ``bundle``, ``adasrsf``, ``tiresias``; settings under
+``elastic.*``) and ``policy:<path>`` (a checkpoint directory, a
 ``model.zip`` or a pretraining ``policy.pt``; ``policy_eval.deterministic``,
 ``policy_eval.sample_seed``).
 

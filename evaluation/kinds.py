@@ -5,9 +5,11 @@ contention-engine stack (``lwf1_adasrsf``, ``fifo:lwf4_srsf2``, see ``envs/sim/s
 :data:`SCHEDULER_KINDS` maps a kind name to its :class:`~evaluation.runs.SchedulerKind`:
 
 - ``stack:<name>`` — the contention engine (:func:`envs.sim.simulate`) with a named stack;
-- ``elastic:<allocator>`` — DL²'s slot simulator with ``drf``, ``fifo``, ``srtf``, ``tetris``,
-  ``optimus``, ``esrtf`` or ``fixed`` (``envs/sim/elastic``), or the same allocator driven
-  through the DL² Gymnasium env when the run is in env mode (:mod:`evaluation.env_runs`);
+- ``elastic:<allocator>`` — DL²'s slot simulator with an allocator of
+  :data:`envs.sim.elastic.allocators.ALLOCATORS` (``drf``, ``fifo``, ``srtf``, ``tetris``,
+  ``optimus``, ``esrtf``, ``fixed``, ``bundle``, ``adasrsf``, ``tiresias``), or the same
+  allocator driven through the DL² Gymnasium env when the run is in env mode
+  (:mod:`evaluation.env_runs`);
 - ``policy:<path>`` — a trained DL²-style policy (:mod:`evaluation.policy`).
 
 A new kind is a class with ``name``, ``needs``, ``check(arg, cfg)`` and ``run(task) ->
@@ -16,15 +18,15 @@ RunOutput``, added with :func:`register_scheduler_kind`; nothing else changes.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import asdict
-from typing import cast
 
 import numpy as np
 
 from envs.sim import ConfigError, make_stack, simulate
-from envs.sim.elastic.allocators import ALLOCATORS, Allocator
+from envs.sim.elastic.allocators import allocator_name, make_allocator
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 from evaluation.config import EvaluateConfig
 from evaluation.policy import PolicyKind
@@ -111,15 +113,14 @@ class ElasticKind:
     needs = "elastic"
 
     def check(self, arg: str, cfg: EvaluateConfig) -> None:
-        if arg not in ALLOCATORS:
-            raise ConfigError(f"unknown elastic allocator {arg!r}; known: {sorted(ALLOCATORS)}")
+        allocator_name(arg, role="elastic allocator")
         elastic_speed(cfg.elastic)
 
     def run(self, task: RunTask) -> RunOutput:
         if task.env_config is not None:
             from evaluation.env_runs import allocator_actor, run_in_env
 
-            allocator = cast(type[Allocator], ALLOCATORS[task.arg])
+            allocator = functools.partial(make_allocator, task.arg)
             return run_in_env(task, allocator_actor(allocator), {})
         return self._run_slot_simulator(task)
 
@@ -140,7 +141,7 @@ class ElasticKind:
         sim = SlotSimulator(
             cluster,
             jobs,
-            cast(Allocator, ALLOCATORS[task.arg]()),
+            make_allocator(task.arg),
             speed,
             scaling_overhead_s=e.scaling_overhead_s,
             max_slots=e.max_slots,

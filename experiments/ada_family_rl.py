@@ -72,7 +72,7 @@ from envs.sim.elastic.engine_slots import ContentionSlotSimulator
 from envs.sim.elastic.simulator import ElasticResult
 from evaluation.stats import mean_ci95
 from pretrain.bc import BCConfig
-from pretrain.run import PretrainConfig, pretrain
+from training.pretraining import PretrainConfig, pretrain
 
 #: direct simulator stacks: label -> (allocator factory, core placer, comm)
 STACKS: dict[str, tuple[Callable[[], Allocator], str | None, str]] = {

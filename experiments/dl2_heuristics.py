@@ -24,7 +24,8 @@ from collections.abc import Callable
 import numpy as np
 from _common import DL2_REFERENCE_JCT, seed_list
 
-from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Allocator, Optimus, Tetris
+from envs.sim.elastic.allocators import ALLOCATORS as REGISTRY
+from envs.sim.elastic.allocators import DL2_HEURISTICS, Allocator
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 from envs.sim.elastic.spec import SpeedModel
 from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
@@ -32,11 +33,7 @@ from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL
 
 #: allocator -> (dlsched default, the reference code's behaviour)
 ALLOCATORS: dict[str, tuple[Callable[[], Allocator], Callable[[], Allocator]]] = {
-    "drf": (DRF, DRF.reference),
-    "fifo": (FIFO, FIFO.reference),
-    "srtf": (SRTF, SRTF.reference),
-    "tetris": (Tetris, Tetris.reference),
-    "optimus": (Optimus, Optimus.reference),
+    name: (REGISTRY[name], REGISTRY[name].reference) for name in DL2_HEURISTICS
 }
 
 

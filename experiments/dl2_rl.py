@@ -36,9 +36,9 @@ from agents.evaluation import (  # noqa: E402
 )
 from agents.exploration import ExplorationConfig  # noqa: E402
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env  # noqa: E402
+from envs.sim.elastic.allocators import make_allocator  # noqa: E402
 from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds  # noqa: E402
 from evaluation.stats import mean_ci95  # noqa: E402
-from pretrain.teachers import make_teacher  # noqa: E402
 
 HEURISTICS = ("drf", "srtf", "tetris", "optimus", "esrtf", "adasrsf")
 
@@ -90,7 +90,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     seeds = list(args.test_seeds)
     rows: list[tuple[str, tuple[float, float], str]] = []
     for name in HEURISTICS:
-        res = evaluate_allocator(functools.partial(make_teacher, name), env_cfg, seeds)
+        res = evaluate_allocator(functools.partial(make_allocator, name), env_cfg, seeds)
         rows.append((name, _stats(res), "heuristic through the env"))
     rows.append(("random", _stats(evaluate_random(env_cfg, seeds)), "uniform over valid actions"))
     rules = ExplorationConfig(eps_start=1.0, eps_end=1.0)

@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 from _common import DL2_REFERENCE_JCT, seed_list
 
-from envs.sim.elastic.allocators import DRF, FIFO, SRTF, Allocator, FixedDemand, Optimus, Tetris
+from envs.sim.elastic.allocators import ALLOCATORS as REGISTRY
+from envs.sim.elastic.allocators import DL2_HEURISTICS, Allocator, FixedDemand
 from envs.sim.elastic.engine_slots import (
     ContentionConfig,
     ContentionSlotSimulator,
@@ -59,13 +60,7 @@ from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
 from envs.sim.errors import ConfigError
 
-ALLOCATORS: dict[str, Callable[[], Allocator]] = {
-    "drf": DRF,
-    "fifo": FIFO,
-    "srtf": SRTF,
-    "tetris": Tetris,
-    "optimus": Optimus,
-}
+ALLOCATORS: dict[str, Callable[[], Allocator]] = {name: REGISTRY[name] for name in DL2_HEURISTICS}
 SPEEDS = ("measured", "analytical", "contention")
 SETTINGS = {"small": DL2_SMALL, "large": DL2_LARGE}
 

@@ -31,12 +31,13 @@ import numpy as np
 import torch as th
 
 from agents.build import build_agent
-from agents.config import AgentConfig, ClusterEntry, FederatedConfig
+from agents.config import AgentConfig
 from agents.evaluation import aggregate, evaluate_allocator
 from agents.federated import federated_vec_env, init_ray
 from agents.federated_callbacks import FederatedMetricsCallback, cluster_label
 from envs.gym.factory import EnvConfig
-from pretrain.teachers import make_teacher
+from envs.sim.elastic.allocators import make_allocator
+from training.config import ClusterEntry, FederatedConfig
 
 #: Four clusters of the ``tiny`` setting (J = 8, L = 8): different sizes, job counts, arrival
 #: patterns and workload seeds.
@@ -162,9 +163,9 @@ def main() -> None:
     baselines: dict[str, float] = {}
     for name in ("drf", "srtf"):
         per = [
-            aggregate(evaluate_allocator(functools.partial(make_teacher, name), c, args.val_seeds))[
-                "avg_jct"
-            ]
+            aggregate(
+                evaluate_allocator(functools.partial(make_allocator, name), c, args.val_seeds)
+            )["avg_jct"]
             for c in VAL_CONFIGS
         ]
         baselines[name] = float(np.mean(per))

@@ -4,7 +4,8 @@
     python experiments/headroom.py --settings medium --seeds 100-109
 
 A learned scheduler can only beat the best heuristic by as much as the heuristic leaves above
-the optimum.  Per setting, every heuristic of the teacher registry runs through the env (the
+the optimum.  Per setting, every allocator of the registry (but the
+bare ``fixed`` gang and the backlog's ``bundle``) runs through the env (the
 same window and backlog as a learned policy) on validation workloads (generator seeds, and for
 ``medium_traces`` windows of the training VCs' validation days; never the test workloads), next
 to the lower bound of ``envs/sim/elastic/bounds.py``: the *window* bound when jobs beyond the
@@ -29,11 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import seed_list
 
-from agents.heldout import Workload, heldout_workloads, run_schedulers
 from envs.gym.factory import EnvConfig
 from envs.gym.workloads import TRAIN_VCS, VALIDATION_DAYS, TraceWindows
+from envs.sim.elastic.allocators import ALLOCATORS
 from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds
-from pretrain.teachers import TEACHERS
+from evaluation.heldout import Workload, heldout_workloads, run_schedulers
+
+#: the heuristics compared by default: every allocator but the bare gang and the backlog rule
+HEURISTICS = sorted(set(ALLOCATORS) - {"fixed", "bundle"})
 
 #: name -> (env config, trace windows per run or 0)
 SETTINGS: dict[str, tuple[EnvConfig, int]] = {
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
     ap.add_argument("--seeds", type=seed_list, default=seed_list("100-104"))
-    ap.add_argument("--heuristics", nargs="+", default=sorted(TEACHERS))
+    ap.add_argument("--heuristics", nargs="+", default=HEURISTICS)
     args = ap.parse_args(argv)
     names = list(args.heuristics)
     print(f"Validation workloads: seeds {args.seeds[0]}-{args.seeds[-1]} (or as many windows)\n")

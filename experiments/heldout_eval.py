@@ -5,7 +5,7 @@
         --policy mixture='runs/traces/mix_seed*' --policy clone=runs/traces/mix_seed0/pretrain
 
 One command for the evaluation standard of the learner issue: every scheduler runs through the
-same env (:func:`agents.heldout.run_schedulers`) on the same test workloads, generator seeds
+same env (:func:`evaluation.heldout.run_schedulers`) on the same test workloads, generator seeds
 ``--seeds`` (default 300-319: validation uses 100-102, pretraining 1000-1007, training draws
 31-bit seeds) and ``--windows`` trace windows of the *held-out* Philly VCs
 (:data:`envs.gym.workloads.TEST_VCS`, drawn with ``--window-seed``).  ``--policy NAME=GLOB``:
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agents.checkpoint import load_policy  # noqa: E402
-from agents.heldout import Table, heldout_workloads, paired, run_schedulers  # noqa: E402
 from envs.gym.factory import EnvConfig  # noqa: E402
+from evaluation.heldout import Table, heldout_workloads, paired, run_schedulers  # noqa: E402
 from evaluation.stats import mean_ci95  # noqa: E402
 
 HEURISTICS = ("drf", "optimus", "esrtf", "tetris")

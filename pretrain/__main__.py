@@ -2,7 +2,7 @@
 
 Writes ``runs/<time>_pretrain_<teacher>/`` (dataset, ``policy.pt`` + ``.json``, history,
 summary, TensorBoard events under ``tb/``, ``run.json``).  Config: ``conf/pretrain_run.yaml``
-(schema :class:`agents.config.PretrainRunConfig`); e.g. ``python -m pretrain teacher=srsf
+(schema :class:`training.config.PretrainRunConfig`); e.g. ``python -m pretrain teacher=srsf
 env=tiny bc.steps=500``.
 """
 
@@ -16,8 +16,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from agents.config import register_configs
 from envs.sim.errors import ConfigError
+from training.config import register_configs
 
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
 register_configs()
@@ -27,9 +27,9 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     import torch as th
 
-    from agents.config import PretrainRunConfig
-    from agents.runinfo import run_record, write_run_record
-    from pretrain.run import pretrain
+    from training.config import PretrainRunConfig
+    from training.pretraining import pretrain
+    from training.runinfo import run_record, write_run_record
 
     out = Path(HydraConfig.get().runtime.output_dir)
     th.set_num_threads(int(cfg.torch_threads))

@@ -34,11 +34,11 @@ class BCConfig:
     at the end); ``seed``
     drives minibatch sampling."""
 
-    steps: int = 1000
+    steps: int = 3000
     batch_size: int = 256
     lr: float = 5e-3
     value_coef: float = 0.5
-    eval_every: int = 100
+    eval_every: int = 500
     seed: int = 0
 
 

@@ -1,6 +1,7 @@
 """Teacher traces: every decision a heuristic makes through the env, recorded for cloning.
 
-:func:`collect` rolls a teacher (any :mod:`pretrain.teachers` allocator) through
+:func:`collect` rolls a teacher (any allocator of
+:data:`~envs.sim.elastic.allocators.ALLOCATORS`, by name) through
 :class:`~envs.gym.cluster_env.ClusterEnv` with :class:`~envs.gym.heuristic.HeuristicDriver`
 and records, for **every** decision, the observation, the action mask and the action, including
 the void action that closes each slot.  *Difference from DL²*: its recorder labels only the
@@ -33,8 +34,8 @@ import numpy.typing as npt
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
+from envs.sim.elastic.allocators import allocator_name, make_allocator
 from envs.sim.errors import ConfigError
-from pretrain.teachers import canonical, make_teacher
 
 __all__ = ["TeacherDataset", "collect"]
 
@@ -178,7 +179,7 @@ def collect(
     reset with ``seed``), instead of one env of ``env_config`` for all."""
     if not seeds:
         raise ConfigError("collect: give at least one workload seed")
-    name = canonical(teacher)
+    name = allocator_name(teacher, role="teacher")
     options = dict(teacher_options or {})
     env = make_env(env_config)
     obs_l: list[np.ndarray] = []
@@ -190,7 +191,7 @@ def collect(
     for e, seed in enumerate(seeds):
         if env_for is not None:
             env = env_for(int(seed))
-        driver = HeuristicDriver(make_teacher(name, **options), env)
+        driver = HeuristicDriver(make_allocator(name, options, role="teacher"), env)
         obs, _ = env.reset(seed=int(seed))
         pending = 0  # decisions of the open slot, waiting for its reward
         decisions = 0

@@ -255,7 +255,8 @@ class ClusterEnv(gym.Env[Obs, np.int64]):
     ``speed`` (default :class:`MeasuredSpeed` with the setting's caps),
     ``scaling_overhead_s``, ``placement`` (a :class:`~envs.sim.elastic.cluster.Placement`
     name: ``"least_loaded"`` (default), ``"reference"`` (DL²'s: the least-loaded node or
-    nothing), ``"first_fit"``, ``"packing"``), ``strict_reference_placement`` (the same as
+    nothing), ``"first_fit"`` (alias ``"ff"``, the stacks' name), ``"packing"``),
+    ``strict_reference_placement`` (the same as
     ``placement="reference"``), ``allocator_for_unused`` and ``render_mode``.
     """
 

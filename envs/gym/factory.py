@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Optional
 
 from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
-from envs.sim.elastic.allocators import ALLOCATORS
+from envs.sim.elastic.allocators import ALIASES, ALLOCATORS, make_allocator
 from envs.sim.elastic.engine_slots import ContentionConfig, ContentionSpeed
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import MeasuredSpeed
@@ -339,12 +339,12 @@ def env_kwargs(config: EnvConfig, seed: int = 0) -> dict[str, Any]:
     elif not isinstance(kwargs["setting"], AdaSetting):
         kwargs["workload_options"] = {"arrival": config.arrival}
     if config.backlog != "none":
-        if config.backlog not in ALLOCATORS:
+        if str(config.backlog).lower() not in {*ALLOCATORS, *ALIASES}:
             raise ConfigError(
                 f"env backlog must be 'none' or an allocator name {sorted(ALLOCATORS)}, "
                 f"got {config.backlog!r}"
             )
-        kwargs["allocator_for_unused"] = ALLOCATORS[config.backlog]()
+        kwargs["allocator_for_unused"] = make_allocator(config.backlog, role="env backlog")
     if config.speed == "contention":
         kwargs["contention"] = contention_config(config)
         kwargs["placer"] = config.placer

@@ -19,7 +19,7 @@ from stable_baselines3.common.monitor import Monitor
 
 from agents.build import build_agent
 from agents.checkpoint import save_checkpoint
-from agents.config import AgentConfig, ClusterEntry, FederatedConfig
+from agents.config import AgentConfig
 from agents.evaluation import evaluate_policy
 from agents.federated import (
     FederatedVecEnv,
@@ -31,6 +31,7 @@ from agents.federated import (
 from agents.federated_callbacks import FederatedMetricsCallback
 from envs.gym.factory import EnvConfig
 from envs.sim.errors import ConfigError
+from training.config import ClusterEntry, FederatedConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO_TINY = [

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from agents.evaluation import evaluate_allocator, evaluate_policy
-from agents.heldout import heldout_workloads, paired, run_schedulers
 from agents.policy import DL2Policy, PolicyConfig, policy_kwargs
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.workloads import TEST_VCS
-from pretrain.teachers import make_teacher
+from envs.sim.elastic.allocators import make_allocator
+from evaluation.heldout import heldout_workloads, paired, run_schedulers
 
 TINY = EnvConfig(setting="tiny", reward="jct")
 
@@ -39,7 +39,7 @@ def test_schedulers_on_generator_seeds_match_the_plain_paths() -> None:
     )
     table = run_schedulers(TINY, work, heuristics=["drf"], policies={"p": [policy]})
     drf = [
-        r.avg_jct for r in evaluate_allocator(functools.partial(make_teacher, "drf"), TINY, seeds)
+        r.avg_jct for r in evaluate_allocator(functools.partial(make_allocator, "drf"), TINY, seeds)
     ]
     np.testing.assert_array_equal(table.avg_jct["drf"], drf)
     plain = [r.avg_jct for r in evaluate_policy(policy, TINY, seeds, deterministic=True)]

@@ -187,9 +187,9 @@ def test_bad_training_numbers_name_the_key(override: str, words: str) -> None:
     """Checked before SB3 or numpy see them (they used to raise their own tracebacks)."""
     from hydra import compose, initialize_config_dir
 
-    from agents.config import register_configs
-    from agents.training import to_train_config
     from envs.sim.errors import ConfigError
+    from training.config import register_configs
+    from training.run import to_train_config
 
     register_configs()
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):

@@ -124,7 +124,7 @@ def test_extended_features_hand_computed() -> None:
 def test_pretraining_on_the_mixture(tmp_path) -> None:
     from agents.policy import PolicyConfig
     from pretrain.bc import BCConfig
-    from pretrain.run import PretrainConfig, pretrain
+    from training.pretraining import PretrainConfig, pretrain
 
     tiny = EnvConfig(setting="tiny", reward="jct")
     cfg = PretrainConfig(

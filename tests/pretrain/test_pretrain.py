@@ -9,12 +9,11 @@ import torch as th
 from agents.checkpoint import load_policy, save_policy_weights
 from agents.policy import NumpyPolicy, PolicyConfig, masked_logits, policy_kwargs
 from envs.gym.factory import EnvConfig, make_env
-from envs.sim.elastic.allocators import SRTF
+from envs.sim.elastic.allocators import SRTF, AdaSRSF, UniformDemand, make_allocator
 from envs.sim.errors import ConfigError
 from pretrain.bc import BCConfig, behaviour_clone, build_student, score
 from pretrain.dataset import TeacherDataset, collect
-from pretrain.run import PretrainConfig, pretrain
-from pretrain.teachers import UniformDemand, make_teacher
+from training.pretraining import PretrainConfig, pretrain
 
 TINY = EnvConfig(setting="tiny")
 
@@ -58,12 +57,17 @@ def test_void_decisions_are_recorded() -> None:
 
 
 def test_teachers_by_name() -> None:
-    assert isinstance(make_teacher("srsf"), SRTF)
-    assert isinstance(make_teacher("ADA-SRSF"), UniformDemand)
-    with pytest.raises(ConfigError, match="unknown teacher 'sjf'"):
-        make_teacher("sjf")
+    """A teacher is an allocator of the one registry, aliases included."""
+    assert isinstance(make_allocator("srsf", role="teacher"), SRTF)
+    teacher = make_allocator("ADA-SRSF", role="teacher")
+    assert isinstance(teacher, AdaSRSF) and isinstance(teacher, UniformDemand)
+    assert (teacher.workers, teacher.order) == (4, "srsf")
+    with pytest.raises(ConfigError, match=r"unknown teacher 'sjf'; known: .*adasrsf.*bundle"):
+        make_allocator("sjf", role="teacher")
     with pytest.raises(ConfigError, match="workers must be"):
-        make_teacher("adasrsf", workers=0)
+        make_allocator("adasrsf", {"workers": 0}, role="teacher")
+    with pytest.raises(ConfigError, match="teacher 'drf': bad options"):
+        make_allocator("drf", {"workers": 2}, role="teacher")
 
 
 def test_shuffled_copies_keep_each_decision_consistent(drf_data: TeacherDataset) -> None:

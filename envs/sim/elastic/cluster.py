@@ -71,17 +71,21 @@ class Placement(StrEnum):
     PACKING = "packing"  # the most loaded node it fits on
 
 
+#: Other accepted names: ``ff`` is the contention stacks' name of the same rule (FF, the lowest
+#: indices with room: ``envs/sim/policies/placement.py`` ``FirstFit``).
+PLACEMENT_ALIASES: dict[str, Placement] = {"ff": Placement.FIRST_FIT}
+
+
 def placement_rule(placement: str | Placement | None, strict_reference: bool = False) -> Placement:
     """The rule named by ``placement`` (``None``: from the ``strict_reference`` flag);
     :class:`ConfigError` for an unknown name or a contradiction with ``strict_reference``."""
     if placement is None:
         return Placement.REFERENCE if strict_reference else Placement.LEAST_LOADED
     try:
-        rule = Placement(placement)
+        rule = PLACEMENT_ALIASES.get(str(placement)) or Placement(placement)
     except ValueError:
-        raise ConfigError(
-            f"unknown placement {placement!r}; known: {[p.value for p in Placement]}"
-        ) from None
+        known = [p.value for p in Placement] + list(PLACEMENT_ALIASES)
+        raise ConfigError(f"unknown placement {placement!r}; known: {known}") from None
     if strict_reference and rule is not Placement.REFERENCE:
         raise ConfigError(f"strict_reference contradicts placement={rule.value!r}")
     return rule

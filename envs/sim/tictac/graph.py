@@ -61,12 +61,21 @@ class OpGraph:
             object.__setattr__(self, "op_phase", (FORWARD,) * n)
         if len(self.op_phase) != n or any(p not in (FORWARD, BACKWARD) for p in self.op_phase):
             raise OpGraphError(f"{where}: op_phase must give 'f' or 'b' for every op")
+        self._check_sizes(where)
+        self._check_deps(where)
+        self._check_acyclic()
+
+    def _check_sizes(self, where: str) -> None:
         for name, mb in zip(self.recv_names, self.recv_mb, strict=True):
             if not (isinstance(mb, (int, float)) and math.isfinite(mb) and mb > 0):
                 raise OpGraphError(f"{where}: recv {name!r} has size {mb!r}; need a size > 0 MB")
         for name, ms in zip(self.op_names, self.op_ms, strict=True):
             if not (isinstance(ms, (int, float)) and math.isfinite(ms) and ms >= 0):
                 raise OpGraphError(f"{where}: op {name!r} has no valid time ({ms!r}); need >= 0 ms")
+
+    def _check_deps(self, where: str) -> None:
+        """Every dep names a recv or another op; every recv has a consumer."""
+        R, n = len(self.recv_mb), len(self.op_ms)
         used = [False] * R
         for j, deps in enumerate(self.op_deps):
             for d in deps:
@@ -77,7 +86,6 @@ class OpGraph:
         unused = [self.recv_names[i] for i in range(R) if not used[i]]
         if unused:
             raise OpGraphError(f"{where}: recv ops with no consumer: {unused[:5]}")
-        self._check_acyclic()
 
     def _check_acyclic(self) -> None:
         R, n = self.num_recvs, self.num_ops

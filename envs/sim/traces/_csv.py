@@ -51,15 +51,42 @@ def open_text(p: Path, errors: str = "strict") -> IO[str]:
     return p.open(encoding="utf-8-sig", errors=errors, newline="")
 
 
-def _read_csv(
-    path: PathLike, required: Sequence[str]
-) -> tuple[Path, list[str], list[tuple[int, dict[str, str]]]]:
-    """Read a headed CSV; return (path, header, [(1-based line, row dict)]).  Validates shape."""
+def _existing_file(path: PathLike) -> Path:
     p = Path(path)
     if not p.exists():
         raise WorkloadError(f"{p.name}: file not found (file: {p})")
     if not p.is_file():
         raise WorkloadError(f"{p.name}: not a regular file (file: {p})")
+    return p
+
+
+def _header(p: Path, raw: list[str], line: int, required: Sequence[str]) -> list[str]:
+    """The column names of the header row ``raw``: non-empty, unique, the required ones in."""
+    header_row = [cell.strip() for cell in raw]
+    seen: set[str] = set()
+    for col in header_row:
+        if not col:
+            raise _err(p, line, None, "header has an empty column name")
+        if col in seen:
+            raise _err(p, line, col, "column appears twice in the header")
+        seen.add(col)
+    missing = [c for c in required if c not in seen]
+    if missing:
+        raise _err(
+            p,
+            line,
+            missing[0],
+            f"missing required column(s) {missing}; header is {header_row}",
+            "missing column",
+        )
+    return header_row
+
+
+def _read_csv(
+    path: PathLike, required: Sequence[str]
+) -> tuple[Path, list[str], list[tuple[int, dict[str, str]]]]:
+    """Read a headed CSV; return (path, header, [(1-based line, row dict)]).  Validates shape."""
+    p = _existing_file(path)
     rows: list[tuple[int, dict[str, str]]] = []
     try:
         with open_text(p) as fh:
@@ -81,24 +108,8 @@ def _read_csv(
                 if header_row is None:
                     if not any(cell.strip() for cell in raw):
                         continue
-                    header_row = [cell.strip() for cell in raw]
                     header_line = reader.line_num
-                    seen: set[str] = set()
-                    for col in header_row:
-                        if not col:
-                            raise _err(p, header_line, None, "header has an empty column name")
-                        if col in seen:
-                            raise _err(p, header_line, col, "column appears twice in the header")
-                        seen.add(col)
-                    missing = [c for c in required if c not in seen]
-                    if missing:
-                        raise _err(
-                            p,
-                            header_line,
-                            missing[0],
-                            f"missing required column(s) {missing}; header is {header_row}",
-                            "missing column",
-                        )
+                    header_row = _header(p, raw, header_line, required)
                     continue
                 if not any(cell.strip() for cell in raw):
                     continue  # a blank line is not a row

@@ -16,7 +16,9 @@ from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.errors import ConfigError
 from tests.sim.elastic.test_allocators import SLOT_S, StandInSpeed, jtype
 
-ALLOCATORS = {k: v for k, v in ALLOCATORS_BY_NAME.items() if k != "fixed"}  # all but gangs
+#: all but the gangs (``bundle``, one bundle each, is in)
+GANGS = ("fixed", "adasrsf", "tiresias")
+ALLOCATORS = {k: v for k, v in ALLOCATORS_BY_NAME.items() if k not in GANGS}
 
 
 def test_fastest_rate_within_caps_and_capacity() -> None:

@@ -110,6 +110,8 @@ def test_placement_names_are_checked() -> None:
         SlotCluster(ElasticCluster(2), placement="worst_fit")
     with pytest.raises(ConfigError, match="contradicts"):
         SlotCluster(ElasticCluster(2), strict_reference=True, placement="first_fit")
+    # the contention stacks' name of the same rule
+    assert SlotCluster(ElasticCluster(2), placement="ff").placement is Placement.FIRST_FIT
 
 
 def test_bundle_demand_is_checked_and_summed() -> None:

@@ -15,10 +15,10 @@ from envs.sim.elastic.allocators import (
     EfficientSRTF,
     JobState,
     Optimus,
+    make_allocator,
 )
 from envs.sim.elastic.spec import ElasticJob
 from envs.sim.errors import ConfigError
-from pretrain.teachers import make_teacher
 from tests.sim.elastic.test_allocators import SLOT_S, StandInSpeed, cluster, jtype
 
 
@@ -63,7 +63,7 @@ def test_order_and_ratio_and_all_or_nothing() -> None:
 
 def test_registered_and_bad_options() -> None:
     assert ALLOCATORS["esrtf"] is EfficientSRTF
-    assert isinstance(make_teacher("esrtf"), EfficientSRTF)
+    assert isinstance(make_allocator("esrtf"), EfficientSRTF)
     with pytest.raises(ConfigError, match="efficiency"):
         EfficientSRTF(0.0)
     with pytest.raises(ConfigError, match="efficiency"):

@@ -25,8 +25,8 @@ from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, trace_window
+from envs.sim.elastic.allocators import make_allocator
 from evaluation.stats import mean_ci95
-from pretrain.teachers import make_teacher
 
 __all__ = ["Table", "Workload", "heldout_workloads", "paired", "run_schedulers"]
 
@@ -110,7 +110,7 @@ def run_schedulers(
 
     out = Table({}, {})
     for name in heuristics:
-        factory = functools.partial(make_teacher, name)
+        factory = functools.partial(make_allocator, name)
         vals = []
         for w in workloads:
             env = w.env(config)

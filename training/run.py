@@ -25,16 +25,17 @@ import torch as th
 from omegaconf import DictConfig, OmegaConf
 
 from agents.build import build_agent, load_pretrained_weights
-from agents.callbacks import CheckpointCallback, ValidationCallback, run_logger
 from agents.checkpoint import load_checkpoint, read_meta, save_checkpoint
-from agents.config import AgentConfig, EvalConfig, TrainConfig, check_train_config
+from agents.config import AgentConfig
 from agents.evaluation import aggregate, evaluate_allocator
-from agents.runinfo import run_record, write_run_record
 from agents.vec import make_training_vec_env
 from envs.gym.factory import EnvConfig, make_env
+from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
-from pretrain.run import pretrain
-from pretrain.teachers import make_teacher
+from training.callbacks import CheckpointCallback, ValidationCallback, run_logger
+from training.config import EvalConfig, TrainConfig, check_train_config
+from training.pretraining import pretrain
+from training.runinfo import run_record, write_run_record
 
 __all__ = ["baseline_jcts", "train"]
 
@@ -51,10 +52,10 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
 
 
 def baseline_jcts(names: list[str], env_config: EnvConfig, seeds: list[int]) -> dict[str, float]:
-    """Average JCT (slots) of each named teacher through the env on the validation seeds."""
+    """Average JCT (slots) of each named allocator through the env on the validation seeds."""
     out: dict[str, float] = {}
     for name in names:
-        factory = functools.partial(make_teacher, name)
+        factory = functools.partial(make_allocator, name, role="eval baseline")
         out[name] = aggregate(evaluate_allocator(factory, env_config, seeds))["avg_jct"]
     return out
 

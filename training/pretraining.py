@@ -29,10 +29,10 @@ from agents.checkpoint import save_policy_weights
 from agents.evaluation import aggregate, evaluate_allocator, evaluate_policy
 from agents.policy import PolicyConfig, policy_kwargs
 from envs.gym.factory import EnvConfig, make_env
+from envs.sim.elastic.allocators import allocator_name, make_allocator
 from envs.sim.errors import ConfigError
 from pretrain.bc import BCConfig, behaviour_clone, build_student
 from pretrain.dataset import TeacherDataset, collect
-from pretrain.teachers import canonical, make_teacher
 
 __all__ = ["PretrainConfig", "pretrain"]
 
@@ -69,15 +69,13 @@ class PretrainConfig:
 
 
 def _key(config: PretrainConfig, env: EnvConfig, policy: PolicyConfig, mixture: Any = None) -> str:
-    net = asdict(policy)
-    if net.get("arch") == "mlp":  # the only network before ``arch`` existed: same keys as then
-        del net["arch"]
-    if not net.get("position"):  # likewise for ``position`` (added later, off by default)
-        net.pop("position", None)
-    pre = asdict(config)
-    if not pre.get("on_mixture"):  # added later, off by default: the same keys as before
-        pre.pop("on_mixture", None)
-    parts: dict[str, Any] = {"pretrain": pre, "env": env.as_dict(), "policy": net}
+    """The cache key: a hash of every field of the stage, the env and the policy (and of the
+    workload mixture when the teacher's traces come from it)."""
+    parts: dict[str, Any] = {
+        "pretrain": asdict(config),
+        "env": env.as_dict(),
+        "policy": asdict(policy),
+    }
     if mixture is not None:
         parts["mixture"] = asdict(mixture)
     blob = json.dumps(parts, sort_keys=True, default=str)
@@ -99,7 +97,7 @@ def pretrain(
     :class:`~envs.gym.workloads.MixtureConfig` (used when ``config.on_mixture``)."""
     if not config.enabled:
         raise ConfigError("pretraining disabled (teacher none)")
-    teacher = canonical(str(config.teacher))
+    teacher = allocator_name(str(config.teacher), role="teacher")
     if config.num_workloads < 1:
         raise ConfigError("pretrain.num_workloads must be >= 1")
     out = Path(out_dir)
@@ -113,41 +111,10 @@ def pretrain(
     key = _key(config, env_config, policy_config, mix)
     cached = Path(cache_dir) / f"{teacher}_{key}" if cache_dir is not None else None
     if cached is not None and (cached / "summary.json").is_file():
-        for name in ("policy.pt", "policy.json", "summary.json", "history.csv"):
-            if (cached / name).is_file():
-                shutil.copy2(cached / name, out / name)
-        summary = json.loads((out / "summary.json").read_text())
-        summary.update({"policy_path": str(out / "policy.pt"), "cached_from": str(cached)})
-        return summary
+        return _from_cache(cached, out)
 
     t0 = time.perf_counter()
-    seeds = [config.seed_offset + i for i in range(config.num_workloads)]
-    if config.dataset:
-        data = TeacherDataset.load(config.dataset)
-        then, now = data.meta.get("env"), env_config.as_dict()
-        if then is not None and then != now:
-            diff = {
-                k: (then.get(k, "<absent>"), now.get(k, "<absent>"))
-                for k in sorted(set(then) | set(now))
-                if then.get(k, "<absent>") != now.get(k, "<absent>")
-            }
-            raise ConfigError(
-                f"{config.dataset} was collected with another env; differing keys "
-                f"(dataset, this run): {diff}"
-            )
-    else:
-        env_for = None
-        if mix is not None:
-            from envs.gym.workloads import Mixture, scenario_envs
-
-            drawer = Mixture(mix, env_config)
-
-            def env_for(seed: int) -> Any:
-                return scenario_envs(env_config, drawer.draw(np.random.default_rng(seed)), 1)[0]
-
-        data = collect(
-            teacher, env_config, seeds, teacher_options=config.teacher_options, env_for=env_for
-        )
+    data = _teacher_dataset(config, teacher, env_config, mix)
     data.save(out / "dataset")
     t_collect = time.perf_counter() - t0
     train, val = data.split(config.val_fraction, seed=config.bc.seed)
@@ -160,7 +127,9 @@ def pretrain(
     )
     teacher_eval = aggregate(
         evaluate_allocator(
-            lambda: make_teacher(teacher, **config.teacher_options), env_config, config.eval_seeds
+            lambda: make_allocator(teacher, config.teacher_options, role="teacher"),
+            env_config,
+            config.eval_seeds,
         )
     )
 
@@ -223,10 +192,58 @@ def pretrain(
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     if cached is not None:
         cached.mkdir(parents=True, exist_ok=True)
-        for name in ("policy.pt", "policy.json", "summary.json", "history.csv"):
+        for name in _CACHED:
             shutil.copy2(out / name, cached / name)
     summary["policy_path"] = str(weights)
     return summary
+
+
+#: the files of a pretraining stage its cache keeps
+_CACHED = ("policy.pt", "policy.json", "summary.json", "history.csv")
+
+
+def _from_cache(cached: Path, out: Path) -> dict[str, Any]:
+    """A cached stage's files copied into ``out``; its summary."""
+    for name in _CACHED:
+        if (cached / name).is_file():
+            shutil.copy2(cached / name, out / name)
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    summary.update({"policy_path": str(out / "policy.pt"), "cached_from": str(cached)})
+    return summary
+
+
+def _teacher_dataset(
+    config: PretrainConfig, teacher: str, env_config: EnvConfig, mix: Any
+) -> TeacherDataset:
+    """The saved dataset ``config.dataset`` (collected in this env), or the teacher's traces
+    on the workloads ``seed_offset ..`` (drawn from the mixture ``mix`` when given)."""
+    if config.dataset:
+        data = TeacherDataset.load(config.dataset)
+        then, now = data.meta.get("env"), env_config.as_dict()
+        if then is not None and then != now:
+            diff = {
+                k: (then.get(k, "<absent>"), now.get(k, "<absent>"))
+                for k in sorted(set(then) | set(now))
+                if then.get(k, "<absent>") != now.get(k, "<absent>")
+            }
+            raise ConfigError(
+                f"{config.dataset} was collected with another env; differing keys "
+                f"(dataset, this run): {diff}"
+            )
+        return data
+    seeds = [config.seed_offset + i for i in range(config.num_workloads)]
+    env_for = None
+    if mix is not None:
+        from envs.gym.workloads import Mixture, scenario_envs
+
+        drawer = Mixture(mix, env_config)
+
+        def env_for(seed: int) -> Any:
+            return scenario_envs(env_config, drawer.draw(np.random.default_rng(seed)), 1)[0]
+
+    return collect(
+        teacher, env_config, seeds, teacher_options=config.teacher_options, env_for=env_for
+    )
 
 
 def _writer(path: Path) -> Any:

@@ -1,0 +1,189 @@
+"""The top-level packages are layers: every import points downward, so no two import each other.
+
+Every ``.py`` under each package is parsed with :mod:`ast` (nothing is imported), and every
+``import`` / ``from ... import`` naming another top-level package of the repository counts:
+module-level, inside functions (lazy imports) and under ``if TYPE_CHECKING:`` alike.
+
+=============  ==============================================================================
+``envs``       the simulators and the Gymnasium envs: imports no other package
+``agents``     learners, policies, rollouts, checkpoints of learned schedulers: ``envs``
+``pretrain``   teacher datasets, behaviour cloning into the agents' policy: ``envs``, ``agents``
+``training``   the training pipeline (config schema, pretraining stage, RL run, run records):
+               ``envs``, ``agents``, ``pretrain``
+``evaluation`` the head-to-head evaluation: ``envs``, ``agents``, ``pretrain``
+=============  ==============================================================================
+
+``training`` and ``evaluation`` are siblings: neither imports the other.  Entry points sit on
+top and may import anything, but no package imports them: the scripts at the root
+(``train.py``, ``evaluate.py``), ``experiments/``, ``benchmarks/``, ``tools/``, ``tests/``
+and a package's ``__main__.py`` (``python -m pretrain``: running the package's command, not
+importing the package).  A new top-level package must be placed in :data:`LAYERS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Each top-level package -> the packages it may import.
+LAYERS: dict[str, frozenset[str]] = {
+    "envs": frozenset(),
+    "agents": frozenset({"envs"}),
+    "pretrain": frozenset({"envs", "agents"}),
+    "training": frozenset({"envs", "agents", "pretrain"}),
+    "evaluation": frozenset({"envs", "agents", "pretrain"}),
+}
+#: Directories of scripts and tests (not packages anything may import).
+ENTRY_DIRS = ("experiments", "benchmarks", "tools", "tests")
+#: Directories that hold no Python to check.
+SKIP_DIRS = {".venv", ".git", "runs", "docs", "conf", "policies", "build", "dist"}
+
+Imports = dict[str, dict[str, list[str]]]  # package -> imported package -> ["file:line", ...]
+
+
+def local_names(root: Path) -> dict[str, str]:
+    """Every importable top-level name of the repository -> ``"package"`` or ``"entry"``."""
+    names: dict[str, str] = {}
+    for p in sorted(root.iterdir()):
+        if p.name.startswith(".") or p.name in SKIP_DIRS or p.name.endswith(".egg-info"):
+            continue
+        if p.is_dir() and (p / "__init__.py").is_file() and p.name not in ENTRY_DIRS:
+            names[p.name] = "package"
+        elif (p.is_dir() and any(p.rglob("*.py"))) or p.suffix == ".py":
+            names[p.stem] = "entry"
+    return names
+
+
+def _imported(node: ast.AST) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            yield alias.name
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        yield node.module  # a relative import stays inside its own package
+
+
+def package_imports(root: Path) -> Imports:
+    """For each package (``__main__.py`` files left out: entry points), where it imports each
+    other top-level name of the repository."""
+    names = local_names(root)
+    out: Imports = {}
+    for package in (n for n, kind in names.items() if kind == "package"):
+        found: dict[str, list[str]] = {}
+        for path in sorted((root / package).rglob("*.py")):
+            if path.name == "__main__.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                for module in _imported(node):
+                    top = module.split(".")[0]
+                    if top != package and top in names:
+                        site = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+                        found.setdefault(top, []).append(site)
+        out[package] = found
+    return out
+
+
+def layer_violations(imports: Imports, layers: Mapping[str, frozenset[str]]) -> list[str]:
+    """Each import of a package (or entry point) that ``layers`` does not allow."""
+    bad = []
+    for package, found in sorted(imports.items()):
+        for target, sites in sorted(found.items()):
+            if target not in layers.get(package, frozenset()):
+                bad.append(f"{package} -> {target}: " + ", ".join(sites))
+    return bad
+
+
+def cycles(imports: Imports) -> list[list[str]]:
+    """The import cycles between packages, each as its path ``[a, b, ..., a]`` (one per
+    strongly connected group)."""
+    graph = {p: sorted(t for t in found if t in imports) for p, found in imports.items()}
+    found_cycles: list[list[str]] = []
+    seen: set[str] = set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        stack: list[tuple[str, list[str]]] = [(start, [start])]
+        while stack:  # depth-first: the first path that comes back to ``start``
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    found_cycles.append([*path, start])
+                    seen.update(path)
+                    stack.clear()
+                    break
+                if nxt not in path:
+                    stack.append((nxt, [*path, nxt]))
+    return found_cycles
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {n for n, kind in local_names(ROOT).items() if kind == "package"}
+    assert packages <= set(LAYERS), (
+        f"new top-level package(s) {sorted(packages - set(LAYERS))}: place them in LAYERS "
+        "(tests/test_layers.py) with the packages they may import"
+    )
+    assert {"envs", "agents", "pretrain", "training", "evaluation"} <= packages
+
+
+def test_the_layers_themselves_have_no_cycle() -> None:
+    as_imports = {p: {t: ["LAYERS"] for t in allowed} for p, allowed in LAYERS.items()}
+    assert cycles(as_imports) == []
+
+
+def test_imports_point_downward() -> None:
+    bad = layer_violations(package_imports(ROOT), LAYERS)
+    assert not bad, "upward or sideways imports between top-level packages:\n" + "\n".join(bad)
+
+
+def test_no_import_cycle_between_packages() -> None:
+    imports = package_imports(ROOT)
+    found = cycles(imports)
+    detail = []
+    for cycle in found:
+        sites = "; ".join(f"{a}->{b} at {imports[a][b][0]}" for a, b in itertools.pairwise(cycle))
+        detail.append(" -> ".join(cycle) + f"  ({sites})")
+    assert not found, "import cycles between top-level packages:\n" + "\n".join(detail)
+
+
+@pytest.fixture
+def tangled(tmp_path: Path) -> Path:
+    """A repository where ``agents`` and ``pretrain`` import each other (as they once did),
+    ``envs`` imports ``agents`` lazily and ``agents`` imports an experiment script."""
+    files = {
+        "envs/__init__.py": "",
+        "envs/sim.py": "def f():\n    from agents.policy import P\n",
+        "agents/__init__.py": "",
+        "agents/config.py": "import json\nfrom pretrain.bc import BCConfig\nfrom . import policy\n",
+        "agents/policy.py": "import experiments.headroom\nP = 1\n",
+        "pretrain/__init__.py": "",
+        "pretrain/bc.py": "from agents.policy import P\nfrom envs import sim\n",
+        "pretrain/__main__.py": "from training.config import X\n",  # an entry point: fine
+        "training/__init__.py": "",
+        "training/config.py": "from pretrain.bc import BCConfig\nX = 1\n",
+        "experiments/headroom.py": "from agents.config import *\n",
+        "train.py": "from training.config import X\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+def test_the_checks_catch_cycles_and_upward_imports(tangled: Path) -> None:
+    imports = package_imports(tangled)
+    assert imports["training"] == {"pretrain": ["training/config.py:1"]}
+    assert layer_violations(imports, LAYERS) == [
+        "agents -> experiments: agents/policy.py:1",
+        "agents -> pretrain: agents/config.py:2",
+        "envs -> agents: envs/sim.py:2",
+    ]
+    assert cycles(imports) == [
+        ["agents", "pretrain", "agents"],
+        ["envs", "agents", "pretrain", "envs"],
+    ]
