@@ -36,6 +36,7 @@ from envs.sim.errors import ConfigError
 
 __all__ = ["Episode", "EpisodePG", "EpisodePGConfig", "MaskedMLP", "clone", "run_episode"]
 
+
 @dataclass
 class EpisodePGConfig:
     """``groups`` workload seeds x ``group_size`` rollouts per iteration; ``lr``, ``epochs``,

@@ -8,113 +8,41 @@ epochs a job trains in a slot differ: instead of a table lookup, every slot is *
 
 1. the allocator decides ``(workers, ps)`` per job and places every task on a node through
    the :class:`~envs.sim.elastic.cluster.SlotCluster` (capacity checked as usual);
-2. each allocated job with at least one worker and one PS becomes a parameter-server
-   :class:`~envs.sim.spec.JobSpec` of the engine (:func:`engine_job`); node ``n`` is engine
-   server ``n`` with ``devices_per_node`` exclusive devices (one worker each).  Placement:
+2. each allocated job with a worker and a PS becomes a parameter-server job of the engine
+   (:mod:`envs.sim.elastic.engine_jobs`: units of work, network); node ``n`` is engine
+   server ``n`` with ``devices_per_node`` exclusive devices, placed as the class says;
+3. the engine runs ``slot_s`` seconds (``Simulator.run_until``) under its contention model;
+   a job whose allocation changed starts ``scaling_overhead_s`` late;
+4. each job's epochs follow from the iterations it completed (``_slot_rates``); partial
+   progress is carried to the next slot, which places every job again from scratch.
 
-   * ``placer=None`` (default, ``"slot"``): workers and PSs sit exactly where the allocator
-     put them (:class:`FixedPlacer` and the engine's ``ps_servers`` hook);
-   * ``placer="ff" | "ls" | "lwf<κ>" | "rand"``: a core placer of
-     :mod:`envs.sim.policies.placement` chooses the workers' devices (the allocator's node
-     choice is ignored; only its counts are used) and PS ``k`` sits with worker ``k mod W``
-     (the engine's rule).  The DL² per-node GPU-slot limit is then not enforced per node (a
-     node may get ``devices_per_node`` GPU workers); the allocator still bounds the totals.
-
-3. the engine runs ``slot_s`` seconds (``Simulator.run_until``): per iteration every worker
-   computes, then pushes ``M/P`` to each PS and pulls it back; traffic between servers goes
-   through their NICs under the engine's contention model (``k`` tasks on a NIC each move at
-   ``1 / (k b + (k-1) η)`` MB/ms, a PS exchange at its busiest NIC's share), traffic inside a
-   node is free;  a job whose allocation changed starts ``scaling_overhead_s`` late;
-4. each job's epochs follow from the iterations it completed (below); partial progress is
-   carried to the next slot, which places every job again from scratch (DL² has no migration
-   state, a changed allocation pays the scaling overhead).
-
-**Units of work.**  One DL² *batch* is a reference per-worker batch: ``iterations_per_epoch``
-of them make an epoch and one takes ``local_comp_time_s`` to compute.  The job keeps its
-**global batch** fixed at ``G = global_batch_workers`` reference batches (DL² §3.1): with
-``W`` workers each worker computes ``G / W`` batches per iteration (``ModelProfile.with_batch``
-scales compute linearly), and every iteration advances the job by ``G`` batches, i.e.
-``G * speed_factor / iterations_per_epoch`` epochs, whatever ``W`` is.
-
-**Network.**  The engine has one ``b`` (ms/MB) for every NIC; each job type's own measured
-inter-node bandwidth (``inter_bw_mb_s``) is kept by scaling its exchanged volume: the engine
-moves ``model_size_mb * (1000 / inter_bw_mb_s) / b`` "equivalent MB" (x 2 with
-``half_duplex``, DL²'s accounting where a push and a pull share one link's bandwidth), so a job
-alone with every task on its own node iterates in ``G/W * local_comp_time_s + t_inter`` with
-exactly the analytical model's ``t_inter = 2 (M/P) max(P, W) / inter_bw``.  So at ``W = G``
-and without co-location, the contention model equals :class:`AnalyticalSpeed` for a job alone
-(tested); it differs by co-location (bundles put a PS next to a worker: less traffic), by other
-jobs' traffic on shared NICs, by DL²'s intra-node term (not modelled: free here) and by the
-global batch (the analytical model keeps the per-worker batch).
-
-**Slot accounting.**  A job that finishes in the engine at ``f`` ms, after its ``n``-th
-iteration while it needed ``r <= n`` iterations (the last one fractional), finishes at
-``s + (f - s) r / n`` (``s`` its start in the slot).  A job that has not finished is credited
-``n (T - s) / (L - s)`` iterations, ``L`` its last iteration end and ``T`` the slot end (its
-mean iteration rate carried to the boundary: exact for identical iterations; a job whose
-first iteration in the slot has not ended is credited ``(T - s) / τ`` of an iteration, ``τ``
-its compute plus its busiest NIC's volume at the uncontended rate, capped below 1).  A job
-whose credit reaches the ``r`` iterations it needs (its last iteration is fractional, the
-engine runs it whole) finishes at ``s + (T - s) r / credit``: without this a job needing a
-fraction of an iteration longer than the slot was credited just under it every slot and
-never finished (the Ada-SRSF workload in 1-s slots), and in DL²'s settings such a job
-finished one slot late.
-
-**Time compression** (``min_steps_per_slot``; ``None`` = exact).  Simulating every iteration
-of a 1,200-s slot costs ~10^5 events per slot on DL²'s workloads.  With
-``min_steps_per_slot = m`` a job whose uncontended iteration takes ``τ`` runs as merged steps
-of ``K = max(1, floor(slot_s / (τ m)))`` iterations (compute and exchanged volume x ``K``):
-work is conserved exactly; contention is resolved at step granularity (the bias of
-:attr:`~envs.sim.config.Fidelity.FAST`, measured in ``experiments/dl2_speed_models.py``).
-
-**Exact reuse of slot states** (``reuse_slots``, default on).  Every slot starts the engine
-from scratch, so a slot's run is a function of its *state*: each job's id, type, workers,
-PSs, scaling overhead and step merging, the placement (up to relabelling the identical nodes)
-and, with a core placer, the ranking of the engine's initial priorities, plus the jobs'
-iteration counts.  The counts matter only through finishes: a job that needs more steps than
-it completed by the slot end in a run of the same state (in which no job finished) cannot
-tell the two runs apart.  So such a slot takes the stored outcome (steps, start, last
-barrier per job) instead of being simulated, and its rates follow with the job's own
-remaining work.  In DL²'s settings, once arrivals are over, most slots repeat the previous
-slot's state (DRF small setting: 136 of 15,165 slots simulated).  Reuse is off where the run
-is not a function of that state: RAND placement (seeded per slot), a core placer that reads
-the GPUs' load (LWF, LS: the load is remaining work), a communication scheduler with
-admission control (it reads priorities that move with the iteration counts).  Reused and
-simulated runs are tested equal bit for bit.
-
-**Measurement window** (``measure_fraction = f``, default ``None``: an approximation, off).
-A simulated slot runs only its first ``f * slot_s``; each job is credited its steps at the
-window end plus its rate over the window's second half times the time left.  A slot in which
-a job has not started, passed no barrier in the second half, finished, or would reach its
-last step by the slot end is simulated to its end (from where the window stopped).  Measured
-per-slot rate error against the whole slot, same states, DL²'s small setting (``python
-experiments/dl2_speed_models.py --window-check 200``): mean 1-3%, p99 10-21%, max up to
-76% (f = 0.1-0.3) — the per-step contention pattern at 50 steps per slot is bursty, so it is
-not used for the published tables.
-
-:class:`ContentionSpeed` (``name = "contention"``) is the same model's *uncontended*, fully
-spread speed, the estimate allocators plan with (Optimus' marginal gains, SRTF's remaining
-time); it is what the result's ``speed_model`` records.  Standard library + numpy only.
+Time compression (``_chunk``), exact reuse of slot states (``_observe``) and an optional
+measurement window (``_extrapolated``) keep long runs affordable.  Standard library + numpy.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass
 
 from envs.sim.config import SimConfig
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.cluster import Placement
+from envs.sim.elastic.engine_jobs import (
+    ContentionConfig,
+    ContentionSpeed,
+    FixedPlacer,
+    devices_per_node,
+    engine_job,
+    solo_iteration_s,
+)
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, JobType
 from envs.sim.engine import Job as EngineJob
 from envs.sim.engine import SimulationError, Simulator
 from envs.sim.errors import ConfigError
-from envs.sim.policies.base import ClusterView
-from envs.sim.spec import ClusterSpec, CommArch, JobSpec, ModelProfile, NetworkSpec, Workload
+from envs.sim.spec import ClusterSpec, JobSpec, Workload
 from envs.sim.stacks import make_stack
 
 __all__ = [
@@ -127,165 +55,6 @@ __all__ = [
     "engine_job",
     "solo_iteration_s",
 ]
-
-#: reference per-worker batch in samples (only its ratio to the per-worker batch matters)
-_REF_BATCH = 100
-
-
-@dataclass(frozen=True)
-class ContentionConfig:
-    """How a slot is simulated in the contention engine (see the module docstring).
-
-    - ``network``: the NICs' ``b`` and contention penalty ``η`` (ms/MB); default the
-      Ada-SRSF constants (η / b = 0.27).
-    - ``global_batch_workers`` (``G``): the fixed global batch in reference batches.
-    - ``half_duplex``: count push and pull on one link (DL²'s accounting; x 2 volume).
-    - ``comm``: the engine's communication scheduler (``"fs"`` fair share = no admission
-      control, ``"srsf<n>"``, ``"adasrsf"``); ``order``: the engine's job order (priority of
-      exchanges and of placement inside a slot).
-    - ``min_steps_per_slot``: time compression (``None`` = every iteration simulated).
-    - ``seed``: the engine's generator (RAND placement).
-    - ``reuse_slots``: exact reuse of a simulated slot when the next slot's engine state is
-      the same but for the iteration counts and no job can finish (module docstring).
-    - ``measure_fraction``: steady-state window (an approximation; ``None`` = the whole slot):
-      simulate the first ``f * slot_s`` and carry each job's mean rate to the slot end, unless
-      a job finishes or may finish in the slot, or has not completed a step (then the rest of
-      the slot is simulated too).
-    """
-
-    network: NetworkSpec = field(default_factory=NetworkSpec)
-    global_batch_workers: int = 8
-    half_duplex: bool = True
-    comm: str = "fs"
-    order: str = "srsf"
-    min_steps_per_slot: int | None = 50
-    seed: int = 0
-    reuse_slots: bool = True
-    measure_fraction: float | None = None
-
-    def __post_init__(self) -> None:
-        f = self.measure_fraction
-        if f is not None and not (isinstance(f, int | float) and 0.0 < f <= 1.0):
-            raise ConfigError(f"measure_fraction must be in (0, 1] or None, got {f!r}")
-        if isinstance(self.global_batch_workers, bool) or self.global_batch_workers < 1:
-            raise ConfigError(
-                f"global_batch_workers must be an integer >= 1, got {self.global_batch_workers!r}"
-            )
-        if self.min_steps_per_slot is not None and self.min_steps_per_slot < 1:
-            raise ConfigError(
-                f"min_steps_per_slot must be >= 1 or None, got {self.min_steps_per_slot}"
-            )
-        make_stack(f"{self.order}:ff_{self.comm}")  # raises ConfigError naming a bad part
-
-
-def _volume_scale(job_type: JobType, cfg: ContentionConfig) -> float:
-    """Engine MB per real MB of ``job_type``'s exchange (its own bandwidth under one ``b``)."""
-    scale = (1000.0 / job_type.inter_bw_mb_s) / cfg.network.b_ms_per_mb
-    return 2.0 * scale if cfg.half_duplex else scale
-
-
-def engine_job(
-    job_id: int,
-    job_type: JobType,
-    workers: int,
-    ps: int,
-    iterations: int,
-    cfg: ContentionConfig,
-    *,
-    submit_ms: float = 0.0,
-    chunk: int = 1,
-) -> JobSpec:
-    """The engine's PS job for ``job_type`` at ``(workers, ps)``: per-worker batch
-    ``G / workers`` reference batches (global batch fixed), compute ``local_comp_time_s``
-    per reference batch (split 1/3 forward, 2/3 backward), exchanged volume scaled to the
-    type's bandwidth; ``chunk`` iterations merged into one engine iteration."""
-    if workers < 1 or ps < 1:
-        raise ConfigError(f"an engine PS job needs >= 1 worker and >= 1 PS, got ({workers}, {ps})")
-    if chunk < 1 or iterations < 1:
-        raise ConfigError(f"chunk and iterations must be >= 1, got {chunk}, {iterations}")
-    comp_ms = job_type.local_comp_time_s * 1000.0
-    base = ModelProfile(
-        name=job_type.model,
-        model_size_mb=job_type.model_size_mb * _volume_scale(job_type, cfg),
-        gpu_memory_mb=1.0,  # one worker per device (exclusive devices)
-        batch_size=_REF_BATCH,
-        forward_ms=comp_ms / 3.0,
-        backward_ms=comp_ms * 2.0 / 3.0,
-    )
-    m = base.with_batch(_REF_BATCH * cfg.global_batch_workers / workers)
-    if chunk > 1:
-        m = ModelProfile(
-            m.name,
-            m.model_size_mb * chunk,
-            m.gpu_memory_mb,
-            m.batch_size,
-            m.forward_ms * chunk,
-            m.backward_ms * chunk,
-        )
-    return JobSpec(
-        job_id=job_id,
-        submit_ms=submit_ms,
-        model=m,
-        iterations=iterations,
-        num_gpus=workers,
-        comm=CommArch.PS,
-        name=job_type.model,
-        num_ps=ps,
-    )
-
-
-def solo_iteration_s(job_type: JobType, workers: int, ps: int, cfg: ContentionConfig) -> float:
-    """Seconds per iteration of a job alone with every task on its own node."""
-    compute = job_type.local_comp_time_s * cfg.global_batch_workers / workers
-    volume = job_type.model_size_mb * _volume_scale(job_type, cfg) * max(ps, workers) / ps
-    return compute + volume * cfg.network.b_ms_per_mb / 1000.0
-
-
-class ContentionSpeed:
-    """The contention model's uncontended speed (every task on its own node, no other job):
-    ``G / solo_iteration_s`` reference batches per second; 0 without a worker or a PS."""
-
-    name = "contention"
-
-    def __init__(self, cfg: ContentionConfig | None = None) -> None:
-        self.cfg = cfg or ContentionConfig()
-
-    def speed(self, job_type: JobType, num_ps: int, num_workers: int) -> float:
-        if num_ps < 0 or num_workers < 0:
-            raise ConfigError(f"num_ps and num_workers must be >= 0, got ({num_ps}, {num_workers})")
-        if num_ps == 0 or num_workers == 0:
-            return 0.0
-        g = self.cfg.global_batch_workers
-        return g / solo_iteration_s(job_type, num_workers, num_ps, self.cfg)
-
-
-class FixedPlacer:
-    """A core :class:`~envs.sim.policies.base.Placer` that returns devices chosen beforehand
-    (the allocator's nodes); ``None`` for a job it was not given."""
-
-    name = "slot"
-    comm_estimate_ms_per_mb: float | None = None
-    reads_load = False
-    randomised = False
-
-    def __init__(self, devices: Mapping[int, list[int]]) -> None:
-        self.devices = dict(devices)
-
-    def place(
-        self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
-    ) -> list[int] | None:
-        return self.devices.get(job.job_id)
-
-
-def devices_per_node(cluster: ElasticCluster, types: Sequence[JobType]) -> int:
-    """Most workers of any of ``types`` one node can hold (its engine devices)."""
-    best = 1
-    for t in types:
-        fits = [cluster.cpu_slots // t.worker_cpu if t.worker_cpu else None]
-        fits.append(cluster.gpu_slots // t.worker_gpu if t.worker_gpu else None)
-        known = [f for f in fits if f is not None]
-        best = max(best, min(known) if known else cluster.cpu_slots)
-    return best
 
 
 @dataclass
@@ -354,10 +123,22 @@ def _finishing_rate(
 class ContentionSlotSimulator(SlotSimulator):
     """:class:`SlotSimulator` whose per-slot progress comes out of the contention engine.
 
-    ``placer``: ``None`` = the allocator's own task placement (needs an allocator that logs
-    ``last_decisions``, as every allocator of :mod:`envs.sim.elastic.allocators` does), or a
-    core placement token (``"ff"``, ``"ls"``, ``"lwf1"``, ``"rand"``, ...).  ``speed`` is the
-    model allocators plan with (default :class:`ContentionSpeed` of ``config``).
+    Per iteration every worker computes, then pushes ``M/P`` to each PS and pulls it back;
+    traffic between servers goes through their NICs under the engine's contention model
+    (``k`` tasks on a NIC each move at ``1 / (k b + (k-1) η)`` MB/ms, a PS exchange at its
+    busiest NIC's share), traffic inside a node is free.
+
+    ``placer``: ``None`` (default, ``"slot"``): workers and PSs sit exactly where the
+    allocator put them (:class:`FixedPlacer` and the engine's ``ps_servers`` hook; needs an
+    allocator that logs ``last_decisions``, as every allocator of
+    :mod:`envs.sim.elastic.allocators` does); or a core placement token (``"ff"``, ``"ls"``,
+    ``"lwf<κ>"``, ``"rand"``): a core placer of :mod:`envs.sim.policies.placement` chooses the
+    workers' devices (the allocator's node choice is ignored; only its counts are used) and
+    PS ``k`` sits with worker ``k mod W`` (the engine's rule).  The DL² per-node GPU-slot
+    limit is then not enforced per node (a node may get ``devices_per_node`` GPU workers);
+    the allocator still bounds the totals.  ``speed`` is the model allocators plan with
+    (default :class:`ContentionSpeed` of ``config``, which the result's ``speed_model``
+    records).
     """
 
     def __init__(
@@ -424,6 +205,21 @@ class ContentionSlotSimulator(SlotSimulator):
     def _slot_rates(
         self, t: int, allocation: Mapping[int, tuple[int, int]]
     ) -> Mapping[int, float] | None:
+        """Epochs/s of every allocated job over slot ``t``, from the engine's run.
+
+        A job that finishes in the engine at ``f`` ms, after its ``n``-th iteration while it
+        needed ``r <= n`` iterations (the last one fractional), finishes at
+        ``s + (f - s) r / n`` (``s`` its start in the slot).  A job that has not finished is
+        credited ``n (T - s) / (L - s)`` iterations, ``L`` its last iteration end and ``T``
+        the slot end (its mean iteration rate carried to the boundary: exact for identical
+        iterations; a job whose first iteration in the slot has not ended is credited
+        ``(T - s) / τ`` of an iteration, ``τ`` its compute plus its busiest NIC's volume at
+        the uncontended rate, capped below 1).  A job whose credit reaches the ``r``
+        iterations it needs (its last iteration is fractional, the engine runs it whole)
+        finishes at ``s + (T - s) r / credit``: without this a job needing a fraction of an
+        iteration longer than the slot was credited just under it every slot and never
+        finished (the Ada-SRSF workload in 1-s slots), and in DL²'s settings such a job
+        finished one slot late."""
         slot_s = self.spec.slot_s
         rates: dict[int, float] = {}
         entries: list[_Entry] = []
@@ -486,7 +282,20 @@ class ContentionSlotSimulator(SlotSimulator):
 
     def _observe(self, t: int, entries: list[_Entry]) -> tuple[_Observed, ...]:
         """What the engine shows of every job of ``entries`` at the slot end: simulated, or
-        reused from an earlier slot with the same state (``ContentionConfig.reuse_slots``)."""
+        reused from an earlier slot with the same state (``ContentionConfig.reuse_slots``).
+
+        Every slot starts the engine from scratch, so a slot's run is a function of its
+        *state* (``_state_key``) plus the jobs' iteration counts.  The counts matter only
+        through finishes: a job that needs more steps than it completed by the slot end in a
+        run of the same state (in which no job finished) cannot tell the two runs apart.  So
+        such a slot takes the stored outcome (steps, start, last barrier per job) instead of
+        being simulated, and its rates follow with the job's own remaining work.  In DL²'s
+        settings, once arrivals are over, most slots repeat the previous slot's state (DRF
+        small setting: 136 of 15,165 slots simulated).  Reuse is off where the run is not a
+        function of that state: RAND placement (seeded per slot), a core placer that reads
+        the GPUs' load (LWF, LS: the load is remaining work), a communication scheduler with
+        admission control (it reads priorities that move with the iteration counts).
+        Reused and simulated runs are tested equal bit for bit."""
         placement = None if self.placer_name is not None else self._slot_placement(t, entries)
         specs: list[JobSpec] | None = None
         key = None
@@ -569,7 +378,13 @@ class ContentionSlotSimulator(SlotSimulator):
         half, ``half``: steps and barrier time; from its start if it had none) times the time
         left after its last barrier.  ``None`` (simulate the rest) if a job has not started,
         has finished, passed no barrier in the second half, or would reach its last step by
-        ``end_ms`` (a finish in the slot changes the others' contention)."""
+        ``end_ms`` (a finish in the slot changes the others' contention).
+
+        An approximation, off by default (``measure_fraction``).  Measured per-slot rate
+        error against the whole slot, same states, DL²'s small setting (``python
+        experiments/dl2_speed_models.py --window-check 200``): mean 1-3%, p99 10-21%, max up
+        to 76% (f = 0.1-0.3) — the per-step contention pattern at 50 steps per slot is
+        bursty, so it is not used for the published tables."""
         at_end: dict[int, float] = {}
         for job in sim.jobs:
             jid, n, s = job.spec.job_id, job.iterations_done, job.start_ms
@@ -626,6 +441,13 @@ class ContentionSlotSimulator(SlotSimulator):
         return tuple(parts)
 
     def _chunk(self, ty: JobType, workers: int, ps: int) -> int:
+        """Time compression (``min_steps_per_slot = m``; ``None`` = exact): simulating every
+        iteration of a 1,200-s slot costs ~10^5 events per slot on DL²'s workloads, so a job
+        whose uncontended iteration takes ``τ`` runs as merged steps of
+        ``K = max(1, floor(slot_s / (τ m)))`` iterations (compute and exchanged volume x
+        ``K``): work is conserved exactly; contention is resolved at step granularity (the
+        bias of :attr:`~envs.sim.config.Fidelity.FAST`, measured in
+        ``experiments/dl2_speed_models.py``)."""
         m = self.config.min_steps_per_slot
         if m is None:
             return 1

@@ -1,7 +1,8 @@
 """Preemptive job orders: a shared priority structure, preemptive SRSF and continuous 2D-LAS.
 
 A preemptive order decides at each decision point which jobs hold GPUs (the engine's
-``_reschedule``; protocol :class:`envs.sim.policies.base.PreemptiveOrder`).  The pass is
+``Preemptive.reschedule`` in :mod:`envs.sim.engine.preemption`; protocol
+:class:`envs.sim.policies.base.PreemptiveOrder`).  The pass is
 Tiresias's: walk all jobs, running and pending, in priority order; a job runs (or keeps
 running) if its GPU count fits in what is left of the cluster, otherwise it is skipped
 (and preempted if it was running).  Non-blocking, so smaller jobs further down backfill.
