@@ -275,16 +275,20 @@ def main() -> None:
             rows[f"env:srsf+{p}"] = [
                 env_run(full, s, lambda e, _, p=p: srsf_teacher(e, p)) for s in args.test
             ]
-    rows["env:srsf_exclusive+lwf1"] = [
-        env_run(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in args.test
-    ]
+        rows["env:srsf_exclusive+lwf1"] = [
+            env_run(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in args.test
+        ]
+
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     train_seeds = args.train_seeds or list(range(args.seeds))
     if args.learner == "pg":
         for seed in train_seeds:
             out = train_pg(args, seed)
             net = out["net"]
-            for tag, state in (("bc", out["bc_state"]), ("pg", out["best_state"])):
+            tags = [("pg", out["best_state"])]
+            if not args.from_scratch:
+                tags.insert(0, ("bc", out["bc_state"]))
+            for tag, state in tags:
                 net.load_state_dict(state)
                 rows[f"{tag} (seed {seed})"] = [env_run(full, s, net_actor(net)) for s in args.test]
             print(f"seed {seed} curve: {out['curve']}", file=sys.stderr, flush=True)
