@@ -172,7 +172,8 @@ def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
 
 def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
-    """BC of the SRSF rule (unless ``--from-scratch``), then :class:`EpisodePG`; the
+    """BC of the SRSF rule (``--teacher exclusive``: of the exclusive rule; none with
+    ``--from-scratch``), then :class:`EpisodePG`; the
     iteration with the best validation avg JCT (argmax, fast fidelity) is kept."""
     th.manual_seed(seed)
     env = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS,
@@ -181,7 +182,8 @@ def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     rng = np.random.default_rng([seed, 2])
     if not args.from_scratch:
         bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
-        pg_clone(net, env, srsf_teacher, bc_seeds, epochs=args.bc_epochs, seed=seed)
+        teacher = srsf_exclusive_teacher if args.teacher == "exclusive" else srsf_teacher
+        pg_clone(net, env, teacher, bc_seeds, epochs=args.bc_epochs, seed=seed)
     bc_state = {k: v.clone() for k, v in net.state_dict().items()}
 
     def validate() -> float:
@@ -250,6 +252,8 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=0.1, help="pg: uniform exploration share")
     ap.add_argument("--temperature", type=float, default=1.0, help="pg: sampling temperature")
     ap.add_argument("--from-scratch", action="store_true", help="pg: no behaviour cloning")
+    ap.add_argument("--teacher", choices=["srsf", "exclusive"], default="srsf",
+                    help="pg: the rule the clone copies")  # fmt: skip
     ap.add_argument("--save", type=Path, default=None, help="write the per-job JCTs (npz)")
     ap.add_argument("--merge", type=Path, nargs="*", default=[],
                     help="add rows saved by earlier --save runs")  # fmt: skip
