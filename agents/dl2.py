@@ -9,7 +9,8 @@ collection and update:
   (:class:`~agents.policy.NumpyPolicy`, re-synced after every update) and sample with the
   agent's own seeded ``numpy`` generator, so a run is reproducible from its seed.
 * **Returns** (``returns=``): ``"slot"`` (default, DL²'s rule): every decision of a slot gets
-  the slot's reward (``info["slot_reward"]`` on the step that closes it), no bootstrapping or
+  the slot's reward (the reward ``step`` returns on the step that closes it, flagged by
+  ``info["slot_ended"]``; a Gymnasium reward wrapper therefore applies), no bootstrapping or
   discounting across slots; ``"discounted"``: ``r_slot + gamma * V(first state of the next
   slot)`` (one-step TD at the slot level; 0 after termination).  Decisions wait in a per-env
   pending list until their slot closes; a slot that spans two rollouts is trained on in the
@@ -185,7 +186,7 @@ class DL2A2C(MaskedPredict, A2C):
                 logps[i] = np.log(p) if p > 0 else _LOG_FLOOR
             stepped = env.step(actions)
             new_obs = np.asarray(stepped[0], dtype=np.float32)
-            dones, infos = stepped[2], stepped[3]
+            rewards, dones, infos = stepped[1], stepped[2], stepped[3]
             self.num_timesteps += n_envs
             callback.update_locals(locals())
             if not callback.on_step():
@@ -195,7 +196,7 @@ class DL2A2C(MaskedPredict, A2C):
                 self._pending[i].append((obs[i], masks[i], int(actions[i]), float(logps[i])))
                 info = infos[i]
                 if info.get("slot_ended") or dones[i]:
-                    self._close_slot(i, info, bool(dones[i]), new_obs[i], fast)
+                    self._close_slot(i, float(rewards[i]), info, bool(dones[i]), new_obs[i], fast)
                 if dones[i] and "avg_jct_slots" in info:
                     self._episode_jct.append(float(info["avg_jct_slots"]))
             self._last_obs = new_obs
@@ -206,9 +207,16 @@ class DL2A2C(MaskedPredict, A2C):
         return True
 
     def _close_slot(
-        self, i: int, info: dict[str, Any], done: bool, next_obs: np.ndarray, fast: NumpyPolicy
+        self,
+        i: int,
+        reward: float,
+        info: dict[str, Any],
+        done: bool,
+        next_obs: np.ndarray,
+        fast: NumpyPolicy,
     ) -> None:
-        reward = float(info.get("slot_reward", 0.0))
+        """Credit the slot's reward (the reward ``step`` returned on the step that closed it,
+        so a reward wrapper reaches it) to every decision of the slot."""
         ret = reward
         if self.returns_mode == "discounted":
             truncated = bool(info.get("TimeLimit.truncated", False))

@@ -23,7 +23,13 @@ __all__ = ["LeanVecEnv", "make_training_vec_env"]
 
 
 class LeanVecEnv(DummyVecEnv):
-    """:class:`DummyVecEnv` for flat ``Box`` observations, without deep copies."""
+    """:class:`DummyVecEnv` for flat ``Box`` observations, without deep copies.  Rewards are
+    kept in float64 (SB3's buffer is float32): learners that credit the returned reward (DL²'s
+    slot rule) see exactly the value the env computed."""
+
+    def __init__(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        super().__init__(env_fns)
+        self.buf_rews = np.zeros((self.num_envs,), dtype=np.float64)
 
     def step_wait(self) -> VecEnvStepReturn:
         buf = self.buf_obs[None]  # type: ignore[index]  # flat Box: the one key is None

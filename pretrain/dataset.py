@@ -204,9 +204,9 @@ def collect(
             ep_l.append(e)
             pending += 1
             decisions += 1
-            obs, _, term, trunc, info = env.step(a)
-            if info["slot_ended"] or term or trunc:
-                ret_l.extend([float(info["slot_reward"])] * pending)
+            obs, reward, term, trunc, info = env.step(a)
+            if info["slot_ended"] or term or trunc:  # the slot's reward, credited to its decisions
+                ret_l.extend([float(reward)] * pending)
                 pending = 0
             if term or trunc:
                 break

@@ -86,9 +86,11 @@ loop forever.
   slots) / jct_scale`` with the simulator's fractional finish times.
 
 Both are given on the step that closes the slot and 0 on the other steps (DL²: the env returns
-the slot reward on the decision that closes it).  ``info["slot_ended"]`` is True on that step
-and ``info["slot_reward"]`` carries the reward, so that an algorithm can credit every decision
-of the slot with it (DL²'s training rule).  Empty slots have reward 0 in both modes.
+the slot reward on the decision that closes it).  ``info["slot_ended"]`` is True on that step,
+so that an algorithm can credit every decision of the slot with the reward ``step`` returned
+(DL²'s training rule; the learners read the returned reward, so a Gymnasium reward wrapper
+reaches them).  ``info["slot_reward"]`` repeats it for logging (the unwrapped value).
+Empty slots have reward 0 in both modes.
 
 **info** (every step): ``slot`` (index of the open slot, or of the next one once the episode
 ended), ``slot_ended``, ``slot_reward``, ``closed_slot`` (index of the slot closed at this step,

@@ -73,17 +73,50 @@ def test_slot_reward_is_credited_to_every_decision_of_the_slot() -> None:
     mask = np.ones(model.action_space.n, bool)
     model._pending[0] = [(obs, mask, 1, -1.0), (obs, mask, 2, -1.0), (obs, mask, 24, -1.0)]
     model._batch = []
-    model._close_slot(0, {"slot_reward": 0.7}, False, obs + 0.5, fast)
+    model._close_slot(0, 0.7, {"slot_ended": True}, False, obs + 0.5, fast)
     assert [b[3] for b in model._batch] == [0.7, 0.7, 0.7]
     assert model._pending[0] == []
     model.returns_mode = "discounted"
     model._pending[0] = [(obs, mask, 1, -1.0)]
-    model._close_slot(0, {"slot_reward": 0.7}, False, obs + 0.5, fast)
+    model._close_slot(0, 0.7, {"slot_ended": True}, False, obs + 0.5, fast)
     expected = 0.7 + model.gamma * float(fast.value(obs + 0.5))
     assert model._batch[-1][3] == pytest.approx(expected)
     model._pending[0] = [(obs, mask, 1, -1.0)]
-    model._close_slot(0, {"slot_reward": 0.7, "TimeLimit.truncated": False}, True, obs, fast)
+    model._close_slot(0, 0.7, {"TimeLimit.truncated": False}, True, obs, fast)
     assert model._batch[-1][3] == pytest.approx(0.7)  # terminal: no bootstrap
+
+
+def test_a_reward_wrapper_reaches_the_slot_returns() -> None:
+    """The learner credits the reward ``step`` returns (not ``info``), so a Gymnasium reward
+    wrapper changes what it learns from: doubled rewards give exactly doubled returns."""
+    import gymnasium as gym
+
+    from agents.vec import LeanVecEnv
+    from envs.gym.factory import make_env
+
+    def returns(scale: float) -> np.ndarray:
+        def make() -> gym.Env:
+            env = make_env(TINY)
+            return gym.wrappers.TransformReward(env, lambda r: scale * r) if scale != 1 else env
+
+        env = LeanVecEnv([make])
+        env.seed(0)
+        model = DL2A2C(
+            env=env,
+            policy_kwargs=policy_kwargs(None, 8),
+            seed=0,
+            n_steps=64,
+            exploration=ExplorationConfig(),
+            replay=ReplayConfig(capacity=1024, batch_size=64),
+            learning_rate=0.0,
+        )
+        seen = capture_batches(model)
+        model.learn(256)
+        return np.array([b[3] for b in seen])
+
+    plain, doubled = returns(1.0), returns(2.0)
+    assert len(plain) > 0 and np.any(plain != 0)
+    np.testing.assert_array_equal(doubled, 2.0 * plain)
 
 
 def test_returns_in_a_rollout_are_slot_rewards() -> None:
