@@ -174,9 +174,16 @@ def clone(
     epochs: int = 20,
     lr: float = 1e-3,
     seed: int = 0,
+    smoothing: float = 0.0,
 ) -> float:
     """Behaviour cloning: masked cross-entropy on ``teacher``'s actions over the given
-    workloads; returns the final epoch's mean loss."""
+    workloads; returns the final epoch's mean loss.  ``smoothing`` (in [0, 1)) moves that
+    share of each target onto the valid actions uniformly: the clone's argmax is still the
+    teacher's, but it keeps probability on the alternatives, so that on-policy rollouts
+    explore and PPO's ratio can move them (a near-deterministic clone's rare actions can grow
+    only by the clip factor per update)."""
+    if not (0.0 <= smoothing < 1.0):
+        raise ConfigError(f"smoothing must be in [0, 1), got {smoothing}")
     obs, masks, acts = [], [], []
     for s in workload_seeds:
         o, _ = env.reset(seed=int(s), options={"workload_seed": int(s)})
@@ -196,7 +203,11 @@ def clone(
     for _ in range(epochs):
         loss_sum, n = 0.0, 0
         for idx in th.randperm(len(act_t), generator=gen).split(256):
-            loss = nn.functional.cross_entropy(net(obs_t[idx], mask_t[idx]), act_t[idx])
+            logp = th.log_softmax(net(obs_t[idx], mask_t[idx]), -1)
+            target = nn.functional.one_hot(act_t[idx], logp.shape[1]).float() * (1 - smoothing)
+            valid = mask_t[idx].float()
+            target = target + smoothing * valid / valid.sum(1, keepdim=True)
+            loss = -(target * logp.masked_fill(~mask_t[idx], 0.0)).sum(1).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -183,7 +183,8 @@ def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     if not args.from_scratch:
         bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
         teacher = srsf_exclusive_teacher if args.teacher == "exclusive" else srsf_teacher
-        pg_clone(net, env, teacher, bc_seeds, epochs=args.bc_epochs, seed=seed)
+        pg_clone(net, env, teacher, bc_seeds, epochs=args.bc_epochs, seed=seed,
+                 smoothing=args.bc_smoothing)  # fmt: skip
     bc_state = {k: v.clone() for k, v in net.state_dict().items()}
 
     def validate() -> float:
@@ -233,6 +234,19 @@ def summarise(rows: dict[str, list[np.ndarray]], base: str) -> None:
               f"{d:>+11.2f}% ± {dh:.2f}")  # fmt: skip
 
 
+def merge_rows(rows: dict[str, list[np.ndarray]], specs: list[str], n: int) -> None:
+    """Add the rows of earlier ``--save`` runs (``NPZ[=PREFIX]``), skipping the rows this
+    run made too (the paired baseline)."""
+    for spec in specs:
+        path, _, prefix = spec.partition("=")
+        with np.load(path) as saved:
+            names = sorted({k.rsplit("/", 1)[0] for k in saved.files})
+            for name in names:
+                if name not in rows:
+                    parts = [saved[f"{name}/{i}"] for i in range(n)]
+                    rows.setdefault(f"{prefix + ' ' if prefix else ''}{name}", parts)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--test", type=seed_list, default=list(range(1000, 1010)))
@@ -252,11 +266,14 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=0.1, help="pg: uniform exploration share")
     ap.add_argument("--temperature", type=float, default=1.0, help="pg: sampling temperature")
     ap.add_argument("--from-scratch", action="store_true", help="pg: no behaviour cloning")
+    ap.add_argument("--bc-smoothing", type=float, default=0.0,
+                    help="pg: share of each BC target spread over the valid actions")  # fmt: skip
     ap.add_argument("--teacher", choices=["srsf", "exclusive"], default="srsf",
                     help="pg: the rule the clone copies")  # fmt: skip
     ap.add_argument("--save", type=Path, default=None, help="write the per-job JCTs (npz)")
-    ap.add_argument("--merge", type=Path, nargs="*", default=[],
-                    help="add rows saved by earlier --save runs")  # fmt: skip
+    ap.add_argument("--merge", nargs="*", default=[], metavar="NPZ[=PREFIX]",
+                    help="add rows saved by earlier --save runs (names prefixed)")  # fmt: skip
+    ap.add_argument("--cdf", type=Path, default=None, help="plot the per-job JCT CDFs (png)")
     ap.add_argument("--train-seeds", type=seed_list, default=None,
                     help="training seeds (default: 0..--seeds-1)")  # fmt: skip
     ap.add_argument(
@@ -289,12 +306,16 @@ def main() -> None:
         for seed in train_seeds:
             out = train_pg(args, seed)
             net = out["net"]
+            recipe = "scratch " if args.from_scratch else f"{args.teacher} "
+            if args.bc_smoothing > 0 and not args.from_scratch:
+                recipe = f"{args.teacher}~{args.bc_smoothing:g} "
             tags = [("pg", out["best_state"])]
             if not args.from_scratch:
                 tags.insert(0, ("bc", out["bc_state"]))
             for tag, state in tags:
                 net.load_state_dict(state)
-                rows[f"{tag} (seed {seed})"] = [env_run(full, s, net_actor(net)) for s in args.test]
+                name = f"{recipe}{tag} (seed {seed})"
+                rows[name] = [env_run(full, s, net_actor(net)) for s in args.test]
             print(f"seed {seed} curve: {out['curve']}", file=sys.stderr, flush=True)
     elif args.train > 0:
         for seed in train_seeds:
@@ -306,17 +327,18 @@ def main() -> None:
                     env_run(full, s, policy_actor(model)) for s in args.test
                 ]
             print(f"seed {seed} curve: {out['curve']}", file=sys.stderr)
-    for path in args.merge:
-        with np.load(path) as saved:
-            names = sorted({k.rsplit("/", 1)[0] for k in saved.files})
-            for name in names:
-                rows.setdefault(name, [saved[f"{name}/{i}"] for i in range(len(args.test))])
+    merge_rows(rows, args.merge, len(args.test))
     if args.save is not None:
         payload: dict[str, Any] = {
             f"{n}/{i}": j for n, js in rows.items() for i, j in enumerate(js)
         }
         np.savez(args.save, **payload)
     summarise(rows, "lwf1_srsf1")
+    if args.cdf is not None:
+        from evaluation.report import plot_cdf
+
+        plot_cdf(args.cdf, rows, f"Contention-v0, paper scale, test seeds {len(args.test)}")
+        print(f"JCT CDFs: {args.cdf}", file=sys.stderr)
 
 
 if __name__ == "__main__":

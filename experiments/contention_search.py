@@ -2,10 +2,12 @@
 teacher, and the exclusive-GPU rule it points at.
 
     python experiments/contention_search.py --seed 0            # rollout search, one workload
+    python experiments/contention_search.py --seed 0 --base exclusive  # over the exclusive rule
     python experiments/contention_search.py --rule --seeds 0-7  # exclusive rule vs SRSF
 
-``--seed``: from every decision of the SRSF teacher's episode, each valid action is tried
-and followed by the teacher to the end (on a deep copy of the env); the best is taken.  It
+``--seed``: from every decision of the SRSF teacher's (``--base exclusive``: the exclusive
+rule's) episode, each valid action is tried and followed by the same rule to the end (on a
+deep copy of the env); the best is taken.  It
 sees the future arrivals, so it is not a policy, only a measure of what decisions matter;
 about 200 CPU-s per paper-scale episode in fast fidelity.  Prints the decisions it changed.
 ``--rule``: :func:`~envs.gym.contention_env.srsf_exclusive_teacher` against the SRSF teacher
@@ -37,18 +39,18 @@ def finish(env: ContentionEnv, rule: Any = srsf_teacher) -> float:
             return float(info["avg_jct_s"])
 
 
-def search(env: ContentionEnv, seed: int) -> tuple[float, float, int]:
+def search(env: ContentionEnv, seed: int, rule: Any = srsf_teacher) -> tuple[float, float, int]:
     env.reset(seed=seed)
-    base = finish(copy.deepcopy(env))
+    base = finish(copy.deepcopy(env), rule)
     changed, k = 0, 0
     while not env.done:
-        b = srsf_teacher(env)
+        b = rule(env)
         cands = [b] + [int(a) for a in np.flatnonzero(env.action_masks()) if a != b]
         vals = []
         for a in cands:
             e = copy.deepcopy(env)
             _, _, term, trunc, info = e.step(a)
-            vals.append(float(info["avg_jct_s"]) if term or trunc else finish(e))
+            vals.append(float(info["avg_jct_s"]) if term or trunc else finish(e, rule))
         i = int(np.argmin(vals))
         if vals[i] < vals[0] - 1e-6:
             changed += 1
@@ -70,12 +72,15 @@ def main() -> None:
     ap.add_argument("--rule", action="store_true")
     ap.add_argument("--seeds", type=seed_list, default=list(range(8)))
     ap.add_argument("--fidelity", default="fast")
+    ap.add_argument("--base", choices=["srsf", "exclusive"], default="srsf",
+                    help="the rule the search starts from and follows")  # fmt: skip
     args = ap.parse_args()
     env = ContentionEnv(scale="paper", comm="srsf1", placements=("lwf1", "ls", "ff"),
                         fidelity=args.fidelity)  # fmt: skip
     if not args.rule:
-        base, best, changed = search(env, args.seed)
-        print(f"seed {args.seed}: SRSF teacher {base:.1f} s, rollout search {best:.1f} s "
+        rule = srsf_exclusive_teacher if args.base == "exclusive" else srsf_teacher
+        base, best, changed = search(env, args.seed, rule)
+        print(f"seed {args.seed}: {args.base} rule {base:.1f} s, rollout search {best:.1f} s "
               f"({best / base - 1:+.2%}), {changed} decisions changed")  # fmt: skip
         return
     rel = []

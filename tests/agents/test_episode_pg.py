@@ -82,6 +82,31 @@ def test_a_clone_of_the_srsf_rule_schedules_as_the_rule_does() -> None:
         assert run_episode(env, s, net).info["avg_jct_s"] == pytest.approx(rule, rel=1e-12)
 
 
+def test_a_smoothed_clone_keeps_the_teachers_argmax_and_mass_on_the_alternatives() -> None:
+    th.manual_seed(0)
+    env = ContentionEnv(scale="small", num_jobs=20, num_servers=4)
+    net = MaskedMLP(env.obs_size, env.wait_action + 1, hidden=64)
+    clone(net, env, srsf_teacher, [1, 2, 3, 4], epochs=60, seed=0, smoothing=0.3)
+    obs, _ = env.reset(seed=1)
+    agree, steps = 0, 0
+    while True:
+        mask = env.action_masks()
+        with th.no_grad():
+            p = th.softmax(net(th.as_tensor(obs)[None], th.as_tensor(mask)[None])[0], -1).numpy()
+        assert p[~mask].sum() < 1e-6  # masked actions keep no probability
+        if mask.sum() > 1:  # the alternatives keep about 0.3 / |valid| each, not ~0
+            assert p[mask].min() > 0.3 / mask.sum() / 4
+        a = srsf_teacher(env)
+        agree += int(np.argmax(p) == a)
+        steps += 1
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    assert agree == steps
+    with pytest.raises(ConfigError, match="smoothing must be in"):
+        clone(net, env, srsf_teacher, [1], smoothing=1.0)
+
+
 def test_the_exclusive_rule_never_oversubscribes_when_it_could_wait() -> None:
     env = ContentionEnv(scale="small", num_jobs=40, num_servers=4)
     for s in (0, 1):
