@@ -1,0 +1,518 @@
+"""``ClusterEnv``: the transitions of ``dlsched/Cluster-v0`` (reset, step, slots).
+
+The env wraps the elastic layer (:class:`~envs.sim.elastic.simulator.SlotSimulator`,
+measured-speed mode by default) with DL²'s state encoding and incremental actions (the DL²
+reference-code notes §3-5, DL² paper §4.1 and §4.3).  The observation encoding, the masks,
+the rewards and the rendering are in the sibling modules (mixed in, or looked up in
+:data:`~envs.gym.cluster.rewards.REWARDS`); the spaces, the action encoding and ``info`` are
+in :mod:`envs.gym.cluster.contract`.  Speed: docs/design/envs.md ("Hot path of step").
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium.error import ResetNeeded
+
+from envs.gym.cluster.contract import (
+    DEFAULT_MAX_SLOTS,
+    EXTENDED_FEATURES_PER_JOB,
+    FEATURES_PER_JOB,
+    Obs,
+    action_space,
+    observation_space,
+    parse_action,
+    step_info,
+)
+from envs.gym.cluster.masks import MaskMixin
+from envs.gym.cluster.observation import ObservationMixin, _Row
+from envs.gym.cluster.render import RenderMixin
+from envs.gym.cluster.rewards import REWARDS
+from envs.sim.elastic.allocators import Allocator, JobState
+from envs.sim.elastic.cluster import Placement, SlotCluster, placement_rule
+from envs.sim.elastic.simulator import SlotSimulator
+from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
+from envs.sim.elastic.speed import MeasuredSpeed
+from envs.sim.elastic.trace import elastic_jobs_from_trace, elastic_jobs_from_workload
+from envs.sim.elastic.types import dl2_job_types
+from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
+from envs.sim.errors import ConfigError, check_number
+from envs.sim.traces.options import TraceConfig, load_trace_workload
+
+__all__ = ["ClusterEnv"]
+
+_SETTINGS = {"small": DL2_SMALL, "large": DL2_LARGE}
+
+
+@functools.lru_cache(maxsize=8)
+def _measured_speed(max_ps: int, max_workers: int) -> MeasuredSpeed:
+    """One measured-speed table per caps (its fit is the slow part of construction)."""
+    return MeasuredSpeed(max_ps=max_ps, max_workers=max_workers)
+
+
+class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64]):
+    """DL²'s per-slot incremental worker/PS allocation.
+
+    **Episode.**  ``reset`` draws a workload (:meth:`DL2Setting.workload`, or the fixed
+    ``jobs``, or the jobs of a normalised trace CSV given as ``trace=``
+    (:mod:`envs.sim.elastic.trace`)), builds a simulator and opens the first slot that has an
+    active job.  Each ``step`` is one *decision* inside the current time slot; many decisions
+    make one slot.  The slot closes on the void action or automatically when no non-void
+    action is valid any more (every window job at its caps or nothing of theirs fits); the
+    simulator then trains every job for the slot (:meth:`SlotSimulator.end_slot`) and the
+    next slot opens.  Slots with no active job (waiting for arrivals) are run empty
+    automatically (``info["empty_slots"]`` counts them).  ``terminated`` when every job has
+    finished; ``truncated`` when the slot count reaches ``max_slots`` (default
+    :data:`DEFAULT_MAX_SLOTS`).  A ``step`` after the episode ended raises
+    :class:`gymnasium.error.ResetNeeded`.  Spaces, actions and ``info``:
+    :mod:`envs.gym.cluster.contract`; observation: :class:`ObservationMixin`; masks:
+    :class:`MaskMixin`; rewards: :mod:`envs.gym.cluster.rewards`.
+
+    **Window** (``J`` rows, default ``setting.J``).  The rows are the first ``J`` active jobs
+    in arrival order (ties by job id, the simulator's order).  Jobs beyond the window get
+    nothing in this slot: they wait and enter the window, in arrival order, as earlier jobs
+    finish (DL²'s "invisible backlog").  *Difference from DL²:* its RL env gives every
+    uncompleted job, in or out of the window, one worker + one PS at the start of every slot
+    (``ASSIGN_BUNDLE``) and leaves out of the window the jobs at both caps; here nothing is
+    pre-allocated (the policy decides every task) and the window keeps capped jobs (their
+    rows are fully masked).  With ``allocator_for_unused`` (any
+    :class:`~envs.sim.elastic.allocators.Allocator`, e.g. ``DRF()``) the jobs beyond the
+    window are instead allocated by it, on the capacity the window left, when the slot
+    closes.
+
+    **Seeding.**  ``reset(seed=s)`` uses workload seed ``s`` (the same jobs as
+    ``setting.workload(s)``); ``reset()`` without a seed uses the constructor's ``seed`` on
+    the very first reset and afterwards draws a fresh workload seed from ``self.np_random``
+    (seeded by the last seed given), so every episode is a new, reproducible workload.  With
+    ``jobs=`` the workload is fixed.  Everything else is deterministic.
+
+    Keyword arguments: ``setting`` (``"small"``, ``"large"`` or a :class:`DL2Setting`), ``seed``
+    (workload seed of the first unseeded reset), ``J`` (window, default ``setting.J``), ``L``
+    (number of job types, default the type table's length), ``reward`` (a name in
+    :data:`~envs.gym.cluster.rewards.REWARDS`: ``"dl2"`` or ``"jct"``), ``jct_scale``,
+    ``max_slots`` (truncation horizon), ``jobs`` (a fixed workload instead of the generator),
+    ``workload_options`` (other arguments of the generator: ``arrival``, ``fixed_length``,
+    errors), ``slot_s`` (default: the setting's cluster), ``speed`` (default
+    :class:`MeasuredSpeed` with the setting's caps), ``scaling_overhead_s``, ``placement`` (a
+    :class:`~envs.sim.elastic.cluster.Placement` name: ``"least_loaded"`` (default),
+    ``"reference"`` (DL²'s: the least-loaded node or nothing), ``"first_fit"`` (alias
+    ``"ff"``, the stacks' name), ``"packing"``), ``strict_reference_placement`` (the same as
+    ``placement="reference"``), ``allocator_for_unused`` and ``render_mode``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+
+    def __init__(
+        self,
+        setting: str | DL2Setting = "small",
+        *,
+        seed: int = 0,
+        J: int | None = None,
+        L: int | None = None,
+        reward: str = "dl2",
+        jct_scale: float = 1.0,
+        max_slots: int = DEFAULT_MAX_SLOTS,
+        jobs: Sequence[ElasticJob] | None = None,
+        trace: str | None = None,
+        workload_options: Mapping[str, Any] | None = None,
+        slot_s: float | None = None,
+        speed: SpeedModel | None = None,
+        scaling_overhead_s: float = 0.0,
+        strict_reference_placement: bool = False,
+        placement: str | None = None,
+        allocator_for_unused: Allocator | None = None,
+        render_mode: str | None = None,
+        features: str = "dl2",
+        max_invalid_per_slot: int = 1000,
+        trace_options: TraceConfig | None = None,
+    ) -> None:
+        if isinstance(setting, str):
+            if setting not in _SETTINGS:
+                raise ConfigError(f"unknown setting {setting!r}; known: {sorted(_SETTINGS)}")
+            setting = _SETTINGS[setting]
+        if not isinstance(setting, DL2Setting):
+            raise ConfigError(f"setting must be 'small', 'large' or a DL2Setting, got {setting!r}")
+        self.setting = setting
+        self.J = setting.J if J is None else int(J)
+        types = dl2_job_types()
+        if workload_options and "types" in workload_options:
+            types = tuple(workload_options["types"])
+        self.L = len(types) if L is None else int(L)
+        if self.J < 1 or self.L < 1:
+            raise ConfigError(f"J and L must be >= 1, got J={self.J}, L={self.L}")
+        if features not in ("dl2", "extended"):
+            raise ConfigError(f"features must be 'dl2' or 'extended', got {features!r}")
+        self.features = features
+        self._n_features = EXTENDED_FEATURES_PER_JOB if features == "extended" else FEATURES_PER_JOB
+        if reward not in REWARDS:
+            names = " or ".join(repr(name) for name in REWARDS)
+            raise ConfigError(f"reward must be {names}, got {reward!r}")
+        check_number(jct_scale, "jct_scale", gt=0)
+        if max_slots < 1:
+            raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
+        if max_invalid_per_slot < 1:
+            raise ConfigError(f"max_invalid_per_slot must be >= 1, got {max_invalid_per_slot}")
+        self.max_invalid_per_slot = int(max_invalid_per_slot)
+        self._invalid_slot = 0
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.reward_mode = reward
+        self._reward_fn = REWARDS[reward]
+        self.jct_scale = float(jct_scale)
+        self.max_slots = int(max_slots)
+        self.default_seed = int(seed)
+        if jobs is not None and trace is not None:
+            raise ConfigError("give either jobs= or trace=, not both")
+        self.workload_options = dict(workload_options or {})
+        base = setting.cluster()
+        self.cluster_spec = (
+            base
+            if slot_s is None
+            else ElasticCluster(base.num_nodes, base.cpu_slots, base.gpu_slots, float(slot_s))
+        )
+        self.speed: SpeedModel = (
+            _measured_speed(setting.max_ps, setting.max_workers) if speed is None else speed
+        )
+        if trace is not None and trace_options is not None:
+            # any trace layout, read, windowed and converted as evaluate.py's workload=trace
+            # does (envs/sim/traces/options.py: the same options for both)
+            cl = self.cluster_spec
+            workload, _, _ = load_trace_workload(
+                trace, trace_options, cluster_gpus=cl.num_nodes * cl.gpu_slots, seed=int(seed)
+            )
+            jobs = elastic_jobs_from_workload(
+                workload, slot_s=cl.slot_s, speed=self.speed, where=str(trace)
+            )
+        elif trace is not None:
+            # a normalised trace CSV (envs/sim/elastic/trace.py rules), model draws seeded
+            jobs = elastic_jobs_from_trace(
+                trace, seed=int(seed), slot_s=self.cluster_spec.slot_s, speed=self.speed
+            )
+        self.fixed_jobs = None if jobs is None else tuple(jobs)
+        self.scaling_overhead_s = float(scaling_overhead_s)
+        self.placement = placement_rule(placement, strict_reference_placement)
+        self.strict_reference_placement = self.placement is Placement.REFERENCE
+        self.allocator_for_unused = allocator_for_unused
+        self.render_mode = render_mode
+
+        self.observation_space = observation_space(self.J, self.L + self._n_features)
+        self.action_space = action_space(self.J)
+        self.void_action = 3 * self.J
+
+        self.sim: SlotSimulator | None = None
+        self.jobs: tuple[ElasticJob, ...] = ()
+        self.workload_seed: int | None = None
+        self._views: list[JobState] = []  # every active job of the open slot
+        self._window: list[JobState] = []
+        self._alloc: dict[int, list[int]] = {}  # window job id -> [workers, ps] this slot
+        self._slot_open = False
+        self._ended = True
+        # Per-slot caches (rebuilt when a slot opens, updated incrementally per placement).
+        self._cap_cpu = int(self.cluster_spec.cpu_slots)
+        self._cap_gpu = int(self.cluster_spec.gpu_slots)
+        self._total_cpu = self.cluster_spec.num_nodes * self._cap_cpu
+        self._total_gpu = self.cluster_spec.num_nodes * self._cap_gpu
+        self._width = self.L + self._n_features
+        # The mask lives in a bytearray (cheap item writes) seen by numpy through ``_mask``;
+        # ``_n_valid`` counts its True non-void entries.
+        self._closed_bytes = bytes(3 * self.J) + b"\x01"
+        self._mbytes = bytearray(self._closed_bytes)
+        self._mask = np.frombuffer(self._mbytes, dtype=bool)
+        self._n_valid = 0
+        self._obs_flat = np.zeros(self.J * self._width, dtype=np.float32)
+        self._obs_buf = self._obs_flat.reshape(self.J, self._width)  # a view: rows
+        # Item writes through a memoryview cost half of numpy's; both round a Python float
+        # to float32 by the same C cast, so the values are the same.  (Any: typeshed types a
+        # memoryview's items as int, this one's format is "f".)
+        self._obs_mv: Any = self._obs_flat.data
+        # Per job of the episode (built at reset): demands, caps, demand indices, type index.
+        self._static: dict[int, _Row] = {}
+        self._rows: list[_Row] = []  # the window's, by row
+        self._counts: list[list[int]] = []  # the _alloc lists, by window row
+        # Distinct demands (cpu, gpu) of the episode's jobs (worker, PS, bundle), the free
+        # states each fits in (SlotCluster.fit_positions), and whether it fits on some node in
+        # the open slot (``cluster.occupied & positions``).
+        self._demands: list[tuple[int, int]] = []
+        self._fit_masks: list[int] = []
+        self._fits: list[bool] = []
+        self._alloc_col = self.L + 2  # first allocation column of a row
+        # per job profile (demands, caps): the allocation columns by (w, p), see _Row.table
+        self._tables: dict[tuple[int, ...], list[tuple[float, float, float] | None]] = {}
+        self._cluster: SlotCluster | None = None  # the simulator's (placements of the env)
+        self._t = 0  # the open slot (sim.t)
+        self._num_jobs = 0
+        self._invalid = 0
+        self._empty_total = 0
+        self._finished = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_obs_mv"]  # a memoryview does not pickle; rebuilt by __setstate__
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # views do not survive pickling as views: rebuild them over the unpickled data
+        self.__dict__.update(state)
+        self._mask = np.frombuffer(self._mbytes, dtype=bool)
+        self._obs_buf = self._obs_flat.reshape(self.J, self._width)
+        self._obs_mv = self._obs_flat.data
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Obs, dict[str, Any]]:
+        if seed is not None:
+            super().reset(seed=seed)
+            wl_seed = int(seed)
+        elif self._np_random is None:
+            super().reset(seed=self.default_seed)
+            wl_seed = self.default_seed
+        else:
+            wl_seed = int(self.np_random.integers(2**31 - 1))
+        self.workload_seed = wl_seed
+        if self.fixed_jobs is not None:
+            self.jobs = self.fixed_jobs
+        else:
+            self.jobs = self.setting.workload(wl_seed, **self.workload_options)
+        for job in self.jobs:
+            if not 0 <= job.type.index < self.L:
+                raise ConfigError(
+                    f"job {job.job_id} has type index {job.type.index}, outside L={self.L}"
+                )
+        self.sim = self._new_sim()
+        self._cluster = self.sim.cluster
+        self._num_jobs = len(self.jobs)
+        self._prepare_jobs()
+        self._prepare_fits()
+        self._invalid = 0
+        self._empty_total = 0
+        self._finished = 0
+        self._ended = False
+        empty = self._open_next_slot()
+        sim = self.sim
+        info = step_info(
+            sim.t,
+            False,
+            0.0,
+            -1,
+            empty,
+            self._empty_total,
+            self._invalid,
+            self._finished,
+            self._num_jobs,
+            False,
+            sim.result() if sim.done else None,
+        )
+        return self._obs(), info
+
+    def step(self, action: Any) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        if not self._slot_open:
+            if self._ended:
+                self._require_sim()
+                raise ResetNeeded("the episode has ended; call reset()")
+            return self._step_end(False)
+        kind = type(action)
+        if kind is int or kind is np.int64:  # the usual cases, without parse_action
+            a: int | None = int(action)
+        else:
+            a = parse_action(action, self.void_action)
+        void = self.void_action
+        if a is not None and 0 <= a < void and self._mbytes[a]:
+            if self._apply(a):
+                # The hot path: a placement that leaves the slot open.  Nothing else changes
+                # (not terminated, not truncated, reward 0).  info is step_info()'s dict for
+                # these values, written out: the call would cost ~2% of a step.  Keep the two
+                # the same (tests/test_cluster_env.py's recorded digests include info).
+                return (
+                    self._obs_flat.copy(),
+                    0.0,
+                    False,
+                    False,
+                    {
+                        "slot": self._t,
+                        "slot_ended": False,
+                        "slot_reward": 0.0,
+                        "closed_slot": -1,
+                        "empty_slots": 0,
+                        "empty_slots_total": self._empty_total,
+                        "invalid_actions": self._invalid,
+                        "jobs_finished": self._finished,
+                        "num_jobs": self._num_jobs,
+                        "invalid_action": False,
+                    },
+                )
+            return self._step_end(True)  # placed, and no non-void action is valid any more
+        return self._step_end(a == void)  # void closes the slot; anything else is invalid
+
+    def _step_end(self, close: bool) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        """The step's outcome when it is not the hot path of :meth:`step`: with a slot open,
+        close it (``close``) or count an invalid action; then the usual five values."""
+        sim = self.sim
+        assert sim is not None  # not ended: reset() built it
+        reward = 0.0
+        closed = -1
+        empty = 0
+        invalid = False
+        if self._slot_open:
+            if close:
+                closed = sim.t
+                reward = self._close_slot()
+                empty = self._open_next_slot()
+            else:
+                invalid = True
+                self._invalid += 1
+                self._invalid_slot += 1
+        terminated = sim.done
+        stuck = self._invalid_slot >= self.max_invalid_per_slot
+        truncated = not terminated and (not self._slot_open or stuck)
+        if stuck:
+            self._slot_open = False
+        self._ended = terminated or truncated
+        info = step_info(
+            sim.t,
+            closed >= 0,
+            reward,
+            closed,
+            empty,
+            self._empty_total,
+            self._invalid,
+            self._finished,
+            self._num_jobs,
+            invalid,
+            sim.result() if terminated else None,
+            self._num_jobs - self._finished if self._ended else None,
+            stuck and not terminated,
+        )
+        obs = self._obs_flat.copy() if self._slot_open else self._obs_flat_closed()
+        return obs, reward, terminated, truncated, info
+
+    def render(self) -> str | npt.NDArray[np.uint8] | None:
+        if self.render_mode == "ansi":
+            return self._render_ansi()
+        if self.render_mode == "rgb_array":
+            return self._render_rgb()
+        return None
+
+    # ------------------------------------------------------------------ internals
+    def _new_sim(self) -> SlotSimulator:
+        """The episode's simulator for ``self.jobs`` (built by :meth:`reset`)."""
+        return SlotSimulator(
+            self.cluster_spec,
+            self.jobs,
+            None,
+            self.speed,
+            scaling_overhead_s=self.scaling_overhead_s,
+            max_slots=self.max_slots + 1,
+            placement=self.placement,
+        )
+
+    def _require_sim(self) -> SlotSimulator:
+        if self.sim is None:
+            raise ResetNeeded("call reset() before step()")
+        return self.sim
+
+    def _apply(self, a: int) -> bool:
+        """Place the task(s) of non-void action ``a``, valid by the mask (the mask is exactly
+        the validity rule: caps, and a node the task fits on under the placement rule);
+        whether some non-void action is still valid."""
+        j = a // 3  # (builtins divmod/min/max cost more than the arithmetic here)
+        kind = a - 3 * j
+        row = self._rows[j]
+        cpu, gpu = row.acts[kind]
+        cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
+        occupied = cluster.occupied
+        node = cluster.take(cpu, gpu)  # the rule of SlotCluster.find_node
+        if node < 0:  # pragma: no cover - the mask used the same rule
+            raise ConfigError(f"no node fits ({cpu}, {gpu}); the mask is out of date")
+        counts = self._counts[j]
+        if kind != 1:
+            counts[0] += 1
+        if kind != 0:
+            counts[1] += 1
+        w, p = counts
+        columns = row.table[w * (row.max_p + 1) + p]  # the row's allocation columns
+        if columns is None:
+            columns = self._columns(row, w, p)
+        base = j * self._width + self._alloc_col
+        obs = self._obs_mv
+        obs[base], obs[base + 1], obs[base + 2] = columns
+        if self.strict_reference_placement:
+            self._refresh_mask()  # the least-loaded node overall may have changed for anyone
+            return self._n_valid > 0
+        # Some demand may fit nowhere any more only if the node left the last node of its
+        # free state (an occupied state emptied; then recheck the fits, rarely changed).
+        if occupied & ~cluster.occupied and self._update_fits():
+            self._refresh_mask()
+            return self._n_valid > 0
+        # MaskMixin._mask_row(j), inlined (this is the hot path): the fit state of the row's
+        # demands only changed if some demand stopped fitting anywhere (handled above)
+        fits = self._fits
+        w_ok = w < row.max_w
+        p_ok = p < row.max_p
+        vw = w_ok and fits[row.iw]
+        vp = p_ok and fits[row.ip]
+        vb = w_ok and p_ok and fits[row.ib]
+        mb = self._mbytes
+        k = 3 * j
+        n_valid = self._n_valid + vw + vp + vb - mb[k] - mb[k + 1] - mb[k + 2]
+        self._n_valid = n_valid
+        mb[k] = vw
+        mb[k + 1] = vp
+        mb[k + 2] = vb
+        return n_valid > 0
+
+    def _build_slot_cache(self) -> None:
+        """Rows, fit state, mask and observation of a newly opened slot."""
+        static = self._static
+        self._rows = [static[v.spec.job_id] for v in self._window]
+        self._counts = list(self._alloc.values())
+        self._open_mask()
+        self._write_slot_obs()
+
+    def _close_slot(self) -> float:
+        """Run the open slot with the decided allocation; its reward."""
+        sim = self._require_sim()
+        decided: dict[int, tuple[int, int]] = {jid: (c[0], c[1]) for jid, c in self._alloc.items()}
+        backlog = self._views[self.J :]
+        if self.allocator_for_unused is not None and backlog:
+            extra = self.allocator_for_unused.allocate(
+                backlog, sim.cluster, self.speed, self.cluster_spec.slot_s
+            )
+            for jid, alloc in extra.items():
+                if jid in decided:
+                    raise ConfigError(f"allocator_for_unused allocated window job {jid}")
+                decided[jid] = alloc
+        t = sim.t
+        record = sim.end_slot(decided)
+        self._slot_open = False
+        self._close_mask()
+        self._finished += len(record.finished)
+        return self._reward_fn(self, record, self._views, t)
+
+    def _open_next_slot(self) -> int:
+        """Begin the next slot with an active job (running empty slots); empty slots run."""
+        sim = self._require_sim()
+        empty = 0
+        self._invalid_slot = 0
+        self._views, self._window, self._alloc = [], [], {}
+        self._close_mask()
+        self._rows, self._counts = [], []
+        while not sim.done and sim.t < self.max_slots:
+            views = sim.begin_slot()
+            if views:
+                self._views = views
+                self._window = views[: self.J]
+                self._alloc = {v.spec.job_id: [0, 0] for v in self._window}
+                self._slot_open = True
+                self._t = sim.t
+                self._build_slot_cache()
+                break
+            sim.end_slot({})
+            empty += 1
+        self._empty_total += empty
+        return empty

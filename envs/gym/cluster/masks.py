@@ -1,0 +1,115 @@
+"""The action masks of ``dlsched/Cluster-v0`` (:class:`MaskMixin`), kept incrementally.
+
+The mask lives in a bytearray seen through a numpy view (cheap item writes), with a count of
+its valid non-void entries, so that the env knows without a scan when a slot must close.
+Which distinct demands fit on some node is ``cluster.occupied & fit_positions(demand)``,
+rechecked only when a placement emptied the last node of a free state.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from envs.gym.cluster.observation import _Row
+from envs.sim.elastic.cluster import SlotCluster
+from envs.sim.elastic.simulator import SlotSimulator
+
+__all__ = ["MaskMixin"]
+
+
+class MaskMixin:
+    """Valid actions of :class:`~envs.gym.cluster.env.ClusterEnv` (True = valid;
+    sb3-contrib's convention), length ``3J + 1``: masked are rows without a job, a role at
+    its cap (``max_workers`` / ``max_ps``; the bundle when either is), and a task (or bundle)
+    that the placement rule cannot place (fits on no node; with ``"reference"``, does not fit
+    on the least-loaded node).  Void (last) is always valid.
+
+    A placement updates the mask row of its job (inlined in ``ClusterEnv._apply``, the hot
+    path) and, only when some demand stopped fitting on every node (:meth:`_update_fits`),
+    the whole mask (:meth:`_refresh_mask`).
+    """
+
+    # State of the env (ClusterEnv.__init__ and reset set it; declared for the type checker).
+    strict_reference_placement: bool
+    _rows: list[_Row]
+    _counts: list[list[int]]
+    _demands: list[tuple[int, int]]
+    _fit_masks: list[int]
+    _fits: list[bool]
+    _mbytes: bytearray
+    _mask: npt.NDArray[np.bool_]
+    _closed_bytes: bytes
+    _n_valid: int
+    _cluster: SlotCluster | None
+
+    if TYPE_CHECKING:
+
+        def _require_sim(self) -> SlotSimulator: ...
+
+    def action_masks(self) -> npt.NDArray[np.bool_]:
+        """Valid actions (True), length ``3J + 1``; void (last) always True.  A copy: callers
+        keep it, and the env's buffer changes at the next step."""
+        return self._mask.copy()
+
+    def _prepare_fits(self) -> None:
+        """The free states each distinct demand of the episode fits in (after
+        ``_prepare_jobs``)."""
+        cluster = self._require_sim().cluster
+        self._fit_masks = [cluster.fit_positions(c, g) for c, g in self._demands]
+
+    def _update_fits(self) -> bool:
+        """Recompute which demands fit on some node; whether that changed."""
+        occupied = self._cluster.occupied  # type: ignore[union-attr]  # a slot is open
+        fits = [(occupied & positions) != 0 for positions in self._fit_masks]
+        if fits == self._fits:
+            return False
+        self._fits = fits
+        return True
+
+    def _close_mask(self) -> None:
+        self._mbytes[:] = self._closed_bytes
+        self._n_valid = 0
+
+    def _open_mask(self) -> None:
+        """Fit state and mask of a newly opened slot (``_rows`` and ``_counts`` set)."""
+        cluster = self._require_sim().cluster
+        rows = self._rows
+        occupied = cluster.occupied
+        self._fits = [(occupied & positions) != 0 for positions in self._fit_masks]
+        if cluster.is_empty():  # the usual case (begin_slot emptied it)
+            self._mbytes[: 3 * len(rows)] = b"".join([row.open_mask for row in rows])
+            self._n_valid = sum([row.open_valid for row in rows])
+        else:
+            self._refresh_mask()
+
+    def _mask_row(self, j: int) -> None:
+        """Mask entries of window row ``j`` from its counts and the fit state."""
+        row = self._rows[j]
+        w, p = self._counts[j]
+        w_ok = w < row.max_w
+        p_ok = p < row.max_p
+        if self.strict_reference_placement:
+            cluster = self._require_sim().cluster
+            fw = cluster.find_node(row.wc, row.wg) is not None
+            fp = cluster.find_node(row.pc, row.pg) is not None
+            fb = cluster.find_node(row.wc + row.pc, row.wg + row.pg) is not None
+        else:
+            fits = self._fits
+            fw, fp, fb = fits[row.iw], fits[row.ip], fits[row.ib]
+        mb = self._mbytes
+        k = 3 * j
+        before = mb[k] + mb[k + 1] + mb[k + 2]
+        vw = w_ok and fw
+        vp = p_ok and fp
+        vb = w_ok and p_ok and fb
+        mb[k] = vw
+        mb[k + 1] = vp
+        mb[k + 2] = vb
+        self._n_valid += vw + vp + vb - before
+
+    def _refresh_mask(self) -> None:
+        for j in range(len(self._rows)):
+            self._mask_row(j)
