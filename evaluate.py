@@ -1,10 +1,9 @@
 #!/usr/bin/env python
 """Head-to-head evaluation: schedulers x workloads (seeds) -> tables, per-job CSVs and plots.
 
-Every scheduler in ``stacks`` runs on the workload of every seed in ``seeds``, in parallel
-over ``workers`` processes (0 = one per core); a progress bar goes to stderr, the tables to
-stdout, and everything into the run directory (``out_dir``, default
-``runs/<date>_<time>_evaluate``)::
+Every scheduler in ``stacks`` runs on every seed's workload, over ``workers`` processes (0 =
+one per core); a progress bar goes to stderr, the tables to stdout, and everything into
+``out_dir`` (default ``runs/<date>_<time>_evaluate``)::
 
     python evaluate.py                                   # the paper's 4 headline stacks, seed 0
     python evaluate.py seeds=[0,1,2] mode=reference      # the reference simulator's model
@@ -22,14 +21,9 @@ stdout, and everything into the run directory (``out_dir``, default
     python evaluate.py workload=env workload.env.setting=small seeds=[0,1,2] \\
         stacks=[policy:runs/<train run>/checkpoint,elastic:drf,elastic:optimus]
 
-Schedulers are ``<kind>:<argument>`` (``elastic:drf``, ``policy:<checkpoint>``) or stack names
-(:mod:`evaluation.kinds`); workload kinds, the env mode that runs ``policy:`` and ``elastic:``
-schedulers through the same DL² Gymnasium env, and the run directory's files are described in
-:mod:`evaluation`.  The schema is :class:`evaluation.config.EvaluateConfig`.
-
-A bad value (unknown scheduler, mode, fidelity, workload kind, seed, file, bad trace row)
-prints one line ``error: ...`` to stderr and exits with status 2; so does a config Hydra
-rejects (unknown key, wrong type), after Hydra's own message.
+Schedulers are ``<kind>:<argument>`` or stack names (:mod:`evaluation.kinds`); the schema is
+:class:`evaluation.config.EvaluateConfig`; a bad value exits with status 2 (see :func:`main`).
+Details: docs/design/evaluation.md#scheduler-specs-workload-kinds-and-the-run-directory
 """
 
 from __future__ import annotations
@@ -126,7 +120,11 @@ def _write_sweep_table() -> None:
 
 def main() -> None:
     """Entry point; a config Hydra rejects before the run exits with status 2 (not Hydra's 1);
-    a ``-m`` sweep runs every job, then exits with status 2 listing those that failed."""
+    a ``-m`` sweep runs every job, then exits with status 2 listing those that failed.
+
+    A bad value (unknown scheduler, mode, fidelity, workload kind, seed, file, bad trace row)
+    prints one line ``error: ...`` to stderr and exits with status 2; so does a config Hydra
+    rejects (unknown key, wrong type), after Hydra's own message."""
     for arg in sys.argv[1:]:  # Hydra would create the directory first and fail with a traceback
         key, _, value = arg.partition("=")
         if key.lstrip("+") in ("out_dir", "hydra.run.dir", "hydra.sweep.dir") and value:

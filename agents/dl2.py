@@ -1,35 +1,11 @@
 """DL²'s actor-critic on Stable-Baselines3: slot-credited returns, job-aware exploration,
 experience replay (DL² §4.3; reference-code notes §5-7).
 
-:class:`DL2A2C` is an :class:`~stable_baselines3.A2C` subclass (so ``learn``, callbacks, the
-logger, TensorBoard, ``save``/``load`` and the progress bar are SB3's) with its own rollout
-collection and update:
-
-* **Policy**: :data:`agents.policy.DL2Policy` (masked softmax); rollouts run on a numpy copy
-  (:class:`~agents.policy.NumpyPolicy`, re-synced after every update) and sample with the
-  agent's own seeded ``numpy`` generator, so a run is reproducible from its seed.
-* **Returns** (``returns=``): ``"slot"`` (default, DL²'s rule): every decision of a slot gets
-  the slot's reward (the reward ``step`` returns on the step that closes it, flagged by
-  ``info["slot_ended"]``; a Gymnasium reward wrapper therefore applies), no bootstrapping or
-  discounting across slots; ``"discounted"``: ``r_slot + gamma * V(first state of the next
-  slot)`` (one-step TD at the slot level; 0 after termination).  Decisions wait in a per-env
-  pending list until their slot closes; a slot that spans two rollouts is trained on in the
-  second.
-* **Job-aware exploration** (:mod:`agents.exploration`): in poor states the sampled action is
-  replaced, with probability ε, by the corrective one; the replaced action is the one stored
-  and learned from (its behaviour log-probability is the policy's, as in DL²'s code).
-* **Update** (one per rollout of ``n_steps`` decisions per env, ``gradient_steps`` gradient
-  steps): the on-policy decisions whose slots closed, plus a mini-batch from the replay buffer
-  (:mod:`agents.replay`) weighted by the truncated importance ratio (or uncorrected, DL²'s
-  code) and by the prioritised-sampling weight; loss ``-mean(w A log pi(a|s)) + vf_coef *
-  mean(w_p (R - V)^2) - ent_coef * mean(H)`` with ``A = R - V(s)``; Adam; gradient-norm
-  clipping at ``max_grad_norm``.
-* **No critic** (``critic=False``, the ``reinforce`` agent): ``A = R - b`` with ``b`` a moving
-  average of on-policy returns (momentum ``baseline_momentum``); the value head is not trained.
-
-*Entropy coefficient*: DL²'s ``0.1`` multiplies ``mean(pi log pi)`` over the batch **and the
-actions**, i.e. ``0.1 / (3J + 1)`` times the entropy per sample (≈ 0.0016 for ``J`` = 20);
-``ent_coef`` here multiplies the entropy itself.
+Why: DL²'s learner credits every decision of a time slot with that slot's reward, explores
+around poor allocations and replays past decisions; reproducing it as an SB3 agent keeps SB3's
+training loop, logging and checkpoints.  Policy, returns, exploration, update, the no-critic
+variant and the entropy-coefficient convention are described at :class:`DL2A2C`.
+Details: docs/design/learning.md#the-actor-critic-agentsdl2py
 """
 
 from __future__ import annotations
@@ -57,10 +33,41 @@ _LOG_FLOOR = -69.0  # log(1e-30): a valid action's probability never logs below 
 
 
 class DL2A2C(MaskedPredict, A2C):
-    """DL²'s actor-critic (see the module docstring).  Extra keyword arguments:
+    """DL²'s actor-critic.  Extra keyword arguments:
     ``returns`` (``"slot"`` | ``"discounted"``), ``critic``, ``baseline_momentum``,
     ``exploration`` (:class:`ExplorationConfig` or ``None`` = off), ``replay``
-    (:class:`ReplayConfig` or ``None`` = off), ``gradient_steps``."""
+    (:class:`ReplayConfig` or ``None`` = off), ``gradient_steps``.
+
+    :class:`DL2A2C` is an :class:`~stable_baselines3.A2C` subclass (so ``learn``, callbacks, the
+    logger, TensorBoard, ``save``/``load`` and the progress bar are SB3's) with its own rollout
+    collection and update:
+
+    * **Policy**: :data:`agents.policy.DL2Policy` (masked softmax); rollouts run on a numpy copy
+      (:class:`~agents.policy.NumpyPolicy`, re-synced after every update) and sample with the
+      agent's own seeded ``numpy`` generator, so a run is reproducible from its seed.
+    * **Returns** (``returns=``): ``"slot"`` (default, DL²'s rule): every decision of a slot gets
+      the slot's reward (the reward ``step`` returns on the step that closes it, flagged by
+      ``info["slot_ended"]``; a Gymnasium reward wrapper therefore applies), no bootstrapping or
+      discounting across slots; ``"discounted"``: ``r_slot + gamma * V(first state of the next
+      slot)`` (one-step TD at the slot level; 0 after termination).  Decisions wait in a per-env
+      pending list until their slot closes; a slot that spans two rollouts is trained on in the
+      second.
+    * **Job-aware exploration** (:mod:`agents.exploration`): in poor states the sampled action is
+      replaced, with probability ε, by the corrective one; the replaced action is the one stored
+      and learned from (its behaviour log-probability is the policy's, as in DL²'s code).
+    * **Update** (one per rollout of ``n_steps`` decisions per env, ``gradient_steps`` gradient
+      steps): the on-policy decisions whose slots closed, plus a mini-batch from the replay buffer
+      (:mod:`agents.replay`) weighted by the truncated importance ratio (or uncorrected, DL²'s
+      code) and by the prioritised-sampling weight; loss ``-mean(w A log pi(a|s)) + vf_coef *
+      mean(w_p (R - V)^2) - ent_coef * mean(H)`` with ``A = R - V(s)``; Adam; gradient-norm
+      clipping at ``max_grad_norm``.
+    * **No critic** (``critic=False``, the ``reinforce`` agent): ``A = R - b`` with ``b`` a moving
+      average of on-policy returns (momentum ``baseline_momentum``); the value head is not trained.
+
+    *Entropy coefficient*: DL²'s ``0.1`` multiplies ``mean(pi log pi)`` over the batch **and the
+    actions**, i.e. ``0.1 / (3J + 1)`` times the entropy per sample (≈ 0.0016 for ``J`` = 20);
+    ``ent_coef`` here multiplies the entropy itself.
+    """
 
     def __init__(
         self,

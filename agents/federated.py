@@ -13,46 +13,9 @@ gradient averaged over the clusters' decisions.  Only *where the environments li
   actor; one batched remote call per actor per step), on this machine or on a Ray cluster.
 
 Both give the same step results in the same order (env index order), so a run is identical
-in both modes for the same seed (a test checks the trained parameters).
-
-**Why one policy is valid for every cluster.**  Clusters may differ in nodes, number of jobs,
-arrival pattern, workload seed, caps, even come from a trace; the policy never sees those
-sizes directly.  Its observation is ``J`` rows (one per window job) of per-job features, each
-normalised by the job's *own cluster*: a one-hot type over the global job-type table (``L``
-types), slots since arrival / 100, remaining epochs as a fraction, dominant-resource share of
-the cluster's own capacity, workers / the cluster's ``max_workers`` and PS / ``max_ps``.  The
-action is "add a worker / PS / bundle to window row ``j``" or void, so ``Discrete(3J + 1)``;
-which node a task lands on is the cluster's placement rule.  The input and output shapes
-therefore depend only on ``J`` and ``L``, which every cluster must share (checked:
-:class:`~envs.sim.errors.ConfigError` naming each cluster's values otherwise).  A cluster whose
-workload uses a job type no other cluster has (or that the policy has never been trained on)
-is a valid input (its type column exists; its weights are just untrained), not a crash; a
-type outside the table is rejected when the workload is built.
-
-**Seeds.**  Cluster ``i``'s first workload is ``clusters[i].seed + seed`` (the run's seed
-offsets every cluster); later episodes draw fresh workload seeds from the cluster env's own
-generator.  ``VecEnv.seed(s)`` (SB3 calls it with the agent's seed) keeps that rule (cluster
-seed + ``s``) instead of SB3's ``s + index``.
-
-**Ray.**  :func:`init_ray` starts a local Ray (loopback only, no dashboard, usage statistics
-off: ``RAY_USAGE_STATS_ENABLED=0``) or connects to an existing cluster by ``address``.  Every
-machine needs the same checkout and virtual environment (``pip install -e .``) at the same
-path: the actors import ``envs`` and ``agents`` from it.  A two-machine run::
-
-    # every machine and the driver: one token (Ray >= 2.60 authenticates every node)
-    export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<the same hex token>
-    # machine A (head; its IP e.g. 10.0.0.1), in the repository with the venv active
-    ray start --head --port=6379 --include-dashboard=false
-    # machine B (worker)
-    ray start --address=10.0.0.1:6379
-    # on A: the learner runs here, the cluster envs are spread over A and B
-    python train.py +agent=a2c federated=ray federated.address=10.0.0.1:6379
-    # afterwards, on both machines
-    ray stop
-
-The actors are placed with Ray's ``SPREAD`` strategy (one CPU each), so with two machines and
-two actors each machine hosts one.  A checkpoint of a Ray run holds no ``env.pkl`` (actors do
-not pickle); resuming it starts the clusters' episodes afresh.
+in both modes for the same seed (a test checks the trained parameters).  Why one policy fits
+every cluster: :func:`check_clusters`; seeds: :class:`FederatedVecEnv`; a two-machine Ray run:
+:class:`RayVecEnv`.  Details: docs/design/learning.md#federated-training-agentsfederatedpy
 """
 
 from __future__ import annotations
@@ -124,7 +87,21 @@ def check_clusters(
 ) -> tuple[int, int]:
     """``(J, L)`` shared by every cluster (and by ``reference``, the run's top-level env used
     for pretraining, baselines and validation); :class:`ConfigError` listing each cluster's
-    ``J`` and ``L`` when they differ."""
+    ``J`` and ``L`` when they differ.
+
+    Why one policy is valid for every cluster: clusters may differ in nodes, number of jobs,
+    arrival pattern, workload seed, caps, even come from a trace; the policy never sees those
+    sizes directly.  Its observation is ``J`` rows (one per window job) of per-job features,
+    each normalised by the job's *own cluster*: a one-hot type over the global job-type table
+    (``L`` types), slots since arrival / 100, remaining epochs as a fraction, dominant-resource
+    share of the cluster's own capacity, workers / the cluster's ``max_workers`` and PS /
+    ``max_ps``.  The action is "add a worker / PS / bundle to window row ``j``" or void, so
+    ``Discrete(3J + 1)``; which node a task lands on is the cluster's placement rule.  The input
+    and output shapes therefore depend only on ``J`` and ``L``, which every cluster must share
+    (checked here).  A cluster whose workload uses a job type no other cluster has (or that the
+    policy has never been trained on) is a valid input (its type column exists; its weights are
+    just untrained), not a crash; a type outside the table is rejected when the workload is
+    built."""
     named = [(f"clusters[{i}] ({c.setting})", c) for i, c in enumerate(configs)]
     if reference is not None:
         named.append((f"env ({reference.setting})", reference))
@@ -150,7 +127,12 @@ def _build(config: EnvConfig, seed: int, monitor: bool) -> gym.Env:
 class FederatedVecEnv(LeanVecEnv):
     """One env per cluster in this process (each in SB3's ``Monitor`` unless ``monitor`` is
     false); the first reset of cluster ``i`` uses workload ``cluster_seeds[i] + seed``, and
-    :meth:`seed` keeps that rule."""
+    :meth:`seed` keeps that rule.
+
+    Seeds: cluster ``i``'s first workload is ``clusters[i].seed + seed`` (the run's seed
+    offsets every cluster); later episodes draw fresh workload seeds from the cluster env's own
+    generator.  ``VecEnv.seed(s)`` (SB3 calls it with the agent's seed) keeps that rule
+    (cluster seed + ``s``) instead of SB3's ``s + index``."""
 
     def __init__(
         self,
@@ -282,6 +264,26 @@ class RayVecEnv(VecEnv):
     ``seed`` keeps each cluster's own seed (as :class:`FederatedVecEnv`).  Not picklable
     (``picklable = False``: checkpoints skip it); ``close`` ends the actors, and Ray too when
     ``owns_ray`` (set by :func:`federated_vec_env` when it started Ray).
+
+    Ray: :func:`init_ray` starts a local Ray (loopback only, no dashboard, usage statistics
+    off: ``RAY_USAGE_STATS_ENABLED=0``) or connects to an existing cluster by ``address``.
+    Every machine needs the same checkout and virtual environment (``pip install -e .``) at the
+    same path: the actors import ``envs`` and ``agents`` from it.  A two-machine run::
+
+        # every machine and the driver: one token (Ray >= 2.60 authenticates every node)
+        export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<the same hex token>
+        # machine A (head; its IP e.g. 10.0.0.1), in the repository with the venv active
+        ray start --head --port=6379 --include-dashboard=false
+        # machine B (worker)
+        ray start --address=10.0.0.1:6379
+        # on A: the learner runs here, the cluster envs are spread over A and B
+        python train.py +agent=a2c federated=ray federated.address=10.0.0.1:6379
+        # afterwards, on both machines
+        ray stop
+
+    The actors are placed with Ray's ``SPREAD`` strategy (one CPU each), so with two machines
+    and two actors each machine hosts one.  A checkpoint of a Ray run holds no ``env.pkl``
+    (actors do not pickle); resuming it starts the clusters' episodes afresh.
     """
 
     picklable = False

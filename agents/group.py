@@ -1,36 +1,12 @@
 """Group PPO: batched full-episode rollouts, an input-driven baseline, anchored fine-tuning.
 
-One iteration of :class:`GroupPPO`:
-
-1. **Rollouts** (:func:`agents.rollouts.run_batched`): ``groups x group_size`` env copies run
-   one episode each in lockstep with one batched policy forward per step; the ``group_size``
-   rollouts of a group share a workload seed (drawn from the learner's seeded generator) and
-   differ only in their action draws (each its own seeded generator).  With a workload
-   mixture (:mod:`envs.gym.workloads`) each group runs on a freshly drawn scenario (cluster
-   size, arrival rate, or a real trace window).
-2. **Advantages** (:mod:`agents.baselines`, ``baseline``): ``"group"`` (Decima, no critic):
-   return-to-go minus the mean return-to-go of the group's rollouts at the same simulated time;
-   ``"critic"``: return-to-go minus ``V(s)``.  Returns are discounted per slot of simulated
-   time by ``gamma`` (1 = the episode sum: with the env's ``jct`` reward, minus the job-time
-   still to come).  ``normalize_advantage`` divides them by their standard deviation.
-3. **Update** (PPO's trust region): ``n_epochs`` passes of mini-batches of ``batch_size``
-   over the kept decisions (about ``sample_fraction`` of them, each kept with a probability
-   that grows with ``1 - pi(a|s)`` and weighted by its inverse, :func:`~agents.rollouts.
-   run_batched`: decisions of one slot share their advantage and are near copies, and a
-   confident policy's gradient lives in its rare off-mode choices), clipped ratio
-   (``clip_range``), early stop when the approximate KL to the behaviour policy passes
-   ``1.5 * target_kl``; entropy bonus ``ent_coef``; the critic (``vf_coef``) is always fitted
-   to the returns (its loss is logged; with ``baseline="group"`` it only learns, it is not
-   used).
-4. **Anchor** (kickstarting / DAPG's idea): ``+ anchor_coef * 0.5 ** (t / anchor_half_life) *
-   KL(teacher || policy)``, the teacher being a frozen copy of the policy when learning
-   started (the behaviour-cloned weights).  ``critic_warmup`` iterations fit only the critic
-   before the actor moves.
-
-An SB3 :class:`~stable_baselines3.A2C` subclass (``learn``, callbacks, logger, TensorBoard,
-save/load and checkpoints are SB3's); every random draw comes from ``self._rng`` (saved
-with the model), so a run is reproducible from its seed and resumes identically at an
-iteration boundary.
+Why: rollouts of the same workload run side by side to the end of their episodes, so each
+decision's advantage is measured against the group's return at the same simulated time (an
+input-driven baseline, Decima's idea) rather than a critic that cannot see which workload it
+is in; PPO's trust region and a KL anchor to the behaviour-cloned policy keep fine-tuning
+close to the clone.  The iteration (rollouts, advantages, update, anchor) is described at
+:class:`GroupPPO`; rollouts are in :mod:`agents.rollouts`, baselines in :mod:`agents.baselines`.
+Details: docs/design/learning.md#the-group-learner-agentsgrouppy-rolloutspy-baselinespy
 """
 
 from __future__ import annotations
@@ -137,8 +113,41 @@ def anchor_kl(teacher_logits: th.Tensor, logits: th.Tensor, masks: th.Tensor) ->
 
 
 class GroupPPO(MaskedPredict, A2C):
-    """See the module docstring.  ``env`` must be an in-process vector env of
-    :class:`ClusterEnv` copies (its ``num_envs`` = groups x ``group.group_size``)."""
+    """Group PPO.  ``env`` must be an in-process vector env of :class:`ClusterEnv` copies (its
+    ``num_envs`` = groups x ``group.group_size``).
+
+    One iteration of :class:`GroupPPO`:
+
+    1. **Rollouts** (:func:`agents.rollouts.run_batched`): ``groups x group_size`` env copies run
+       one episode each in lockstep with one batched policy forward per step; the ``group_size``
+       rollouts of a group share a workload seed (drawn from the learner's seeded generator) and
+       differ only in their action draws (each its own seeded generator).  With a workload
+       mixture (:mod:`envs.gym.workloads`) each group runs on a freshly drawn scenario (cluster
+       size, arrival rate, or a real trace window).
+    2. **Advantages** (:mod:`agents.baselines`, ``baseline``): ``"group"`` (Decima, no critic):
+       return-to-go minus the mean return-to-go of the group's rollouts at the same simulated time;
+       ``"critic"``: return-to-go minus ``V(s)``.  Returns are discounted per slot of simulated
+       time by ``gamma`` (1 = the episode sum: with the env's ``jct`` reward, minus the job-time
+       still to come).  ``normalize_advantage`` divides them by their standard deviation.
+    3. **Update** (PPO's trust region): ``n_epochs`` passes of mini-batches of ``batch_size``
+       over the kept decisions (about ``sample_fraction`` of them, each kept with a probability
+       that grows with ``1 - pi(a|s)`` and weighted by its inverse, :func:`~agents.rollouts.
+       run_batched`: decisions of one slot share their advantage and are near copies, and a
+       confident policy's gradient lives in its rare off-mode choices), clipped ratio
+       (``clip_range``), early stop when the approximate KL to the behaviour policy passes
+       ``1.5 * target_kl``; entropy bonus ``ent_coef``; the critic (``vf_coef``) is always fitted
+       to the returns (its loss is logged; with ``baseline="group"`` it only learns, it is not
+       used).
+    4. **Anchor** (kickstarting / DAPG's idea): ``+ anchor_coef * 0.5 ** (t / anchor_half_life) *
+       KL(teacher || policy)``, the teacher being a frozen copy of the policy when learning
+       started (the behaviour-cloned weights).  ``critic_warmup`` iterations fit only the critic
+       before the actor moves.
+
+    An SB3 :class:`~stable_baselines3.A2C` subclass (``learn``, callbacks, logger, TensorBoard,
+    save/load and checkpoints are SB3's); every random draw comes from ``self._rng`` (saved
+    with the model), so a run is reproducible from its seed and resumes identically at an
+    iteration boundary.
+    """
 
     def __init__(
         self,

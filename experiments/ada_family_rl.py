@@ -14,37 +14,10 @@
     python experiments/ada_family_rl.py --num-jobs 40 --test-seeds 9000-9002 \
         --train-seeds 1000-1003 --val-seeds 100 --bc-steps 300     # a light-load smoke run
 
-**World** (every row): the env's ``ada`` setting in the ``contention`` speed mode
-(``envs/gym/factory.py`` ``AdaSetting``, ``conf/env/ada.yaml``): workloads
-``generate_ada_srsf(seed)`` (160 jobs, the Ada-SRSF distribution: 80/14/26/30/8/2 jobs of
-1/2/4/8/16/32 GPUs, 10-60 iterations of VGG-16 / ResNet-50 / Inception-V3 / LSTM, arrivals over
-12,000 trace ms), the trace's ms read as seconds, 16 nodes x 4 DL² workers, 60-s slots, each
-job's work what it trains alone at its requested GPUs (one PS per worker) in its traced
-duration under the contention model; every slot simulated by the contention engine
-(:class:`~envs.sim.elastic.engine_slots.ContentionSlotSimulator`, 50 merged steps per slot).
-The same world as ``experiments/dl2_speed_models.py --ada`` but with fresh workload draws:
-training workloads (``--train-seeds``), validation workloads (``--val-seeds``, the clone's
-JCT during pretraining) and test workloads (``--test-seeds``) are disjoint seed sets.
-
-**Rows** (all on the test seeds):
-
-* ``LWF-1 + Ada-SRSF``: fixed demand (each job's requested GPUs as workers, one PS each,
-  all or nothing, SRSF order), the core LWF-1 placer in the engine, AdaDUAL admission control
-  on the NICs (``comm="adasrsf"``; exact slot reuse is off under admission control);
-* ``LWF-1 + FS``, ``fixed demand + FF`` (fair-share NICs); ``DRF``, ``Optimus`` (their own
-  task placement, fair-share NICs): run directly on the simulator;
-* ``BC(<teacher>)``: the teacher cloned into a DL² policy (``pretrain/``: teacher episodes on
-  the training seeds through the env, :class:`~envs.gym.heuristic.HeuristicDriver`), run
-  through the env (``env=ada``: the engine places its tasks where the env put them) by masked
-  argmax; ``--policy LABEL=PATH`` adds any saved policy (``policy.pt`` or an SB3 checkpoint).
-
-Check (``--check``, default on): DRF and LWF-1 + Ada-SRSF driven through the env on the first
-test seed give the direct simulator's JCT exactly.
-
-JCT in seconds from submission (the env counts from the arrival slot's start; each workload's
-mean offset inside the slot is taken back).  Mean over the test seeds ± the 95% t-interval,
-and the paired difference to LWF-1 + Ada-SRSF (mean ± 95% t-interval of the per-seed
-differences; negative = better than LWF-1 + Ada-SRSF).
+Why: it compares a DL²-style policy cloned from a heuristic with the fixed-demand stack
+LWF-1 + Ada-SRSF on fresh draws of the Ada-SRSF workload family (the env's ``ada`` setting,
+contention speed mode).  The world: :func:`env_config`; the rows, the check and the JCT
+convention: :func:`main`; results: docs/experiments/dl2-actor-critic.md.
 """
 
 from __future__ import annotations
@@ -87,6 +60,20 @@ BASELINE = "LWF-1 + Ada-SRSF"
 
 
 def env_config(num_jobs: int, placer: str | None = None, comm: str = "fs") -> EnvConfig:
+    """The world of every row: the env's ``ada`` setting in the ``contention`` speed mode.
+
+    (``envs/gym/factory.py`` ``AdaSetting``, ``conf/env/ada.yaml``): workloads
+    ``generate_ada_srsf(seed)`` (160 jobs, the Ada-SRSF distribution: 80/14/26/30/8/2 jobs of
+    1/2/4/8/16/32 GPUs, 10-60 iterations of VGG-16 / ResNet-50 / Inception-V3 / LSTM, arrivals
+    over 12,000 trace ms), the trace's ms read as seconds, 16 nodes x 4 DL² workers, 60-s
+    slots, each job's work what it trains alone at its requested GPUs (one PS per worker) in
+    its traced duration under the contention model; every slot simulated by the contention
+    engine (:class:`~envs.sim.elastic.engine_slots.ContentionSlotSimulator`, 50 merged steps
+    per slot).  The same world as ``experiments/dl2_speed_models.py --ada`` but with fresh
+    workload draws: training workloads (``--train-seeds``), validation workloads
+    (``--val-seeds``, the clone's JCT during pretraining) and test workloads
+    (``--test-seeds``) are disjoint seed sets.
+    """
     overrides = {} if num_jobs == 160 else {"num_jobs": num_jobs}
     return EnvConfig(
         setting="ada",
@@ -128,6 +115,30 @@ def learned_where(label: str) -> str:
 
 
 def main() -> None:
+    """Run every row on the test seeds and print the table.
+
+    **Rows** (all on the test seeds):
+
+    * ``LWF-1 + Ada-SRSF``: fixed demand (each job's requested GPUs as workers, one PS each,
+      all or nothing, SRSF order), the core LWF-1 placer in the engine, AdaDUAL admission
+      control on the NICs (``comm="adasrsf"``; exact slot reuse is off under admission
+      control);
+    * ``LWF-1 + FS``, ``fixed demand + FF`` (fair-share NICs); ``DRF``, ``Optimus`` (their own
+      task placement, fair-share NICs): run directly on the simulator;
+    * ``BC(<teacher>)``: the teacher cloned into a DL² policy (``pretrain/``: teacher episodes
+      on the training seeds through the env, :class:`~envs.gym.heuristic.HeuristicDriver`),
+      run through the env (``env=ada``: the engine places its tasks where the env put them) by
+      masked argmax; ``--policy LABEL=PATH`` adds any saved policy (``policy.pt`` or an SB3
+      checkpoint).
+
+    Check (``--check``, default on): DRF and LWF-1 + Ada-SRSF driven through the env on the
+    first test seed give the direct simulator's JCT exactly.
+
+    JCT in seconds from submission (the env counts from the arrival slot's start; each
+    workload's mean offset inside the slot is taken back).  Mean over the test seeds ± the 95%
+    t-interval, and the paired difference to LWF-1 + Ada-SRSF (mean ± 95% t-interval of the
+    per-seed differences; negative = better than LWF-1 + Ada-SRSF).
+    """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--test-seeds", type=seed_list, default=list(range(9000, 9005)))
     ap.add_argument("--train-seeds", type=seed_list, default=list(range(1000, 1006)))

@@ -6,29 +6,12 @@ the fixed-demand stacks, and the lower bound.
     python experiments/contention_h2h.py --train 40000 --learned-only   # the learned rows only
     python experiments/contention_h2h.py --learner pg --iterations 30 --seeds 3 --learned-only
 
-Workloads: ``generate_ada_srsf`` at paper scale (1000-6000 iterations, arrivals over 20 min,
-160 jobs).  Seeds: training draws workload seeds in [10_000, 2**31) from each training seed's
-generator, validation uses 500-504 (BC epochs / RL checkpoints are picked there), the test
-table 1000-1009 (``--test``), which nothing else touches.
-
-Schedulers on the test seeds, all in full fidelity:
-
-- the engine's stacks via ``simulate()`` (LWF-1 + Ada-SRSF, LWF-1 + SRSF(1..3), FF / LS /
-  RAND + Ada-SRSF, the Tiresias stacks);
-- ``env:srsf+<placement>``: the SRSF teacher through the env (``comm`` = SRSF(1)) with each
-  placement candidate (``lwf1`` is LWF-1 + SRSF(1) exactly, a test says so);
-- ``env:srsf_exclusive+lwf1``: the SRSF teacher that waits rather than oversubscribe GPUs
-  (:func:`~envs.gym.contention_env.srsf_exclusive_teacher`);
-- ``bc`` / ``rl``: the cloned and the fine-tuned policies (masked argmax) through the same env,
-  one row per training seed; ``--learner ppo`` (MaskablePPO from the SRSF clone) or ``pg``
-  (:class:`agents.episode_pg.EpisodePG`: group policy gradient over whole episodes, from the
-  clone, ``--epsilon`` exploration; ``--from-scratch`` skips the clone);
-- ``bound``: each job alone on an empty cluster from its arrival (its best placement: one
-  server when it fits, else the fewest servers), avg JCT: no schedule can do better.
-
-Printed: mean ± 95% CI (Student t over seeds) of avg and p95 JCT (s), and the paired avg-JCT
-difference against LWF-1 + SRSF(1) with its 95% CI.  Training and the env run with
-``fidelity=fast`` unless ``--train-fidelity full``.
+Why: it measures whether a policy that learns admission and placement in the contention
+engine's world beats the engine's fixed-demand stacks, and how far everything is from a
+bound no schedule can beat.  Workloads: ``generate_ada_srsf`` at paper scale (1000-6000
+iterations, arrivals over 20 min, 160 jobs); test seeds 1000-1009, which nothing else
+touches.  Seeds, the rows and what is printed: :func:`main`.
+Results: docs/experiments/contention-env.md.
 """
 
 from __future__ import annotations
@@ -248,6 +231,32 @@ def merge_rows(rows: dict[str, list[np.ndarray]], specs: list[str], n: int) -> N
 
 
 def main() -> None:
+    """Run the head-to-head and print the table.
+
+    Workloads: ``generate_ada_srsf`` at paper scale (1000-6000 iterations, arrivals over 20 min,
+    160 jobs).  Seeds: training draws workload seeds in [10_000, 2**31) from each training seed's
+    generator, validation uses 500-504 (BC epochs / RL checkpoints are picked there), the test
+    table 1000-1009 (``--test``), which nothing else touches.
+
+    Schedulers on the test seeds, all in full fidelity:
+
+    - the engine's stacks via ``simulate()`` (LWF-1 + Ada-SRSF, LWF-1 + SRSF(1..3), FF / LS /
+      RAND + Ada-SRSF, the Tiresias stacks);
+    - ``env:srsf+<placement>``: the SRSF teacher through the env (``comm`` = SRSF(1)) with each
+      placement candidate (``lwf1`` is LWF-1 + SRSF(1) exactly, a test says so);
+    - ``env:srsf_exclusive+lwf1``: the SRSF teacher that waits rather than oversubscribe GPUs
+      (:func:`~envs.gym.contention_env.srsf_exclusive_teacher`);
+    - ``bc`` / ``rl``: the cloned and the fine-tuned policies (masked argmax) through the same env,
+      one row per training seed; ``--learner ppo`` (MaskablePPO from the SRSF clone) or ``pg``
+      (:class:`agents.episode_pg.EpisodePG`: group policy gradient over whole episodes, from the
+      clone, ``--epsilon`` exploration; ``--from-scratch`` skips the clone);
+    - ``bound``: each job alone on an empty cluster from its arrival (its best placement: one
+      server when it fits, else the fewest servers), avg JCT: no schedule can do better.
+
+    Printed: mean ± 95% CI (Student t over seeds) of avg and p95 JCT (s), and the paired avg-JCT
+    difference against LWF-1 + SRSF(1) with its 95% CI.  Training and the env run with
+    ``fidelity=fast`` unless ``--train-fidelity full``.
+    """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--test", type=seed_list, default=list(range(1000, 1010)))
     ap.add_argument("--train", type=int, default=0, help="RL decisions per training seed")

@@ -5,35 +5,17 @@
     python experiments/dl2_speed_models.py --ada --seeds 0-2    # Ada-SRSF workload, elastic
     python experiments/dl2_speed_models.py --bias               # compression / reuse checks
 
+Why: it shows how much DL²'s heuristics depend on the speed model, from DL²'s measured table
+to speeds derived from the contention engine.
+
 **Table** (default): DL²'s small or large setting, dlsched's default (fixed) allocators DRF,
-FIFO, SRTF, Tetris, Optimus.  ``measured`` and ``analytical`` are
-:class:`~envs.sim.elastic.simulator.SlotSimulator` with DL²'s measured table (the ``fixed``
-variant of ``experiments/dl2_heuristics.py``: zeros repaired, clamped to the setting's caps) or
-DL²'s analytical model; ``contention`` is
-:class:`~envs.sim.elastic.engine_slots.ContentionSlotSimulator`: every slot simulated in the
-contention engine with the allocator's own task placement (fair-share NICs, G = 8, time
-compression ``--min-steps``, exact reuse of repeated slot states).  Allocators plan with the
-speed model of their world (for ``contention``: its uncontended speed).  One Markdown row per
-(allocator, speed mode) over the seeds, printed as soon as its seeds are done; ``--speeds``
-picks the modes.
-
-**--ada**: the Ada-SRSF workload (shipped seeds, 160 jobs, 16 servers x 4 GPUs) in the
-elastic world, ``--slot-s`` slots (default 60 s), the trace's milliseconds read as seconds
-(``--time-unit 1``: durations 0.9-5.4 k s, arrivals over 12 k s; at the trace's own scale a
-DL² iteration, seconds long, would not fit a job).  The trace's jobs map to DL² types
-(``envs.sim.elastic.trace``) with their work set so that a job alone at its requested
-allocation (one PS per worker) trains for its traced duration under the speed mode's model.
-Rows, contention mode (fair-share NICs): the five allocators with their own placement, and
-FixedDemand (each job's requested GPUs, SRSF order, one PS per worker: how a fixed-demand
-stack such as Ada-SRSF runs in the elastic world) with its own placement and with the core
-placers ``lwf1`` and ``ff``; measured mode: the same six allocators; last, the event-driven
-core stacks ``lwf1_fs`` / ``lwf1_adasrsf`` (all-reduce jobs, Table III models, continuous
-time, the trace's ms shown as s) for reference.  JCT in seconds from submission.
-
-**--bias**: a 12-job, 8-node workload with every iteration simulated (exact) and with
-time compression / a measurement window: avg JCT / makespan and engine events for each.
-**--window-check SLOTS**: per-slot rate error of the measurement window against the whole
-slot on the same slot states (DRF and Optimus, the first SLOTS slots of ``--setting``).
+FIFO, SRTF, Tetris, Optimus, one Markdown row per (allocator, speed mode) over the seeds
+(``--speeds`` picks the modes; details: :func:`table`).  **--ada**: the Ada-SRSF workload in
+the elastic world (:func:`ada`).  **--bias**: a 12-job, 8-node workload with every iteration
+simulated (exact) and with time compression / a measurement window: avg JCT / makespan and
+engine events for each (:func:`bias`).  **--window-check SLOTS**: per-slot rate error of the
+measurement window against the whole slot on the same slot states (DRF and Optimus, the first
+SLOTS slots of ``--setting``; :func:`window_check`).
 """
 
 from __future__ import annotations
@@ -109,6 +91,19 @@ def table(
     window: float | None = None,
     max_slots: int = 100_000,
 ) -> None:
+    """The default table: DL²'s small or large setting, dlsched's default (fixed) allocators.
+
+    DRF, FIFO, SRTF, Tetris, Optimus.  ``measured`` and ``analytical`` are
+    :class:`~envs.sim.elastic.simulator.SlotSimulator` with DL²'s measured table (the
+    ``fixed`` variant of ``experiments/dl2_heuristics.py``: zeros repaired, clamped to the
+    setting's caps) or DL²'s analytical model; ``contention`` is
+    :class:`~envs.sim.elastic.engine_slots.ContentionSlotSimulator`: every slot simulated in
+    the contention engine with the allocator's own task placement (fair-share NICs, G = 8,
+    time compression ``--min-steps``, exact reuse of repeated slot states).  Allocators plan
+    with the speed model of their world (for ``contention``: its uncontended speed).  One
+    Markdown row per (allocator, speed mode) over the seeds, printed as soon as its seeds are
+    done; ``--speeds`` picks the modes.
+    """
     setting = SETTINGS[name]
     print(
         f"## {name} setting {setting}, seeds {seeds}, contention min_steps_per_slot={min_steps}, "
@@ -248,7 +243,22 @@ def ada_jobs(
 
 
 def ada(seeds: list[int], slot_s: float, min_steps: int | None, time_unit: float) -> None:
-    """The Ada-SRSF workload in the elastic contention world (avg JCT / makespan, seconds)."""
+    """The Ada-SRSF workload in the elastic contention world (avg JCT / makespan, seconds).
+
+    ``--ada``: the Ada-SRSF workload (shipped seeds, 160 jobs, 16 servers x 4 GPUs) in the
+    elastic world, ``--slot-s`` slots (default 60 s), the trace's milliseconds read as seconds
+    (``--time-unit 1``: durations 0.9-5.4 k s, arrivals over 12 k s; at the trace's own scale
+    a DL² iteration, seconds long, would not fit a job).  The trace's jobs map to DL² types
+    (``envs.sim.elastic.trace``) with their work set so that a job alone at its requested
+    allocation (one PS per worker) trains for its traced duration under the speed mode's
+    model.  Rows, contention mode (fair-share NICs): the five allocators with their own
+    placement, and FixedDemand (each job's requested GPUs, SRSF order, one PS per worker: how
+    a fixed-demand stack such as Ada-SRSF runs in the elastic world) with its own placement
+    and with the core placers ``lwf1`` and ``ff``; measured mode: the same six allocators;
+    last, the event-driven core stacks ``lwf1_fs`` / ``lwf1_adasrsf`` (all-reduce jobs, Table
+    III models, continuous time, the trace's ms shown as s) for reference.  JCT in seconds
+    from submission.
+    """
     from envs.sim.engine import Simulator
     from envs.sim.spec import ClusterSpec
     from envs.sim.stacks import make_stack

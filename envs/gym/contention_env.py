@@ -1,39 +1,13 @@
 """``dlsched/Contention-v0``: learned job admission and placement in Ada-SRSF's own world.
 
-Fixed-demand all-reduce jobs, time-shared GPUs, all-reduces contending on NICs, continuous
-time: the contention engine (:mod:`envs.sim.decisions`) stops whenever jobs are queued and
-something changed (a job arrived or GPU memory was freed or taken) and at least one queued job
-fits; each step is then one decision at that instant:
-
-- ``j * C + c``: start window job ``j`` now, placed by candidate ``c`` of ``placements``
-  (``lwf1``: LWF-1, least-loaded GPU or the fewest least-loaded servers; ``lwf4``; ``ls``:
-  least-loaded GPUs, spread; ``ff``: first fit), then decide again at the same instant;
-- ``J * C``: wait — run on to the next stop.
-
-The window is the first ``J`` queued jobs by remaining GPU compute (SRSF's key: GPUs x
-iterations x compute per iteration; ties by arrival).  The communication scheduler
-(``comm``: ``adasrsf`` = AdaDUAL, ``srsf<n>``, ``fs``) admits the all-reduces as in the
-stacks.  ``action_masks()``:
-a start is valid when the row holds a job and it fits (enough GPUs with room for a worker);
-wait is valid unless nothing runs and no job is still to arrive (waiting would never end).
-
-**Observation** (``Box``, float32, flattened): per window row ``[model one-hot (4), log2
-GPUs / 5, log1p(service s) / 10, log1p(waiting s) / 10, fits, present]``, per server
-``[free memory share, log1p(GPU load s) / 10, NIC tasks / 4, running workers / GPUs]`` and
-``[log1p(queued beyond the window), running jobs / GPUs, jobs still to arrive / jobs]``.
-
-**Reward**: ``-(A(t') - A(t)) / (1000 N)`` with ``A(t)`` the time jobs have spent in the
-system up to ``t`` (finished: their JCT; others: ``t - submit``), ``N`` jobs: the episode's
-return is exactly ``-avg JCT`` in seconds (tested).  An invalid action changes nothing, gets
-reward 0 and ``info["invalid_action"]``; ``max_invalid`` in a row truncate the episode
-(``info["stuck"]``).  At the end ``info`` has ``avg_jct_s``, ``p95_jct_s``, ``makespan_s``,
-``decisions`` and the engine's :class:`~envs.sim.results.SimResult` (``result``).
-
-**Workloads**: ``generate_ada_srsf`` per episode seed (``scale="small"``: the reference's
-1/100 scale; ``"paper"``: 1000-6000 iterations over 20 minutes), or ``workloads=[...]`` given
-(e.g. trace windows), one per episode by the episode seed.  ``fidelity="fast"`` (default)
-merges iterations (~0.4 CPU-s per paper-scale episode; its JCTs differ from full fidelity by
-several percent, EXPERIMENTS.md); ``"full"`` simulates every iteration (~8 CPU-s).
+Why: the DL² env decides per time slot in the elastic world; this env puts a learner in the
+contention engine's world instead, fixed-demand all-reduce jobs, time-shared GPUs, all-reduces
+contending on NICs, continuous time, so that learned policies meet the Ada-SRSF stacks on
+their own ground.  Each step is one decision at an instant where the engine
+(:mod:`envs.sim.decisions`) stopped: start a window job with a candidate placement, or wait.
+Actions, masks, observation, reward and workloads: :class:`ContentionEnv`; teachers:
+:func:`srsf_teacher`, :func:`srsf_exclusive_teacher`.
+Details: docs/design/envs.md#dlschedcontention-v0
 """
 
 from __future__ import annotations
@@ -84,7 +58,43 @@ Obs = npt.NDArray[np.float32]
 
 
 class ContentionEnv(gym.Env[Obs, np.int64]):
-    """See the module docstring."""
+    """The env (``dlsched/Contention-v0``).
+
+    Fixed-demand all-reduce jobs, time-shared GPUs, all-reduces contending on NICs, continuous
+    time: the contention engine (:mod:`envs.sim.decisions`) stops whenever jobs are queued and
+    something changed (a job arrived or GPU memory was freed or taken) and at least one queued job
+    fits; each step is then one decision at that instant:
+
+    - ``j * C + c``: start window job ``j`` now, placed by candidate ``c`` of ``placements``
+      (``lwf1``: LWF-1, least-loaded GPU or the fewest least-loaded servers; ``lwf4``; ``ls``:
+      least-loaded GPUs, spread; ``ff``: first fit), then decide again at the same instant;
+    - ``J * C``: wait — run on to the next stop.
+
+    The window is the first ``J`` queued jobs by remaining GPU compute (SRSF's key: GPUs x
+    iterations x compute per iteration; ties by arrival).  The communication scheduler
+    (``comm``: ``adasrsf`` = AdaDUAL, ``srsf<n>``, ``fs``) admits the all-reduces as in the
+    stacks.  ``action_masks()``:
+    a start is valid when the row holds a job and it fits (enough GPUs with room for a worker);
+    wait is valid unless nothing runs and no job is still to arrive (waiting would never end).
+
+    **Observation** (``Box``, float32, flattened): per window row ``[model one-hot (4), log2
+    GPUs / 5, log1p(service s) / 10, log1p(waiting s) / 10, fits, present]``, per server
+    ``[free memory share, log1p(GPU load s) / 10, NIC tasks / 4, running workers / GPUs]`` and
+    ``[log1p(queued beyond the window), running jobs / GPUs, jobs still to arrive / jobs]``.
+
+    **Reward**: ``-(A(t') - A(t)) / (1000 N)`` with ``A(t)`` the time jobs have spent in the
+    system up to ``t`` (finished: their JCT; others: ``t - submit``), ``N`` jobs: the episode's
+    return is exactly ``-avg JCT`` in seconds (tested).  An invalid action changes nothing, gets
+    reward 0 and ``info["invalid_action"]``; ``max_invalid`` in a row truncate the episode
+    (``info["stuck"]``).  At the end ``info`` has ``avg_jct_s``, ``p95_jct_s``, ``makespan_s``,
+    ``decisions`` and the engine's :class:`~envs.sim.results.SimResult` (``result``).
+
+    **Workloads**: ``generate_ada_srsf`` per episode seed (``scale="small"``: the reference's
+    1/100 scale; ``"paper"``: 1000-6000 iterations over 20 minutes), or ``workloads=[...]`` given
+    (e.g. trace windows), one per episode by the episode seed.  ``fidelity="fast"`` (default)
+    merges iterations (~0.4 CPU-s per paper-scale episode; its JCTs differ from full fidelity by
+    several percent, EXPERIMENTS.md); ``"full"`` simulates every iteration (~8 CPU-s).
+    """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
 

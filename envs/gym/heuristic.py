@@ -1,31 +1,15 @@
 """Heuristics through the environment: an allocator's slot decision as incremental actions.
 
-:class:`HeuristicDriver` makes any :class:`~envs.sim.elastic.allocators.Allocator` (DRF, FIFO,
-SRTF, Tetris, Optimus, FixedDemand, ...) drive a :class:`~envs.gym.cluster_env.ClusterEnv`.
-At the start of every slot it runs the allocator on a *scratch copy* of the slot (the same
-active-job views, an empty :class:`~envs.sim.elastic.cluster.SlotCluster` of the same spec and
-placement rule, the same speed model and slot length), takes its per-job ``(workers, ps)``
-target and its ordered increments (``last_decisions``: ``(job_id, role, node)``), and emits
-one env action per increment (``3 * row + 0/1/2`` for worker/PS/bundle of the job's window
-row) followed by void.
-
-**Placement.**  The env places every task by its placement rule (``placement=``, by default
-the least-loaded node it fits on); the allocator, run on a scratch cluster with the same
-rule, may have chosen another node (Tetris fills node by node; Optimus releases the tasks of a job
-whose first worker/PS does not fit).  The simulator's outcome depends only on the per-job
-``(workers, ps)`` counts, so results are identical whenever every increment can still be
-placed by the env.  An increment the env masks (no node fits under the env's placement) is
-skipped; the slot then runs with less than the allocator's target for that job
-(:attr:`HeuristicDriver.shortfalls` counts such skipped increments).
-
-**Window restriction.**  The allocator is given only the window jobs (the first ``J`` active
-jobs): the env cannot act for jobs beyond the window.  With ``J`` at least the number of
-simultaneously active jobs (e.g. ``J >= num_jobs``) the driver reproduces
-``SlotSimulator(..., allocator).run()`` exactly (per-job finish times); with a smaller window
-the jobs beyond it wait (or get the env's ``allocator_for_unused``) and results differ.
-
-:meth:`HeuristicDriver.predict` follows Stable-Baselines3's ``predict`` signature so heuristics
-run through the same evaluation code as trained policies.
+Why: a learned policy sees only the env's window of jobs and the env's placement, so a fair
+comparison (and behaviour cloning from a teacher) needs the hand-written allocators to act
+through the same env.  :class:`HeuristicDriver` makes any
+:class:`~envs.sim.elastic.allocators.Allocator` (DRF, FIFO, SRTF, Tetris, Optimus,
+FixedDemand, ...) drive a :class:`~envs.gym.cluster_env.ClusterEnv`, one env action per
+increment of the allocator's slot decision; how it does so, where the env's placement differs
+and what the window restricts: :class:`HeuristicDriver`.  :meth:`HeuristicDriver.predict`
+follows Stable-Baselines3's ``predict`` signature so heuristics run through the same
+evaluation code as trained policies.
+Details: docs/design/envs.md#heuristics-through-the-env-envsgymheuristicpy
 """
 
 from __future__ import annotations
@@ -53,6 +37,28 @@ class HeuristicDriver:
 
     ``act()`` returns the next action for the env's current state; ``predict(obs, ...)`` is the
     SB3-style adapter (the observation is not needed: the driver reads the env's state).
+
+    At the start of every slot it runs the allocator on a *scratch copy* of the slot (the same
+    active-job views, an empty :class:`~envs.sim.elastic.cluster.SlotCluster` of the same spec and
+    placement rule, the same speed model and slot length), takes its per-job ``(workers, ps)``
+    target and its ordered increments (``last_decisions``: ``(job_id, role, node)``), and emits
+    one env action per increment (``3 * row + 0/1/2`` for worker/PS/bundle of the job's window
+    row) followed by void.
+
+    **Placement.**  The env places every task by its placement rule (``placement=``, by default
+    the least-loaded node it fits on); the allocator, run on a scratch cluster with the same
+    rule, may have chosen another node (Tetris fills node by node; Optimus releases the tasks
+    of a job whose first worker/PS does not fit).  The simulator's outcome depends only on the
+    per-job ``(workers, ps)`` counts, so results are identical whenever every increment can
+    still be placed by the env.  An increment the env masks (no node fits under the env's
+    placement) is skipped; the slot then runs with less than the allocator's target for that
+    job (:attr:`HeuristicDriver.shortfalls` counts such skipped increments).
+
+    **Window restriction.**  The allocator is given only the window jobs (the first ``J`` active
+    jobs): the env cannot act for jobs beyond the window.  With ``J`` at least the number of
+    simultaneously active jobs (e.g. ``J >= num_jobs``) the driver reproduces
+    ``SlotSimulator(..., allocator).run()`` exactly (per-job finish times); with a smaller window
+    the jobs beyond it wait (or get the env's ``allocator_for_unused``) and results differ.
     """
 
     def __init__(self, allocator: Allocator, env: gym.Env[Any, Any] | ClusterEnv) -> None:

@@ -84,7 +84,17 @@ class JobState:
 
 
 class Allocator(Protocol):
-    """Decides every active job's ``(workers, ps)`` for one slot, placing each task."""
+    """Decides every active job's ``(workers, ps)`` for one slot, placing each task.
+
+    An allocator is asked once per time slot, with the cluster empty, how many workers and
+    parameter servers (PS) every active job gets in this slot.  It places every task through
+    the :class:`~envs.sim.elastic.cluster.SlotCluster` while deciding (placement is part of the
+    decision: a task that does not fit is not allocated), and returns ``job_id -> (workers,
+    ps)`` for *every* job it was given (``(0, 0)`` for a job that gets nothing).  That dict is
+    the per-job target pretraining imitates; ``last_decisions`` additionally lists the
+    increments in the order they were made, ``(job_id, role, node)`` with role ``"worker"``,
+    ``"ps"`` or ``"bundle"`` (a worker and a PS on one node).
+    """
 
     name: str
 
@@ -128,7 +138,33 @@ def below_caps(job: JobState, counts: list[int]) -> bool:
 
 
 class AllocatorBase:
-    """Shared state: the failure switch, the counts being built and the decision log."""
+    """Shared state: the failure switch, the counts being built and the decision log.
+
+    The five heuristics (DRF, FIFO, SRTF, Tetris, Optimus) follow DL²'s reference code
+    (pengyanghua/DL2 ``*_env.py``, as described in the team's reference notes ``dl2.md`` §9)
+    with its flaws fixed by default; a switch reproduces each flaw (``Cls.reference()`` turns
+    them all on; Tetris's ``reference_sign`` is documented at
+    :class:`~envs.sim.elastic.allocators.Tetris`).
+
+    ``stop_at_first_failure`` (every allocator; default ``False``): the reference ends the
+    whole slot at the first placement that fails, even when other jobs' (smaller) tasks would
+    still fit.  By default the job (or, for Optimus, the job's role) whose task did not fit is
+    skipped for the rest of the slot and filling goes on with the others.  For Tetris, which
+    fills node by node, the reference's failure rule is "give up on this node after its
+    best-scoring job does not fit there"; by default the next-best job that fits is tried
+    before moving on.  For FixedDemand ``True`` means strict FIFO (head-of-line blocking) and
+    ``False`` backfilling.
+
+    Ties are never broken by object identity (the reference's Python 2 fallback): every order
+    is completed by arrival slot, then job id.  Without a switch (a documented difference):
+    remaining work is clamped at 0 once a job has trained its *declared* epochs (possible when
+    ``real_num_epochs > num_epochs``); and an Optimus job whose preferred role is at its cap is
+    offered its other role instead of being dropped.
+
+    Caps: a job never gets more than ``max_workers`` workers or ``max_ps`` PS; bundle
+    allocators add a bundle only while both counts are below their caps.  Dominant shares are
+    over the cluster's total capacity.
+    """
 
     name: str = ""
 

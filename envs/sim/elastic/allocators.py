@@ -2,68 +2,21 @@
 FIFO, SRTF, Tetris, Optimus, dlsched's own EfficientSRTF and the fixed-demand allocators
 (:mod:`envs.sim.elastic.fixed_demand`).
 
+Why: every consumer of an allocator name (``evaluate.py``'s ``elastic:<name>``, the
+behaviour-cloning teacher ``pretrain.teacher``, ``train.py``'s ``eval.baselines`` and
+``env.backlog``) looks it up in this one registry (:func:`make_allocator`; case-insensitive,
+:data:`ALIASES` are the other accepted spellings); the names are listed at :data:`ALLOCATORS`.
+
 An allocator is asked once per time slot, with the cluster empty, how many workers and
-parameter servers (PS) every active job gets in this slot.  It places every task through the
-:class:`~envs.sim.elastic.cluster.SlotCluster` while deciding (placement is part of the
-decision: a task that does not fit is not allocated), and returns ``job_id -> (workers, ps)``
-for *every* job it was given (``(0, 0)`` for a job that gets nothing).  That dict is the
-per-job target pretraining imitates; ``last_decisions`` additionally lists the increments in
-the order they were made, ``(job_id, role, node)`` with role ``"worker"``, ``"ps"`` or
-``"bundle"`` (a worker and a PS on one node).
-
-The five heuristics follow DL²'s reference code (pengyanghua/DL2 ``*_env.py``, as described
-in the team's reference notes ``dl2.md`` §9) with its flaws fixed by default; a switch
-reproduces each flaw (``Cls.reference()`` turns them all on):
-
-``stop_at_first_failure`` (every allocator; default ``False``)
-    The reference ends the whole slot at the first placement that fails, even when other
-    jobs' (smaller) tasks would still fit.  By default the job (or, for Optimus, the job's
-    role) whose task did not fit is skipped for the rest of the slot and filling goes on with
-    the others.  For Tetris, which fills node by node, the reference's failure rule is "give
-    up on this node after its best-scoring job does not fit there"; by default the next-best
-    job that fits is tried before moving on.  For FixedDemand ``True`` means strict FIFO
-    (head-of-line blocking) and ``False`` backfilling.
-``reference_sign`` (Tetris; default ``False``)
-    Tetris (Grandl et al.) prefers jobs with *less* remaining work, so the default score
-    *subtracts* the weighted remaining-work term; the DL² code *adds* it.
-
-Ties are never broken by object identity (the reference's Python 2 fallback): every order
-is completed by arrival slot, then job id.  Without a switch (a documented difference):
-remaining work is clamped at 0 once a job has trained its *declared* epochs (possible when
-``real_num_epochs > num_epochs``); and an Optimus job whose preferred role is at its cap is
-offered its other role instead of being dropped.
-
-Caps: a job never gets more than ``max_workers`` workers or ``max_ps`` PS; bundle allocators
-add a bundle only while both counts are below their caps.  Dominant shares are over the
-cluster's total capacity.  Standard library + numpy only.
-
-**Names.**  :data:`ALLOCATORS` is the one registry of allocator names: ``evaluate.py``'s
-``elastic:<name>``, a behaviour-cloning teacher (``pretrain.teacher``), ``train.py``'s
-``eval.baselines`` and ``env.backlog`` all look names up there (:func:`make_allocator`;
-case-insensitive; :data:`ALIASES` are the other accepted spellings):
-
-=============  ==========================================================================
-``drf``        :class:`DRF` progressive filling (DL²'s default teacher)
-``fifo``       :class:`FIFO`, up to the caps per job in arrival order
-``srtf``       :class:`SRTF`: least remaining *fraction* first (alias ``srsf``, the name
-               the teachers used; not the contention stacks' SRSF order, see ``adasrsf``)
-``tetris``     :class:`Tetris` packing
-``optimus``    :class:`Optimus`'s marginal-gain greedy on the speed model
-``esrtf``      :class:`EfficientSRTF`: shortest estimated remaining time first, each job at
-               the smallest allocation within 92% of its best speed
-``fixed``      :class:`~envs.sim.elastic.fixed_demand.FixedDemand`: each job its
-               ``requested`` workers (default its cap), all or nothing, arrival order
-``bundle``     :class:`~envs.sim.elastic.fixed_demand.OneBundleEach`: one worker + one PS
-               per job (DL²'s ``ASSIGN_BUNDLE``; the env's ``backlog``)
-``adasrsf``    :class:`~envs.sim.elastic.fixed_demand.AdaSRSF`: every job ``workers`` (4)
-               workers and as many PS, least remaining service first (aliases ``ada_srsf``,
-               ``ada-srsf``)
-``tiresias``   :class:`~envs.sim.elastic.fixed_demand.TiresiasLAS`: the same demand, least
-               attained service first (2D-LAS, undiscretised)
-=============  ==========================================================================
-
-The job view, the protocol and the shared base class are in
+parameter servers (PS) every active job gets, placing every task while deciding (the contract
+is at :class:`~envs.sim.elastic.allocator_base.Allocator`).  The five heuristics follow DL²'s
+reference code with its flaws fixed by default; switches reproduce each flaw
+(``Cls.reference()`` turns them all on; see
+:class:`~envs.sim.elastic.allocator_base.AllocatorBase` and :class:`Tetris`).  Standard
+library + numpy only.  The job view, the protocol and the shared base class are in
 :mod:`envs.sim.elastic.allocator_base` (re-exported here).
+
+Details: docs/design/elastic.md#one-registry-of-allocators
 """
 
 from __future__ import annotations
@@ -245,6 +198,12 @@ class Tetris(AllocatorBase):
     free that any job uses), when no job is eligible, or on a failure: by default only jobs
     whose bundle fits on the node are eligible; with ``stop_at_first_failure`` the best job is
     tried regardless and a misfit ends the node (the reference).
+
+    ``reference_sign`` (default ``False``): Tetris (Grandl et al.) prefers jobs with *less*
+    remaining work, so the default score *subtracts* the weighted remaining-work term; the DL²
+    code *adds* it.  With ``stop_at_first_failure`` the reference's failure rule is "give up on
+    this node after its best-scoring job does not fit there"; by default the next-best job that
+    fits is tried before moving on.
     """
 
     name = "tetris"
@@ -317,7 +276,27 @@ class Tetris(AllocatorBase):
         return self._result(counts)
 
 
-#: Every elastic allocator by name (each class's ``name``; see the module docstring).
+#: Every elastic allocator by name (each class's ``name``):
+#:
+#: =============  ==========================================================================
+#: ``drf``        :class:`DRF` progressive filling (DL²'s default teacher)
+#: ``fifo``       :class:`FIFO`, up to the caps per job in arrival order
+#: ``srtf``       :class:`SRTF`: least remaining *fraction* first (alias ``srsf``, the name
+#:                the teachers used; not the contention stacks' SRSF order, see ``adasrsf``)
+#: ``tetris``     :class:`Tetris` packing
+#: ``optimus``    :class:`Optimus`'s marginal-gain greedy on the speed model
+#: ``esrtf``      :class:`EfficientSRTF`: shortest estimated remaining time first, each job at
+#:                the smallest allocation within 92% of its best speed
+#: ``fixed``      :class:`~envs.sim.elastic.fixed_demand.FixedDemand`: each job its
+#:                ``requested`` workers (default its cap), all or nothing, arrival order
+#: ``bundle``     :class:`~envs.sim.elastic.fixed_demand.OneBundleEach`: one worker + one PS
+#:                per job (DL²'s ``ASSIGN_BUNDLE``; the env's ``backlog``)
+#: ``adasrsf``    :class:`~envs.sim.elastic.fixed_demand.AdaSRSF`: every job ``workers`` (4)
+#:                workers and as many PS, least remaining service first (aliases ``ada_srsf``,
+#:                ``ada-srsf``)
+#: ``tiresias``   :class:`~envs.sim.elastic.fixed_demand.TiresiasLAS`: the same demand, least
+#:                attained service first (2D-LAS, undiscretised)
+#: =============  ==========================================================================
 ALLOCATORS: dict[str, type[AllocatorBase]] = {
     cls.name: cls
     for cls in (

@@ -12,39 +12,10 @@ capacity first: the searching methods (:meth:`SlotCluster.place_least_loaded`,
 capacity (:meth:`SlotCluster.place`, or :meth:`SlotCluster.place_bundle` with a node) raises
 :class:`~envs.sim.errors.ConfigError` naming the node, the demand and what is used.
 
-**Least-loaded placement.**  DL² places every task on the node with the fewest used slots,
-``used CPU + used GPU`` summed, ties broken by node index (a priority queue keyed by
-``(used sum, node)`` in the reference).  The reference tries *only* that node and reports a
-failure when the task does not fit there, even if another, more loaded node has room (which
-happens with mixed CPU-only and GPU tasks: the least-loaded node may have free CPU but no
-free GPU).  By default we pick the least-loaded node *among the nodes where the task fits*
-(same tie rule), so a placement fails only when no node can hold the task;
-``strict_reference=True`` reproduces the try-only-the-least-loaded rule.  When the
-least-loaded node can hold the task both rules choose the same node.
-
-**Other placement rules** (:class:`Placement`, ``placement=``; not DL²'s, for comparing
-stacks): ``first_fit`` puts a task on the lowest-index node it fits on (nodes fill in order),
-``packing`` on the *most* loaded node it fits on, ties by index (best fit by load: keeps
-empty nodes empty).  Both fail only when no node can hold the task.
-
-**Search without scanning the nodes.**  A node's *free state* is its pair (free CPU, free
-GPU); there are at most ``(cpu_slots + 1) x (gpu_slots + 1)`` of them (81 in DL²), and its
-load (``used CPU + used GPU``) is a function of the state.  The states are ranked by load
-level (their *positions*); the cluster keeps the set of occupied positions as the bits of an
-``int`` (:attr:`SlotCluster.occupied`), the number of nodes and a heap of the nodes of every
-position, and the position of every node.  The positions where a ``(cpu, gpu)`` task fits
-form a fixed bit set (:meth:`SlotCluster.fit_positions`, cached per demand), so a search is a
-few integer operations: ``occupied & fit`` are the candidate positions, its lowest bit the
-least load among the nodes the task fits on, and the smallest node index among the heap heads
-of the candidate positions of that level is the node (usually one position).  That is the
-rule above (least load among fitting nodes, ties by index) in a cost that does not grow with
-the number of nodes or levels; ``first_fit`` takes the smallest head over all candidates,
-``packing`` the highest level's, ``reference`` the lowest occupied level's (then checks the
-fit).  ``occupied & fit_positions(cpu, gpu)`` also says whether a task fits on some node.
-Heaps are cleaned lazily (a node that left a position is dropped when it reaches the head).
-The per-node state is kept in the lists ``free_cpu``/``free_gpu``; ``used_cpu``/``used_gpu``
-are read-only numpy snapshots of it, rebuilt when read after a change (so placements,
-:meth:`check` and the totals cost no numpy call).  Change the state only through the methods.
+Where a searching placement puts a task (DL²'s least-loaded rule, fixed by default, and the
+other rules): :class:`Placement`.  How a search costs a few integer operations whatever the
+number of nodes: :class:`SlotCluster`.
+Details: docs/design/elastic.md#speed-of-the-slot-world-clusterpy-simulatorpy
 """
 
 from __future__ import annotations
@@ -63,7 +34,23 @@ Demand = tuple[int, int]  # (CPU slots, GPU slots) of one task
 
 
 class Placement(StrEnum):
-    """Where a searching placement puts a task (see the module docstring)."""
+    """Where a searching placement puts a task.
+
+    **Least-loaded placement.**  DL² places every task on the node with the fewest used
+    slots, ``used CPU + used GPU`` summed, ties broken by node index (a priority queue keyed by
+    ``(used sum, node)`` in the reference).  The reference tries *only* that node and reports
+    a failure when the task does not fit there, even if another, more loaded node has room
+    (which happens with mixed CPU-only and GPU tasks: the least-loaded node may have free CPU
+    but no free GPU).  By default we pick the least-loaded node *among the nodes where the
+    task fits* (same tie rule), so a placement fails only when no node can hold the task;
+    ``strict_reference=True`` reproduces the try-only-the-least-loaded rule.  When the
+    least-loaded node can hold the task both rules choose the same node.
+
+    **Other placement rules** (``placement=``; not DL²'s, for comparing stacks):
+    ``first_fit`` puts a task on the lowest-index node it fits on (nodes fill in order),
+    ``packing`` on the *most* loaded node it fits on, ties by index (best fit by load: keeps
+    empty nodes empty).  Both fail only when no node can hold the task.
+    """
 
     LEAST_LOADED = "least_loaded"  # least used CPU + GPU among the nodes it fits on (default)
     REFERENCE = "reference"  # DL²'s reference: the least-loaded node overall, or fail
@@ -131,8 +118,28 @@ class SlotCluster:
     ``free_gpu``, read-only to callers).
 
     ``strict_reference=True`` makes the searching placements try only the least-loaded node,
-    as DL²'s reference does; ``placement`` chooses any :class:`Placement` rule (see the
-    module docstring; ``strict_reference=True`` is ``placement="reference"``).
+    as DL²'s reference does; ``placement`` chooses any :class:`Placement` rule
+    (``strict_reference=True`` is ``placement="reference"``).
+
+    **Search without scanning the nodes.**  A node's *free state* is its pair (free CPU, free
+    GPU); there are at most ``(cpu_slots + 1) x (gpu_slots + 1)`` of them (81 in DL²), and
+    its load (``used CPU + used GPU``) is a function of the state.  The states are ranked by
+    load level (their *positions*); the cluster keeps the set of occupied positions as the
+    bits of an ``int`` (:attr:`occupied`), the number of nodes and a heap of the nodes of
+    every position, and the position of every node.  The positions where a ``(cpu, gpu)``
+    task fits form a fixed bit set (:meth:`fit_positions`, cached per demand), so a search is
+    a few integer operations: ``occupied & fit`` are the candidate positions, its lowest bit
+    the least load among the nodes the task fits on, and the smallest node index among the
+    heap heads of the candidate positions of that level is the node (usually one position).
+    That is the least-loaded rule (least load among fitting nodes, ties by index) in a cost
+    that does not grow with the number of nodes or levels; ``first_fit`` takes the smallest
+    head over all candidates, ``packing`` the highest level's, ``reference`` the lowest
+    occupied level's (then checks the fit).  ``occupied & fit_positions(cpu, gpu)`` also says
+    whether a task fits on some node.  Heaps are cleaned lazily (a node that left a position
+    is dropped when it reaches the head).  The per-node state is kept in the lists
+    ``free_cpu``/``free_gpu``; ``used_cpu``/``used_gpu`` are read-only numpy snapshots of it,
+    rebuilt when read after a change (so placements, :meth:`check` and the totals cost no
+    numpy call).  Change the state only through the methods.
     """
 
     def __init__(
@@ -155,7 +162,7 @@ class SlotCluster:
         self._used_cpu = np.zeros(0, dtype=np.int64)  # snapshots, rebuilt when stale
         self._used_gpu = np.zeros(0, dtype=np.int64)
         self._synced = False  # whether the snapshots reflect the lists
-        # The index (module docstring): free states ranked by load level ("positions"), a
+        # The index (class docstring): free states ranked by load level ("positions"), a
         # bit per position in ``occupied`` when some node is in it, the node count and a lazy heap
         # of the nodes of every position, the position of every node.
         self._stride = self.gpu_capacity + 1

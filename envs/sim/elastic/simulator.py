@@ -1,31 +1,11 @@
 """The slot loop of DL²'s elastic world (measured-speed mode, no network contention).
 
-Per time slot ``t = 0, 1, ...`` (slot ``t`` spans ``[t, t + 1)`` in slot units):
-
-1. jobs with ``arrival_slot == t`` become active;
-2. the cluster is cleared and the allocator decides every active job's ``(workers, ps)``,
-   placing each task (:mod:`envs.sim.elastic.allocators`);
-3. every allocated job trains ``speed(type, ps, workers) * speed_factor * (slot_s -
-   overhead) / iterations_per_epoch`` epochs, where ``overhead = scaling_overhead_s`` if the
-   job ran before and its allocation differs from its allocation in slot ``t - 1`` (a job
-   that got nothing in ``t - 1`` and runs again pays it too), else 0;
-4. a job reaching ``real_num_epochs`` finishes inside the slot at the fraction of the slot it
-   used (DL²'s ``FINE_GRAIN_JCT``): ``finish = t + (overhead + needed / rate) / slot_s``.
-
-**JCT conventions.**  Here ``JCT = finish - arrival`` slots.  DL²'s reference records
-``end_time = t - 1 + fraction`` for the same completion and reports ``JCT = end_time -
-arrival + 1`` and ``makespan = max(end_time + 1)``; with its ``arrival`` equal to the slot of
-admission (as here) both give the same numbers: our ``finish`` is its ``end_time + 1``
-(:attr:`ElasticJobRecord.reference_end_time`).  Makespan is the largest ``finish`` (time 0 is
-the start of slot 0).
-
-Completion uses a relative tolerance of 1e-9 on the epochs (so float accumulation cannot add
-a spurious near-empty slot).  Utilisation of slot ``t`` is used/total CPU (GPU) slots as
-allocated at its start; the means are over slots ``0 .. num_slots - 1``.  The run stops with
-:class:`~envs.sim.engine.SimulationError` naming the unfinished jobs if it needs more than
-``max_slots`` slots; every slot checks that no node is over capacity, that the cluster holds
-exactly the allocated tasks, that allocations respect the caps and go only to active jobs,
-that progress never decreases and that each job finishes once.
+Why: DL²'s scheduler decides once per time slot, so its world is a slot loop rather than an
+event engine: each slot admits arrivals, clears the cluster, asks the allocator for every
+active job's ``(workers, ps)`` and advances each job by the speed model's epochs, finishing
+jobs at the fraction of the slot they used.  The loop and its checks: :class:`SlotSimulator`;
+JCT, makespan and utilisation conventions: :class:`ElasticResult`.
+Details: docs/design/elastic.md#a-slot-loop-not-a-second-event-engine
 """
 
 from __future__ import annotations
@@ -84,7 +64,18 @@ class SlotRecord:
 
 @dataclass(frozen=True)
 class ElasticResult:
-    """A finished elastic run."""
+    """A finished elastic run.
+
+    **JCT conventions.**  Here ``JCT = finish - arrival`` slots.  DL²'s reference records
+    ``end_time = t - 1 + fraction`` for the same completion and reports ``JCT = end_time -
+    arrival + 1`` and ``makespan = max(end_time + 1)``; with its ``arrival`` equal to the slot of
+    admission (as here) both give the same numbers: our ``finish`` is its ``end_time + 1``
+    (:attr:`ElasticJobRecord.reference_end_time`).  Makespan is the largest ``finish`` (time 0 is
+    the start of slot 0).
+
+    Utilisation of slot ``t`` is used/total CPU (GPU) slots as allocated at its start; the
+    means are over slots ``0 .. num_slots - 1``.
+    """
 
     allocator: str
     speed_model: str
@@ -163,8 +154,27 @@ class SlotSimulator:
     """Runs ``jobs`` on ``cluster`` under ``allocator`` and ``speed`` slot by slot.
 
     ``strict_reference_placement`` makes the cluster's least-loaded placement try only the
-    least-loaded node (DL²'s reference; see :mod:`envs.sim.elastic.cluster`); ``placement``
-    picks any :class:`~envs.sim.elastic.cluster.Placement` rule of the cluster.
+    least-loaded node (DL²'s reference; see :class:`~envs.sim.elastic.cluster.Placement`);
+    ``placement`` picks any :class:`~envs.sim.elastic.cluster.Placement` rule of the cluster.
+
+    Per time slot ``t = 0, 1, ...`` (slot ``t`` spans ``[t, t + 1)`` in slot units):
+
+    1. jobs with ``arrival_slot == t`` become active;
+    2. the cluster is cleared and the allocator decides every active job's ``(workers, ps)``,
+       placing each task (:mod:`envs.sim.elastic.allocators`);
+    3. every allocated job trains ``speed(type, ps, workers) * speed_factor * (slot_s -
+       overhead) / iterations_per_epoch`` epochs, where ``overhead = scaling_overhead_s`` if the
+       job ran before and its allocation differs from its allocation in slot ``t - 1`` (a job
+       that got nothing in ``t - 1`` and runs again pays it too), else 0;
+    4. a job reaching ``real_num_epochs`` finishes inside the slot at the fraction of the slot it
+       used (DL²'s ``FINE_GRAIN_JCT``): ``finish = t + (overhead + needed / rate) / slot_s``.
+
+    Completion uses a relative tolerance of 1e-9 on the epochs (so float accumulation cannot add
+    a spurious near-empty slot).  The run stops with
+    :class:`~envs.sim.engine.SimulationError` naming the unfinished jobs if it needs more than
+    ``max_slots`` slots; every slot checks that no node is over capacity, that the cluster holds
+    exactly the allocated tasks, that allocations respect the caps and go only to active jobs,
+    that progress never decreases and that each job finishes once.
     """
 
     def __init__(

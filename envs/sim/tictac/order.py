@@ -1,30 +1,12 @@
 """TicTac's transfer orders: TIC, TAC and the random baseline (Hashemi et al., SysML 2019, §4).
 
-Properties of a recv ``r`` given the set ``R`` of outstanding recvs (the paper's Algorithm 1),
-for every compute op ``c`` with ``D = dep(c) ∩ R`` (``dep`` = the recvs ``c`` depends on,
-directly or transitively):
-
-- ``M(r)``  = Time(r), its transfer time;
-- ``P(r)``  = sum of Time(c) over the ops with ``D = {r}`` (the compute ``r`` alone unblocks);
-- ``M+(r)`` = min over the ops with ``r ∈ D`` and ``|D| > 1`` of ``sum_{r' ∈ D} Time(r')``
-  (the cheapest transfer load that unblocks an op needing ``r`` and others), ``+inf`` if none.
-
-**TIC** assigns every recv priority ``M+`` under the unit oracle (recv = 1, compute = 0),
-computed once with every recv outstanding; equal ``M+`` share a priority.  As Algorithm 1 is
-written (and as the upstream code runs it), an op whose only outstanding dep is ``r`` does
-not lower ``M+(r)``, so on the paper's Fig. 1 graph both recvs get ``M+ = 2`` and TIC cannot
-tell the good order from the bad one.  By default we let such an op count too (``|D| >= 1``:
-``M+(r) = M(r)`` when ``r`` alone unblocks an op), which makes TIC order a chain
-layer by layer; ``upstream_ties=True`` restores Algorithm 1 as written.
-
-**TAC** repeatedly takes, among the outstanding recvs, the minimum under the comparator
-(Johnson's rule for the two-stage flow shop link -> GPU, the paper's Eq. 2):
-``A before B  iff  min(P_B, M_A) < min(P_A, M_B)``; on equality the smaller ``M+`` first;
-remaining ties keep graph order (the recv with the smaller id).  Properties are recomputed
-over the outstanding set after every pick (Algorithm 3).
-
-**Enforcement** (§3.1): an order is a priority per recv; among recvs of equal priority the
-transfer order is random, drawn per worker and iteration (:func:`order_from_priorities`).
+Why: TicTac orders a worker's parameter transfers (recvs) so that the compute they unblock
+can start as early as possible.  From the recv properties ``M``, ``P``, ``M+`` of the paper's
+Algorithm 1 (:class:`Properties`), TIC (:func:`tic_priorities`) and TAC (:func:`tac_order`,
+comparator :func:`before`) derive an order; an order is enforced as a priority per recv, with
+equal priorities in random order per worker and iteration (:func:`order_from_priorities`,
+§3.1); :func:`random_order` is the baseline.
+Details: docs/design/network-models.md#tic--tac-orderpy
 """
 
 from __future__ import annotations
@@ -39,7 +21,17 @@ from envs.sim.tictac.graph import OpGraph
 
 @dataclass(frozen=True)
 class Properties:
-    """``P``, ``M``, ``M+`` per recv (arrays of length R; entries of completed recvs unused)."""
+    """``P``, ``M``, ``M+`` per recv (arrays of length R; entries of completed recvs unused).
+
+    Properties of a recv ``r`` given the set ``R`` of outstanding recvs (the paper's Algorithm 1),
+    for every compute op ``c`` with ``D = dep(c) ∩ R`` (``dep`` = the recvs ``c`` depends on,
+    directly or transitively):
+
+    - ``M(r)``  = Time(r), its transfer time;
+    - ``P(r)``  = sum of Time(c) over the ops with ``D = {r}`` (the compute ``r`` alone unblocks);
+    - ``M+(r)`` = min over the ops with ``r ∈ D`` and ``|D| > 1`` of ``sum_{r' ∈ D} Time(r')``
+      (the cheapest transfer load that unblocks an op needing ``r`` and others), ``+inf`` if none.
+    """
 
     P: np.ndarray
     M: np.ndarray
@@ -130,7 +122,16 @@ def before(a: int, b: int, props: Properties) -> bool:
 def tic_priorities(index: DepIndex, *, upstream_ties: bool = False) -> np.ndarray:
     """TIC's priority per recv (lower = earlier): ``M+`` under the unit time oracle, written
     as the upstream code numbers it (equal ``M+`` share the rank of the first of their group
-    in sorted order, so priorities run 0..R-1 with gaps after ties)."""
+    in sorted order, so priorities run 0..R-1 with gaps after ties).
+
+    **TIC** assigns every recv priority ``M+`` under the unit oracle (recv = 1, compute = 0),
+    computed once with every recv outstanding; equal ``M+`` share a priority.  As Algorithm 1 is
+    written (and as the upstream code runs it), an op whose only outstanding dep is ``r`` does
+    not lower ``M+(r)``, so on the paper's Fig. 1 graph both recvs get ``M+ = 2`` and TIC cannot
+    tell the good order from the bad one.  By default we let such an op count too (``|D| >= 1``:
+    ``M+(r) = M(r)`` when ``r`` alone unblocks an op), which makes TIC order a chain
+    layer by layer; ``upstream_ties=True`` restores Algorithm 1 as written.
+    """
     R = index.graph.num_recvs
     props = index.properties(
         np.ones(R, dtype=bool), np.ones(R), index.unit_row_time, sole_counts=not upstream_ties
@@ -148,7 +149,14 @@ def tic_priorities(index: DepIndex, *, upstream_ties: bool = False) -> np.ndarra
 
 def tac_order(index: DepIndex, recv_ms: np.ndarray) -> np.ndarray:
     """TAC's order of recv ids (Algorithm 3) with recv times ``recv_ms`` and the graph's op
-    times as the time oracle."""
+    times as the time oracle.
+
+    **TAC** repeatedly takes, among the outstanding recvs, the minimum under the comparator
+    (Johnson's rule for the two-stage flow shop link -> GPU, the paper's Eq. 2):
+    ``A before B  iff  min(P_B, M_A) < min(P_A, M_B)``; on equality the smaller ``M+`` first;
+    remaining ties keep graph order (the recv with the smaller id).  Properties are recomputed
+    over the outstanding set after every pick (Algorithm 3).
+    """
     g = index.graph
     R = g.num_recvs
     row_time = index.row_time(np.asarray(g.op_ms, dtype=float))
@@ -171,7 +179,11 @@ def tac_order(index: DepIndex, recv_ms: np.ndarray) -> np.ndarray:
 
 def order_from_priorities(prio: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
     """Recv ids sorted by priority; equal priorities in random order (``rng``), or in id
-    order when ``rng`` is None."""
+    order when ``rng`` is None.
+
+    **Enforcement** (§3.1): an order is a priority per recv; among recvs of equal priority the
+    transfer order is random, drawn per worker and iteration (:func:`order_from_priorities`).
+    """
     R = len(prio)
     if rng is None:
         return np.argsort(prio, kind="stable")

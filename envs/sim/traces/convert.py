@@ -1,34 +1,11 @@
 """From a :class:`~.model.Trace` to the simulator's :class:`~envs.sim.spec.Workload`.
 
-Rules for what a trace lacks (all documented here, all seeded, all counted in the record that
-:func:`convert_trace` returns):
-
-* **Model.** ``rng = numpy.random.default_rng(seed)`` draws one index uniform over ``models``
-  (dict order; default :data:`~envs.sim.models.REFERENCE_MODELS`) for **every** job in trace
-  order, before and independent of anything else; a job uses its draw only when it has no
-  ``job_type`` (or, with ``unknown_models="draw"``, an unknown one).  A ``job_type`` is
-  matched case-insensitively to a key or profile name of ``models``.  An unknown name is an
-  error naming the file and line (``unknown_models="error"``, the default), or with
-  ``"family"`` is mapped by :data:`MODEL_FAMILIES` (e.g. Tiresias's vgg19 -> vgg16,
-  resnet152 -> resnet50, inception4 -> inception-v3) and drawn when no family matches.
-* **Iterations.** Where the trace gives none: ``iterations = max(1,
-  round_half_up(duration_s * time_unit / (forward_ms + backward_ms)))``: the duration is
-  treated as pure compute at the requested GPUs (communication is simulated on top, so under
-  contention a job can take longer than traced).  ``time_unit`` = simulator ms per trace
-  second (1000: real time; smaller compresses every duration and arrival alike).
-* **Fractional GPUs** (``gpu_milli < 1000``, Alibaba): the simulator gives whole GPUs.
-  ``"whole"`` (default): the job gets one whole GPU per requested GPU and keeps its duration
-  (a conservative upper bound on its work); ``"scale"``: its duration is multiplied by
-  ``gpu_milli / 1000`` (the work it did on its share, done on a whole GPU).
-* **Macro-iterations** (``max_iterations``, off by default): a job with more iterations is
-  run as ``K = ceil(iterations / max_iterations)``-iteration steps: ``round_half_up(
-  iterations / K)`` iterations of a profile whose forward, backward and model size are ``K``
-  times the model's (same GPU memory and name).  Compute and traffic per job are conserved
-  (to rounding); contention happens at step granularity, like ``Fidelity.FAST``.  This is
-  what makes month-long real-time traces cheap to simulate; the record says how many jobs
-  were merged and the largest ``K``.
-
-Job ids become ``0..n-1`` in trace order; ``JobSpec.name`` is the trace's job id.
+Why: a trace lacks what the simulator needs (a model per job, iteration counts, whole GPUs),
+so every gap is filled by a documented, seeded rule, and every rule is counted in the record
+that :func:`convert_trace` returns.  The rules (model draws, iterations, fractional GPUs,
+macro-iterations) are described at :class:`ConvertOptions`.  Job ids become ``0..n-1`` in
+trace order; ``JobSpec.name`` is the trace's job id.
+Details: docs/design/traces.md#conversion-to-simulator-jobs-convertpy
 """
 
 from __future__ import annotations
@@ -64,7 +41,36 @@ MODEL_FAMILIES: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """How a trace becomes jobs (see the module docstring)."""
+    """How a trace becomes jobs.
+
+    Rules for what a trace lacks (all documented here, all seeded, all counted in the record that
+    :func:`convert_trace` returns):
+
+    * **Model.** ``rng = numpy.random.default_rng(seed)`` draws one index uniform over ``models``
+      (dict order; default :data:`~envs.sim.models.REFERENCE_MODELS`) for **every** job in trace
+      order, before and independent of anything else; a job uses its draw only when it has no
+      ``job_type`` (or, with ``unknown_models="draw"``, an unknown one).  A ``job_type`` is
+      matched case-insensitively to a key or profile name of ``models``.  An unknown name is an
+      error naming the file and line (``unknown_models="error"``, the default), or with
+      ``"family"`` is mapped by :data:`MODEL_FAMILIES` (e.g. Tiresias's vgg19 -> vgg16,
+      resnet152 -> resnet50, inception4 -> inception-v3) and drawn when no family matches.
+    * **Iterations.** Where the trace gives none: ``iterations = max(1,
+      round_half_up(duration_s * time_unit / (forward_ms + backward_ms)))``: the duration is
+      treated as pure compute at the requested GPUs (communication is simulated on top, so under
+      contention a job can take longer than traced).  ``time_unit`` = simulator ms per trace
+      second (1000: real time; smaller compresses every duration and arrival alike).
+    * **Fractional GPUs** (``gpu_milli < 1000``, Alibaba): the simulator gives whole GPUs.
+      ``"whole"`` (default): the job gets one whole GPU per requested GPU and keeps its duration
+      (a conservative upper bound on its work); ``"scale"``: its duration is multiplied by
+      ``gpu_milli / 1000`` (the work it did on its share, done on a whole GPU).
+    * **Macro-iterations** (``max_iterations``, off by default): a job with more iterations is
+      run as ``K = ceil(iterations / max_iterations)``-iteration steps: ``round_half_up(
+      iterations / K)`` iterations of a profile whose forward, backward and model size are ``K``
+      times the model's (same GPU memory and name).  Compute and traffic per job are conserved
+      (to rounding); contention happens at step granularity, like ``Fidelity.FAST``.  This is
+      what makes month-long real-time traces cheap to simulate; the record says how many jobs
+      were merged and the largest ``K``.
+    """
 
     time_unit: float = 1000.0
     unknown_models: UnknownModels = "error"
