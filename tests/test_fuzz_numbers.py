@@ -5,8 +5,8 @@ the file/row or the key) or in a run whose every figure is finite.  Nothing may 
 suite runs under pytest-timeout (``pyproject.toml``), and the end-to-end runs carry a
 wall-clock budget as well.
 
-The counts per outcome are printed by ``python tests/test_fuzz_numbers.py`` (the README's
-reliability note quotes them).
+The counts per outcome are printed by ``python tests/test_fuzz_numbers.py``
+(docs/experiments/reliability.md quotes them).
 """
 
 from __future__ import annotations
