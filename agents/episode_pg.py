@@ -34,7 +34,15 @@ from torch import nn
 from agents.baselines import group_advantages
 from envs.sim.errors import ConfigError
 
-__all__ = ["Episode", "EpisodePG", "EpisodePGConfig", "MaskedMLP", "clone", "run_episode"]
+__all__ = [
+    "Episode",
+    "EpisodePG",
+    "EpisodePGConfig",
+    "MaskedMLP",
+    "clone",
+    "run_episode",
+    "teacher_data",
+]
 
 
 @dataclass
@@ -166,6 +174,25 @@ def run_episode(
             return ep
 
 
+def teacher_data(
+    env: Any, teacher: Callable[[Any], int], workload_seeds: Sequence[int]
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    """``teacher``'s episodes on the given workloads: per decision the observation, the mask
+    and the teacher's action (the behaviour-cloning dataset)."""
+    obs, masks, acts = [], [], []
+    for s in workload_seeds:
+        o, _ = env.reset(seed=int(s), options={"workload_seed": int(s)})
+        while True:
+            a = teacher(env)
+            obs.append(o)
+            masks.append(env.action_masks())
+            acts.append(a)
+            o, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                break
+    return np.array(obs), np.array(masks), np.array(acts, dtype=np.int64)
+
+
 def clone(
     net: MaskedMLP,
     env: Any,
@@ -184,19 +211,7 @@ def clone(
     only by the clip factor per update)."""
     if not (0.0 <= smoothing < 1.0):
         raise ConfigError(f"smoothing must be in [0, 1), got {smoothing}")
-    obs, masks, acts = [], [], []
-    for s in workload_seeds:
-        o, _ = env.reset(seed=int(s), options={"workload_seed": int(s)})
-        while True:
-            a = teacher(env)
-            obs.append(o)
-            masks.append(env.action_masks())
-            acts.append(a)
-            o, _, term, trunc, _ = env.step(a)
-            if term or trunc:
-                break
-    obs_t, mask_t = th.as_tensor(np.array(obs)), th.as_tensor(np.array(masks))
-    act_t = th.as_tensor(acts)
+    obs_t, mask_t, act_t = (th.as_tensor(x) for x in teacher_data(env, teacher, workload_seeds))
     opt = th.optim.Adam(net.parameters(), lr=lr)
     gen = th.Generator().manual_seed(seed)
     loss_sum = 0.0

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import seed_list
 
-from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode
+from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode, teacher_data
 from agents.episode_pg import clone as pg_clone
 from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher
 from envs.sim import ClusterSpec, SimConfig, simulate
@@ -80,22 +80,6 @@ def policy_actor(model: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------ learning
-def teacher_data(env: ContentionEnv, seeds: list[int]) -> tuple[np.ndarray, ...]:
-    obs, masks, acts = [], [], []
-    for s in seeds:
-        o, _ = env.reset(options={"workload_seed": s}, seed=s)
-        while True:
-            m = env.action_masks()
-            a = srsf_teacher(env)
-            obs.append(o)
-            masks.append(m)
-            acts.append(a)
-            o, _, term, trunc, _ = env.step(a)
-            if term or trunc:
-                break
-    return np.array(obs), np.array(masks), np.array(acts)
-
-
 def clone(model: Any, data: tuple[np.ndarray, ...], epochs: int, seed: int) -> None:
     """Behaviour cloning: masked cross-entropy on the teacher's actions."""
     obs, masks, acts = (th.as_tensor(x) for x in data)
@@ -133,7 +117,7 @@ def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     rng = np.random.default_rng([seed, 7])
     env = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
     bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
-    clone(model, teacher_data(env, bc_seeds), args.bc_epochs, seed)
+    clone(model, teacher_data(env, srsf_teacher, bc_seeds), args.bc_epochs, seed)
     val = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
 
     def validate() -> float:
@@ -193,10 +177,6 @@ def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
     pg.learn(args.iterations, on_iteration)
     return {"net": net, "bc_state": bc_state, "best_state": best[1], "curve": curve}
-
-
-def net_actor(net: MaskedMLP) -> Any:
-    return lambda e, obs: net.act(e, obs)
 
 
 # ------------------------------------------------------------------------------ report
@@ -324,7 +304,7 @@ def main() -> None:
             for tag, state in tags:
                 net.load_state_dict(state)
                 name = f"{recipe}{tag} (seed {seed})"
-                rows[name] = [env_run(full, s, net_actor(net)) for s in args.test]
+                rows[name] = [env_run(full, s, net.act) for s in args.test]
             print(f"seed {seed} curve: {out['curve']}", file=sys.stderr, flush=True)
     elif args.train > 0:
         for seed in train_seeds:

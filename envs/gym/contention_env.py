@@ -342,7 +342,7 @@ def srsf_exclusive_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     the cluster than it has GPUs.  Not in the Ada-SRSF paper: a baseline found while looking
     for the headroom a learned policy could take (EXPERIMENTS.md)."""
     a = srsf_teacher(env, placement)
-    if a == env.wait_action or not env.action_masks()[env.wait_action]:
+    if a == env.wait_action or not env._can_wait():  # the wait action's mask, not the whole mask
         return a
     sim = env.sim
     assert sim is not None
