@@ -15,12 +15,8 @@ about 4x), more than an env step, and would mostly time numpy's ``Generator``.  
 planning is in the timed loop).  Resets (episode ends) are inside the timed loop.  Rates are
 env steps per CPU-second of this process (``time.process_time``; wall-clock in brackets),
 the best of ``--repeats`` runs.  The issue's target is 10x DL²'s reference decision rate
-(about 8.7k decisions per CPU-second), i.e. 87k steps per CPU-second.
-
-``--fuzz-steps N`` drives a tiny setting with a seeded mix of valid, masked and out-of-range
-actions for ``N`` steps, checking the invariants after every step (no node over capacity,
-window jobs within caps, observation in its Box, void valid, info counters monotone), and
-reports the crashes and invariant violations (both must be 0).
+(about 8.7k decisions per CPU-second), i.e. 87k steps per CPU-second.  The fuzz run:
+:func:`fuzz`.
 """
 
 from __future__ import annotations
@@ -129,7 +125,13 @@ def check_invariants(env: ClusterEnv, obs: np.ndarray, info: dict[str, Any], pre
 
 
 def fuzz(steps: int, seed: int = 0) -> tuple[int, int, int]:
-    """``(steps run, crashes, invariant violations)`` of the fuzz loop."""
+    """``(steps run, crashes, invariant violations)`` of the fuzz loop.
+
+    ``--fuzz-steps N`` drives a tiny setting with a seeded mix of valid, masked and out-of-range
+    actions for ``N`` steps, checking the invariants after every step (no node over capacity,
+    window jobs within caps, observation in its Box, void valid, info counters monotone), and
+    reports the crashes and invariant violations (both must be 0).
+    """
     rng = np.random.default_rng(seed)
     env = ClusterEnv(FUZZ_SETTING, max_slots=60)
     crashes = violations = 0

@@ -16,14 +16,8 @@ worker DAG of one training iteration, the DAG TicTac orders:
 - one **backward** op per forward op, depending on the backward ops of the forward op's
   consumers (the reversed forward graph), the ops feeding the loss depending on ``loss``.
 
-Time oracle (relative weights; the simulator scales the forward ops to the profile's forward
-time and the backward ops to its backward time): a forward op weighs its FLOPs (a
-multiply-add counts 2: conv ``2 Cout Hout Wout Cin/g kh kw``, linear ``2 in out`` per row),
-BatchNorm 4 per element, and every other op one per output element (memory-bound work); a
-backward op weighs twice its forward op's FLOPs when the op has parameters (gradients of the
-input and of the weights) and once otherwise.
-
-Only this tool imports torch; the simulator core loads the JSON with the standard library.
+Op weights (the time oracle): :func:`_fw_cost`.  Only this tool imports torch; the simulator
+core loads the JSON with the standard library.
 """
 
 from __future__ import annotations
@@ -319,7 +313,15 @@ def _numel(meta: Any) -> int:
 
 
 def _fw_cost(gm: fx.GraphModule, node: fx.Node) -> tuple[float, bool]:
-    """(forward FLOPs, whether the op has parameters) of one traced node."""
+    """(forward FLOPs, whether the op has parameters) of one traced node.
+
+    Time oracle (relative weights; the simulator scales the forward ops to the profile's forward
+    time and the backward ops to its backward time): a forward op weighs its FLOPs (a
+    multiply-add counts 2: conv ``2 Cout Hout Wout Cin/g kh kw``, linear ``2 in out`` per row),
+    BatchNorm 4 per element, and every other op one per output element (memory-bound work); a
+    backward op weighs twice its forward op's FLOPs when the op has parameters (gradients of the
+    input and of the weights) and once otherwise.
+    """
     out = _numel(node.meta.get("tensor_meta"))
     if node.op == "call_module":
         mod = gm.get_submodule(str(node.target))

@@ -10,14 +10,8 @@ Named settings: ``small`` and ``large`` (DL²'s), ``tiny`` (4 nodes, 12 jobs, ``
 smoke runs) and ``medium`` (12 nodes, 24 jobs, ``J`` = 12, 20,000 max epochs, 16 workers/PS:
 a few thousand decisions, for quick experiments).
 
-**Ada-SRSF workload family** (``ada``, ``ada_builtin``; :class:`AdaSetting`): the Ada-SRSF
-distribution in the elastic world, as ``experiments/dl2_speed_models.py --ada`` runs it: 160
-jobs (:func:`envs.sim.workload.generate_ada_srsf` with the env's workload seed, a fresh draw
-per seed; ``ada_builtin``: the shipped workloads of seeds 0-2 only), 16 nodes of 16 CPU and
-16 GPU slots (4 DL² workers each), 60-s slots, the trace's milliseconds read as seconds
-(``time_unit`` = 1), each job's work what it trains alone at its requested GPUs (one PS per
-worker, caps ``max_workers = max_ps = GPUs``) in its traced duration under the speed mode's
-model; window ``J`` = 64 (at least the active jobs of the heuristics' runs).
+**Ada-SRSF workload family** (``ada``, ``ada_builtin``): the Ada-SRSF distribution in the
+elastic world, as ``experiments/dl2_speed_models.py --ada`` runs it (details: :class:`AdaSetting`).
 
 **Speed modes** (``speed``): ``measured`` (DL²'s table, :class:`SlotSimulator`; the default)
 or ``contention`` (:class:`~envs.gym.cluster_env.ContentionClusterEnv`: every slot simulated
@@ -59,7 +53,13 @@ SPEEDS = ("measured", "contention")
 
 @dataclass(frozen=True)
 class AdaSetting(DL2Setting):
-    """The Ada-SRSF workload family in the elastic world (see the module docstring).
+    """The Ada-SRSF workload family in the elastic world.
+
+    Defaults: 160 jobs, a fresh draw per workload seed, 16 nodes of 16 CPU and 16 GPU slots
+    (4 DL² workers each), 60-s slots, the trace's milliseconds read as seconds, each job's work
+    what it trains alone at its requested GPUs (one PS per worker, caps ``max_workers = max_ps
+    = GPUs``) in its traced duration under the speed mode's model; window ``J`` = 64 (at least
+    the active jobs of the heuristics' runs).
 
     ``num_jobs`` jobs drawn by :func:`~envs.sim.workload.generate_ada_srsf` (``source =
     "generated"``, any seed) or the shipped :func:`~envs.sim.workload.builtin_ada_srsf`

@@ -5,16 +5,8 @@ A :class:`Mixture` draws one *scenario* per group of rollouts (:meth:`Mixture.dr
 probability ``trace_share`` a window of real jobs, otherwise a DL² generator workload; the
 cluster size (``nodes``) and the generator's arrival rate (``arrivals``, DL²'s
 ``max_arrivals_per_slot``) are drawn uniformly from their ranges.  :func:`scenario_envs` builds
-the ``K`` envs of a group on it (all with the same jobs).
-
-**Trace windows** (:class:`TraceWindows`): ``jobs`` consecutive submissions of one VC, the VC
-drawn uniformly from ``vcs`` and the first job uniformly among that VC's submissions inside
-``days`` (days since the corpus's first submission); durations capped at ``duration_cap_h``
-hours; arrivals rescaled so the offered load is ``load`` x the cluster's worker capacity
-(:func:`~envs.sim.traces.transform.scale_to_load`); requests above the setting's
-``max_workers`` clipped; models drawn with the window's seed (Philly records none); then the
-env's trace rules (:func:`~envs.sim.elastic.trace.elastic_jobs_from_workload`: requested GPUs
-become the caps, work = the traced duration at that allocation).
+the ``K`` envs of a group on it (all with the same jobs).  How a window of real jobs is
+drawn: :func:`trace_window`.
 
 **The corpus and its split** (:data:`PHILLY_CORPUS`, shipped gzip-compressed: the 80,847-job
 public Philly digest, all 15 VCs; see ``envs/sim/data/README.md``).  Training draws from
@@ -140,7 +132,17 @@ def _range(values: list[int], name: str) -> tuple[int, int] | None:
 def trace_window(
     windows: TraceWindows, setting: DL2Setting, rng: np.random.Generator, *, tries: int = 20
 ) -> tuple[tuple[Any, ...], str]:
-    """The elastic jobs of one window drawn with ``rng`` and a label naming it."""
+    """The elastic jobs of one window drawn with ``rng`` and a label naming it.
+
+    **Trace windows** (:class:`TraceWindows`): ``jobs`` consecutive submissions of one VC, the VC
+    drawn uniformly from ``vcs`` and the first job uniformly among that VC's submissions inside
+    ``days`` (days since the corpus's first submission); durations capped at ``duration_cap_h``
+    hours; arrivals rescaled so the offered load is ``load`` x the cluster's worker capacity
+    (:func:`~envs.sim.traces.transform.scale_to_load`); requests above the setting's
+    ``max_workers`` clipped; models drawn with the window's seed (Philly records none); then the
+    env's trace rules (:func:`~envs.sim.elastic.trace.elastic_jobs_from_workload`: requested GPUs
+    become the caps, work = the traced duration at that allocation).
+    """
     from envs.sim.elastic.speed import MeasuredSpeed
     from envs.sim.traces import ConvertOptions, convert_trace
     from envs.sim.traces.transform import cap_durations, fit_to_cluster, scale_to_load, select

@@ -13,13 +13,8 @@ scheduler is run), both in slots and directly comparable with
   starts no earlier than its arrival slot.
 * :func:`window_bounds` -- the same jobs behind the Gymnasium environment's window
   (:class:`~envs.gym.cluster_env.ClusterEnv` with its default ``allocator_for_unused=None``):
-  only the first ``J`` active jobs in arrival order can get tasks.  Job ``n`` (in arrival
-  order) can first get tasks at the first slot start ``t >= arrival`` at which fewer than
-  ``J`` earlier jobs are unfinished, i.e. ``t >= `` the ``J``-th largest finish time of
-  the earlier jobs, and it then needs at least its solo time.  By induction over arrival
-  order, if every earlier job finishes no earlier than its bound, the ``J``-th largest
-  finish time is no earlier either, so job ``n`` enters and finishes no earlier than its
-  bound: these completion times are lower bounds for every policy of the env.
+  only the first ``J`` active jobs in arrival order can get tasks (why this is a bound for
+  every policy of the env: :func:`window_bounds`).
 
 Both ignore that jobs compete for the cluster's capacity, so real schedulers stay above them
 (tests check every heuristic against them); on DL²'s small setting the window bound alone is
@@ -105,7 +100,15 @@ def window_bounds(
     jobs: Sequence[ElasticJob], cluster: ElasticCluster, speed: SpeedModel, J: int
 ) -> list[JobBound]:
     """:func:`solo_bounds` behind a first-come-first-served window of ``J`` jobs whose
-    entries happen at slot starts (see the module doc)."""
+    entries happen at slot starts (see the module doc).
+
+    Why it is a bound: job ``n`` (in arrival order) can first get tasks at the first slot start
+    ``t >= arrival`` at which fewer than ``J`` earlier jobs are unfinished, i.e. ``t >=`` the
+    ``J``-th largest finish time of the earlier jobs, and it then needs at least its solo time.
+    By induction over arrival order, if every earlier job finishes no earlier than its bound,
+    the ``J``-th largest finish time is no earlier either, so job ``n`` enters and finishes no
+    earlier than its bound: these completion times are lower bounds for every policy of the env.
+    """
     if J < 1:
         raise ConfigError(f"window J must be >= 1, got {J}")
     ends: list[float] = []  # finish times of the J window positions (a min-heap)

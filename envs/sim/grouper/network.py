@@ -8,21 +8,8 @@ the fluid model they move together at one per-flow rate ``level`` (MB/ms); the b
 flows through ``p``. Equal levels for all flows through a port is per-flow fair sharing; a flow
 that would finish early on an idle port only waits for its iteration's slowest flow, so the
 time-averaged rates are those of this coupled model (see ``docs`` notes in the package
-``__init__``).
-
-Algorithm (priority progressive filling), deterministic and O(bundles) rounds:
-
-1. each port serves its best (lowest) queue that still holds an unfrozen bundle;
-2. a bundle is *eligible* when it sits in the served queue of every port it uses;
-3. eligible bundles raise their level together until a port saturates or a bundle reaches its
-   cap; bundles at a saturated port (eligible or not) and capped bundles freeze.
-
-With one level this is textbook weighted max-min progressive filling (per-flow fair share).
-Priorities derived from one global order stay acyclic, so some bundle is always eligible.
-Known limit: two bundles in the same queue of a port that become eligible at different rounds
-(because one waited behind higher-priority traffic at its *other* port) are not equalised: the
-later one starts from zero. This needs a clamped queue or two jobs of one cojob stage whose other
-ports differ; FS and every oracle here are exact.
+``__init__``).  The algorithm (priority progressive filling) and its known limit:
+:func:`allocate`.
 """
 
 from __future__ import annotations
@@ -51,6 +38,20 @@ def allocate(
 
     Returns:
         ``(U,)`` levels; ``inf`` for a bundle that uses no port and has no cap.
+
+    Algorithm (priority progressive filling), deterministic and O(bundles) rounds:
+
+    1. each port serves its best (lowest) queue that still holds an unfrozen bundle;
+    2. a bundle is *eligible* when it sits in the served queue of every port it uses;
+    3. eligible bundles raise their level together until a port saturates or a bundle
+       reaches its cap; bundles at a saturated port (eligible or not) and capped bundles freeze.
+
+    With one level this is textbook weighted max-min progressive filling (per-flow fair share).
+    Priorities derived from one global order stay acyclic, so some bundle is always eligible.
+    Known limit: two bundles in the same queue of a port that become eligible at different
+    rounds (because one waited behind higher-priority traffic at its *other* port) are not
+    equalised: the later one starts from zero. This needs a clamped queue or two jobs of one
+    cojob stage whose other ports differ; FS and every oracle here are exact.
     """
     n_units = weights.shape[0]
     level = np.zeros(n_units)
