@@ -16,7 +16,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import numpy.typing as npt
 from gymnasium.error import ResetNeeded
 
 from envs.gym.cluster.contract import (
@@ -55,6 +54,80 @@ def _measured_speed(max_ps: int, max_workers: int) -> MeasuredSpeed:
     return MeasuredSpeed(max_ps=max_ps, max_workers=max_workers)
 
 
+def _resolve_setting(setting: str | DL2Setting) -> DL2Setting:
+    if isinstance(setting, str):
+        if setting not in _SETTINGS:
+            raise ConfigError(f"unknown setting {setting!r}; known: {sorted(_SETTINGS)}")
+        setting = _SETTINGS[setting]
+    if not isinstance(setting, DL2Setting):
+        raise ConfigError(f"setting must be 'small', 'large' or a DL2Setting, got {setting!r}")
+    return setting
+
+
+def _check_options(
+    J: int,
+    L: int,
+    features: str,
+    reward: str,
+    jct_scale: float,
+    max_slots: int,
+    max_invalid_per_slot: int,
+    render_mode: str | None,
+    render_modes: list[str],
+    jobs_and_trace: bool,
+) -> None:
+    """ClusterEnv's constructor options, each with a clear error."""
+    if J < 1 or L < 1:
+        raise ConfigError(f"J and L must be >= 1, got J={J}, L={L}")
+    if features not in ("dl2", "extended"):
+        raise ConfigError(f"features must be 'dl2' or 'extended', got {features!r}")
+    if reward not in REWARDS:
+        names = " or ".join(repr(name) for name in REWARDS)
+        raise ConfigError(f"reward must be {names}, got {reward!r}")
+    check_number(jct_scale, "jct_scale", gt=0)
+    if max_slots < 1:
+        raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
+    if max_invalid_per_slot < 1:
+        raise ConfigError(f"max_invalid_per_slot must be >= 1, got {max_invalid_per_slot}")
+    if render_mode is not None and render_mode not in render_modes:
+        raise ConfigError(f"render_mode must be one of {render_modes}")
+    if jobs_and_trace:
+        raise ConfigError("give either jobs= or trace=, not both")
+
+
+def _allocate_backlog(
+    allocator: Allocator,
+    backlog: list[JobState],
+    decided: dict[int, tuple[int, int]],
+    sim: SlotSimulator,
+    speed: SpeedModel,
+) -> None:
+    """Add ``allocator``'s allocation of the jobs beyond the window to ``decided``, on the
+    capacity the window left."""
+    extra = allocator.allocate(backlog, sim.cluster, speed, sim.spec.slot_s)
+    for jid, alloc in extra.items():
+        if jid in decided:
+            raise ConfigError(f"allocator_for_unused allocated window job {jid}")
+        decided[jid] = alloc
+
+
+def _trace_jobs(
+    trace: str, options: TraceConfig | None, cluster: ElasticCluster, speed: SpeedModel, seed: int
+) -> list[ElasticJob]:
+    """The elastic jobs of a trace file: with ``options``, any layout read, windowed and
+    converted as evaluate.py's ``workload=trace`` does (:mod:`envs.sim.traces.options`, the
+    same options for both); without, a normalised trace CSV (:mod:`envs.sim.elastic.trace`
+    rules), model draws seeded."""
+    if options is None:
+        return list(elastic_jobs_from_trace(trace, seed=seed, slot_s=cluster.slot_s, speed=speed))
+    workload, _, _ = load_trace_workload(
+        trace, options, cluster_gpus=cluster.num_nodes * cluster.gpu_slots, seed=seed
+    )
+    return list(
+        elastic_jobs_from_workload(workload, slot_s=cluster.slot_s, speed=speed, where=trace)
+    )
+
+
 class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64]):
     """DL²'s per-slot incremental worker/PS allocation.
 
@@ -76,11 +149,8 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
     **Window** (``J`` rows, default ``setting.J``).  The rows are the first ``J`` active jobs
     in arrival order (ties by job id, the simulator's order).  Jobs beyond the window get
     nothing in this slot: they wait and enter the window, in arrival order, as earlier jobs
-    finish (DL²'s "invisible backlog").  *Difference from DL²:* its RL env gives every
-    uncompleted job, in or out of the window, one worker + one PS at the start of every slot
-    (``ASSIGN_BUNDLE``) and leaves out of the window the jobs at both caps; here nothing is
-    pre-allocated (the policy decides every task) and the window keeps capped jobs (their
-    rows are fully masked).  With ``allocator_for_unused`` (any
+    finish (DL²'s "invisible backlog"; how this differs from DL²: docs/design/envs.md,
+    "The window").  With ``allocator_for_unused`` (any
     :class:`~envs.sim.elastic.allocators.Allocator`, e.g. ``DRF()``) the jobs beyond the
     window are instead allocated by it, on the capacity the window left, when the slot
     closes.
@@ -131,43 +201,25 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         max_invalid_per_slot: int = 1000,
         trace_options: TraceConfig | None = None,
     ) -> None:
-        if isinstance(setting, str):
-            if setting not in _SETTINGS:
-                raise ConfigError(f"unknown setting {setting!r}; known: {sorted(_SETTINGS)}")
-            setting = _SETTINGS[setting]
-        if not isinstance(setting, DL2Setting):
-            raise ConfigError(f"setting must be 'small', 'large' or a DL2Setting, got {setting!r}")
-        self.setting = setting
+        self.setting = setting = _resolve_setting(setting)
         self.J = setting.J if J is None else int(J)
         types = dl2_job_types()
         if workload_options and "types" in workload_options:
             types = tuple(workload_options["types"])
         self.L = len(types) if L is None else int(L)
-        if self.J < 1 or self.L < 1:
-            raise ConfigError(f"J and L must be >= 1, got J={self.J}, L={self.L}")
-        if features not in ("dl2", "extended"):
-            raise ConfigError(f"features must be 'dl2' or 'extended', got {features!r}")
+        _check_options(
+            self.J, self.L, features, reward, jct_scale, max_slots, max_invalid_per_slot,
+            render_mode, self.metadata["render_modes"], jobs is not None and trace is not None,
+        )  # fmt: skip
         self.features = features
         self._n_features = EXTENDED_FEATURES_PER_JOB if features == "extended" else FEATURES_PER_JOB
-        if reward not in REWARDS:
-            names = " or ".join(repr(name) for name in REWARDS)
-            raise ConfigError(f"reward must be {names}, got {reward!r}")
-        check_number(jct_scale, "jct_scale", gt=0)
-        if max_slots < 1:
-            raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
-        if max_invalid_per_slot < 1:
-            raise ConfigError(f"max_invalid_per_slot must be >= 1, got {max_invalid_per_slot}")
         self.max_invalid_per_slot = int(max_invalid_per_slot)
         self._invalid_slot = 0
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}")
         self.reward_mode = reward
         self._reward_fn = REWARDS[reward]
         self.jct_scale = float(jct_scale)
         self.max_slots = int(max_slots)
         self.default_seed = int(seed)
-        if jobs is not None and trace is not None:
-            raise ConfigError("give either jobs= or trace=, not both")
         self.workload_options = dict(workload_options or {})
         base = setting.cluster()
         self.cluster_spec = (
@@ -178,21 +230,8 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         self.speed: SpeedModel = (
             _measured_speed(setting.max_ps, setting.max_workers) if speed is None else speed
         )
-        if trace is not None and trace_options is not None:
-            # any trace layout, read, windowed and converted as evaluate.py's workload=trace
-            # does (envs/sim/traces/options.py: the same options for both)
-            cl = self.cluster_spec
-            workload, _, _ = load_trace_workload(
-                trace, trace_options, cluster_gpus=cl.num_nodes * cl.gpu_slots, seed=int(seed)
-            )
-            jobs = elastic_jobs_from_workload(
-                workload, slot_s=cl.slot_s, speed=self.speed, where=str(trace)
-            )
-        elif trace is not None:
-            # a normalised trace CSV (envs/sim/elastic/trace.py rules), model draws seeded
-            jobs = elastic_jobs_from_trace(
-                trace, seed=int(seed), slot_s=self.cluster_spec.slot_s, speed=self.speed
-            )
+        if trace is not None:
+            jobs = _trace_jobs(trace, trace_options, self.cluster_spec, self.speed, int(seed))
         self.fixed_jobs = None if jobs is None else tuple(jobs)
         self.scaling_overhead_s = float(scaling_overhead_s)
         self.placement = placement_rule(placement, strict_reference_placement)
@@ -218,28 +257,12 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         self._total_cpu = self.cluster_spec.num_nodes * self._cap_cpu
         self._total_gpu = self.cluster_spec.num_nodes * self._cap_gpu
         self._width = self.L + self._n_features
-        # The mask lives in a bytearray (cheap item writes) seen by numpy through ``_mask``;
-        # ``_n_valid`` counts its True non-void entries.
-        self._closed_bytes = bytes(3 * self.J) + b"\x01"
-        self._mbytes = bytearray(self._closed_bytes)
-        self._mask = np.frombuffer(self._mbytes, dtype=bool)
-        self._n_valid = 0
-        self._obs_flat = np.zeros(self.J * self._width, dtype=np.float32)
-        self._obs_buf = self._obs_flat.reshape(self.J, self._width)  # a view: rows
-        # Item writes through a memoryview cost half of numpy's; both round a Python float
-        # to float32 by the same C cast, so the values are the same.  (Any: typeshed types a
-        # memoryview's items as int, this one's format is "f".)
-        self._obs_mv: Any = self._obs_flat.data
+        self._init_mask_buffers()
+        self._init_obs_buffers()
         # Per job of the episode (built at reset): demands, caps, demand indices, type index.
         self._static: dict[int, _Row] = {}
         self._rows: list[_Row] = []  # the window's, by row
         self._counts: list[list[int]] = []  # the _alloc lists, by window row
-        # Distinct demands (cpu, gpu) of the episode's jobs (worker, PS, bundle), the free
-        # states each fits in (SlotCluster.fit_positions), and whether it fits on some node in
-        # the open slot (``cluster.occupied & positions``).
-        self._demands: list[tuple[int, int]] = []
-        self._fit_masks: list[int] = []
-        self._fits: list[bool] = []
         self._alloc_col = self.L + 2  # first allocation column of a row
         # per job profile (demands, caps): the allocation columns by (w, p), see _Row.table
         self._tables: dict[tuple[int, ...], list[tuple[float, float, float] | None]] = {}
@@ -258,9 +281,8 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
     def __setstate__(self, state: dict[str, Any]) -> None:
         # views do not survive pickling as views: rebuild them over the unpickled data
         self.__dict__.update(state)
-        self._mask = np.frombuffer(self._mbytes, dtype=bool)
-        self._obs_buf = self._obs_flat.reshape(self.J, self._width)
-        self._obs_mv = self._obs_flat.data
+        self._bind_mask_views()
+        self._bind_obs_views()
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -391,13 +413,6 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         obs = self._obs_flat.copy() if self._slot_open else self._obs_flat_closed()
         return obs, reward, terminated, truncated, info
 
-    def render(self) -> str | npt.NDArray[np.uint8] | None:
-        if self.render_mode == "ansi":
-            return self._render_ansi()
-        if self.render_mode == "rgb_array":
-            return self._render_rgb()
-        return None
-
     # ------------------------------------------------------------------ internals
     def _new_sim(self) -> SlotSimulator:
         """The episode's simulator for ``self.jobs`` (built by :meth:`reset`)."""
@@ -480,13 +495,7 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         decided: dict[int, tuple[int, int]] = {jid: (c[0], c[1]) for jid, c in self._alloc.items()}
         backlog = self._views[self.J :]
         if self.allocator_for_unused is not None and backlog:
-            extra = self.allocator_for_unused.allocate(
-                backlog, sim.cluster, self.speed, self.cluster_spec.slot_s
-            )
-            for jid, alloc in extra.items():
-                if jid in decided:
-                    raise ConfigError(f"allocator_for_unused allocated window job {jid}")
-                decided[jid] = alloc
+            _allocate_backlog(self.allocator_for_unused, backlog, decided, sim, self.speed)
         t = sim.t
         record = sim.end_slot(decided)
         self._slot_open = False

@@ -33,6 +33,7 @@ class MaskMixin:
     """
 
     # State of the env (ClusterEnv.__init__ and reset set it; declared for the type checker).
+    J: int
     strict_reference_placement: bool
     _rows: list[_Row]
     _counts: list[list[int]]
@@ -48,6 +49,25 @@ class MaskMixin:
     if TYPE_CHECKING:
 
         def _require_sim(self) -> SlotSimulator: ...
+
+    def _init_mask_buffers(self) -> None:
+        """The mask lives in a bytearray (cheap item writes) seen by numpy through ``_mask``;
+        ``_n_valid`` counts its True non-void entries.  Needs ``J``.
+
+        Also the fit state: the distinct demands (cpu, gpu) of the episode's jobs (worker, PS,
+        bundle), the free states each fits in (``SlotCluster.fit_positions``), and whether it
+        fits on some node in the open slot (``cluster.occupied & positions``)."""
+        self._demands = []
+        self._fit_masks = []
+        self._fits = []
+        self._closed_bytes = bytes(3 * self.J) + b"\x01"
+        self._mbytes = bytearray(self._closed_bytes)
+        self._bind_mask_views()
+        self._n_valid = 0
+
+    def _bind_mask_views(self) -> None:
+        """The numpy view of the mask's bytes (again after unpickling)."""
+        self._mask = np.frombuffer(self._mbytes, dtype=bool)
 
     def action_masks(self) -> npt.NDArray[np.bool_]:
         """Valid actions (True), length ``3J + 1``; void (last) always True.  A copy: callers

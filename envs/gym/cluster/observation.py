@@ -115,6 +115,19 @@ class ObservationMixin:
     _obs_buf: Obs
     _obs_mv: Any
 
+    def _init_obs_buffers(self) -> None:
+        """The flat observation buffer and its views; needs ``J`` and ``_width``."""
+        self._obs_flat = np.zeros(self.J * self._width, dtype=np.float32)
+        self._bind_obs_views()
+
+    def _bind_obs_views(self) -> None:
+        """Views of ``_obs_flat`` (again after unpickling): its rows, and a memoryview.  Item
+        writes through a memoryview cost half of numpy's; both round a Python float to float32
+        by the same C cast, so the values are the same.  (Any: typeshed types a memoryview's
+        items as int, this one's format is "f".)"""
+        self._obs_buf = self._obs_flat.reshape(self.J, self._width)
+        self._obs_mv = self._obs_flat.data
+
     def _prepare_jobs(self) -> None:
         """Per-job rows (demands, caps, indices of the distinct demands, type) and the
         distinct demands (``_demands``) of the episode's jobs."""

@@ -33,6 +33,7 @@ class RenderMixin:
     # State of the env (ClusterEnv.__init__ and reset set it; declared for the type checker).
     J: int
     jobs: tuple[ElasticJob, ...]
+    render_mode: str | None
     _slot_open: bool
     _window: list[JobState]
     _views: list[JobState]
@@ -45,6 +46,13 @@ class RenderMixin:
         def _require_sim(self) -> SlotSimulator: ...
 
         def action_masks(self) -> npt.NDArray[np.bool_]: ...
+
+    def render(self) -> str | npt.NDArray[np.uint8] | None:
+        if self.render_mode == "ansi":
+            return self._render_ansi()
+        if self.render_mode == "rgb_array":
+            return self._render_rgb()
+        return None
 
     def _render_ansi(self) -> str:
         sim = self._require_sim()
