@@ -156,7 +156,8 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
             if self.workloads is not None:
                 raise ConfigError("give workloads or trace, not both")
             tmi = trace_max_iterations
-            if tmi is not None and not (isinstance(tmi, (int, np.integer)) and tmi >= 1):
+            ok = isinstance(tmi, (int, np.integer)) and not isinstance(tmi, bool) and tmi >= 1
+            if tmi is not None and not ok:
                 raise ConfigError(
                     f"trace_max_iterations must be an integer >= 1 or None, got {tmi!r}"
                 )
@@ -369,7 +370,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
 def _trace_windows(trace: TraceWindows | Mapping[str, Any] | None) -> TraceWindows | None:
     """``trace`` as a checked :class:`TraceWindows` (a mapping gives its fields)."""
     if trace is None or isinstance(trace, TraceWindows):
-        out = trace
+        out = copy.deepcopy(trace)  # the env's own: a later change to the caller's cannot reach it
     elif isinstance(trace, Mapping):
         known = {f.name for f in fields(TraceWindows)}
         unknown = sorted(set(map(str, trace)) - known)

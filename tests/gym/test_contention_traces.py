@@ -141,6 +141,7 @@ def test_held_out_windows_share_no_vc_day_or_job_with_training() -> None:
         ({"trace": {"jobs": 2.5}}, "jobs must be an integer"),
         ({"trace": {"jobs": -1}}, "jobs must be >= 0"),
         ({"trace": {}, "trace_max_iterations": 0}, "trace_max_iterations"),
+        ({"trace": {}, "trace_max_iterations": True}, "trace_max_iterations"),
         ({"trace": {}, "workloads": [generate_ada_srsf(0)]}, "not both"),
     ],
 )
