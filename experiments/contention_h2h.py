@@ -5,12 +5,15 @@ the fixed-demand stacks, and the lower bound.
     python experiments/contention_h2h.py --train 40000 --seeds 3   # + BC, then MaskablePPO
     python experiments/contention_h2h.py --train 40000 --learned-only   # the learned rows only
     python experiments/contention_h2h.py --learner pg --iterations 30 --seeds 3 --learned-only
+    python experiments/contention_h2h.py --workload philly --test-windows 10   # Philly windows
 
 Why: it measures whether a policy that learns admission and placement in the contention
 engine's world beats the engine's fixed-demand stacks, and how far everything is from a
 bound no schedule can beat.  Workloads: ``generate_ada_srsf`` at paper scale (1000-6000
-iterations, arrivals over 20 min, 160 jobs); test seeds 1000-1009, which nothing else
-touches.  Seeds, the rows and what is printed: :func:`main`.
+iterations, arrivals over 20 min, 160 jobs; test seeds 1000-1009, which nothing else
+touches), or ``--workload philly``: windows of the public Philly corpus, trained on the
+training VCs and days, tested on windows of the held-out VCs.  Seeds, windows, the rows and
+what is printed: :func:`main`.
 Results: docs/experiments/contention-env.md.
 """
 
@@ -34,6 +37,14 @@ from _common import seed_list
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode, teacher_data
 from agents.episode_pg import clone as pg_clone
 from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher
+from envs.gym.workloads import (
+    TEST_VCS,
+    TRAIN_DAYS,
+    TRAIN_VCS,
+    VALIDATION_DAYS,
+    TraceWindows,
+    contention_window,
+)
 from envs.sim import ClusterSpec, SimConfig, simulate
 from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V
@@ -44,6 +55,48 @@ STACKS = [*dict.fromkeys([*TABLE_V, *TABLE_IV]), "dlas:skew_fs", "dgittins:skew_
 COMM = "srsf1"
 PLACEMENTS = ("lwf1", "ls", "ff")
 VALIDATION = [500, 501, 502, 503, 504]
+#: Philly windows: the cuts of ``conf/workload/philly.yaml`` (durations capped at 2 days,
+#: arrivals at 70% of the cluster's GPUs, at most 200 macro-iterations per job).
+PHILLY_CUTS: dict[str, Any] = {"duration_cap_h": 48.0, "load": 0.7}
+MAX_ITERATIONS = 200
+
+
+def philly_windows(split: str, jobs: int) -> TraceWindows:
+    """Training / validation windows: the training VCs in their days; test: the held-out VCs,
+    any day (the split of :mod:`envs.gym.workloads` and :mod:`evaluation.heldout`)."""
+    vcs, days = {
+        "train": (TRAIN_VCS, TRAIN_DAYS),
+        "validation": (TRAIN_VCS, VALIDATION_DAYS),
+        "test": (TEST_VCS, (0.0, 120.0)),
+    }[split]
+    return TraceWindows(vcs=list(vcs), days=list(days), jobs=jobs, **PHILLY_CUTS)
+
+
+def make_env(args: argparse.Namespace, split: str, fidelity: str) -> ContentionEnv:
+    """A training (``split="train"``) or validation env: paper-scale generator workloads per
+    episode seed, or with ``--workload philly`` a window of that split per episode seed."""
+    if args.workload == "philly":
+        return ContentionEnv(
+            trace=philly_windows(split, args.window_jobs),
+            trace_max_iterations=MAX_ITERATIONS,
+            comm=COMM,
+            placements=PLACEMENTS,
+            fidelity=fidelity,
+        )
+    return ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fidelity)
+
+
+def test_workloads(args: argparse.Namespace, cluster: ClusterSpec) -> dict[int, Workload]:
+    """Test workloads by seed: paper-scale generator seeds ``--test``, or ``--test-windows``
+    held-out Philly windows (seeds 0..N-1) drawn with ``--window-seed``."""
+    if args.workload != "philly":
+        return {s: paper_scale_workload(s) for s in args.test}
+    rng = np.random.default_rng(args.window_seed)
+    spec = philly_windows("test", args.window_jobs)
+    return {
+        i: contention_window(spec, cluster, rng, max_iterations=MAX_ITERATIONS)[0]
+        for i in range(args.test_windows)
+    }
 
 
 def jcts_of(result: Any) -> np.ndarray:
@@ -103,7 +156,7 @@ def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
     def make(rank: int) -> Any:
         def f() -> ContentionEnv:
-            e = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
+            e = make_env(args, "train", fid)
             e.reset(seed=10_000 + 1000 * seed + rank)
             return e
 
@@ -115,10 +168,10 @@ def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         gamma=1.0, gae_lambda=0.95, ent_coef=0.0, seed=seed, verbose=0, device="cpu",
     )  # fmt: skip
     rng = np.random.default_rng([seed, 7])
-    env = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
+    env = make_env(args, "train", fid)
     bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
     clone(model, teacher_data(env, srsf_teacher, bc_seeds), args.bc_epochs, seed)
-    val = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fid)
+    val = make_env(args, "validation", fid)
 
     def validate() -> float:
         return float(np.mean([env_run(val, s, policy_actor(model)).mean() for s in VALIDATION]))
@@ -143,8 +196,8 @@ def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     ``--from-scratch``), then :class:`EpisodePG`; the
     iteration with the best validation avg JCT (argmax, fast fidelity) is kept."""
     th.manual_seed(seed)
-    env = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS,
-                        fidelity=args.train_fidelity)  # fmt: skip
+    env = make_env(args, "train", args.train_fidelity)
+    val = make_env(args, "validation", args.train_fidelity)
     net = MaskedMLP(env.obs_size, env.wait_action + 1)
     rng = np.random.default_rng([seed, 2])
     if not args.from_scratch:
@@ -155,7 +208,7 @@ def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     bc_state = {k: v.clone() for k, v in net.state_dict().items()}
 
     def validate() -> float:
-        return float(np.mean([run_episode(env, s, net).info["avg_jct_s"] for s in VALIDATION]))
+        return float(np.mean([run_episode(val, s, net).info["avg_jct_s"] for s in VALIDATION]))
 
     cfg = EpisodePGConfig(seed=seed, epsilon=args.epsilon, temperature=args.temperature,
                           groups=args.groups, group_size=args.group_size)  # fmt: skip
@@ -210,6 +263,38 @@ def merge_rows(rows: dict[str, list[np.ndarray]], specs: list[str], n: int) -> N
                     rows.setdefault(f"{prefix + ' ' if prefix else ''}{name}", parts)
 
 
+def learned_rows(
+    args: argparse.Namespace, full: ContentionEnv, seeds: list[int], rows: dict[str, Any]
+) -> None:
+    """Train per training seed and add the learned policies' rows on the test ``seeds``."""
+    train_seeds = args.train_seeds or list(range(args.seeds))
+    if args.learner == "pg":
+        for seed in train_seeds:
+            out = train_pg(args, seed)
+            net = out["net"]
+            recipe = "scratch " if args.from_scratch else f"{args.teacher} "
+            if args.bc_smoothing > 0 and not args.from_scratch:
+                recipe = f"{args.teacher}~{args.bc_smoothing:g} "
+            tags = [("pg", out["best_state"])]
+            if not args.from_scratch:
+                tags.insert(0, ("bc", out["bc_state"]))
+            for tag, state in tags:
+                net.load_state_dict(state)
+                name = f"{recipe}{tag} (seed {seed})"
+                rows[name] = [env_run(full, s, net.act) for s in seeds]
+            print(f"seed {seed} curve: {out['curve']}", file=sys.stderr, flush=True)
+    elif args.train > 0:
+        for seed in train_seeds:
+            out = train(args, seed)
+            model = out["model"]
+            for tag, state in (("bc", out["bc_state"]), ("rl", out["best_state"])):
+                model.policy.load_state_dict(state)
+                rows[f"{tag} (seed {seed})"] = [
+                    env_run(full, s, policy_actor(model)) for s in seeds
+                ]
+            print(f"seed {seed} curve: {out['curve']}", file=sys.stderr)
+
+
 def main() -> None:
     """Run the head-to-head and print the table.
 
@@ -217,6 +302,15 @@ def main() -> None:
     160 jobs).  Seeds: training draws workload seeds in [10_000, 2**31) from each training seed's
     generator, validation uses 500-504 (BC epochs / RL checkpoints are picked there), the test
     table 1000-1009 (``--test``), which nothing else touches.
+
+    ``--workload philly``: windows of ``--window-jobs`` consecutive submissions of one VC of the
+    public Philly corpus (:func:`~envs.gym.workloads.contention_window`; the cuts of
+    ``conf/workload/philly.yaml``: durations capped at 2 days, arrivals scaled to 70% of the
+    64 GPUs, at most 200 macro-iterations per job; models drawn per window).  Training draws a
+    window per workload seed from the training VCs (:data:`~envs.gym.workloads.TRAIN_VCS`) in
+    days 0-75, validation (seeds 500-504) from the same VCs in days 75-90, and the test table
+    is ``--test-windows`` windows of the held-out VCs (:data:`~envs.gym.workloads.TEST_VCS`,
+    any day) drawn with ``--window-seed``: VCs no training or validation window comes from.
 
     Schedulers on the test seeds, all in full fidelity:
 
@@ -239,6 +333,11 @@ def main() -> None:
     """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--test", type=seed_list, default=list(range(1000, 1010)))
+    ap.add_argument("--workload", choices=["generator", "philly"], default="generator",
+                    help="paper-scale generator workloads or Philly trace windows")  # fmt: skip
+    ap.add_argument("--test-windows", type=int, default=10, help="philly: held-out windows")
+    ap.add_argument("--window-seed", type=int, default=12345, help="philly: test window draw")
+    ap.add_argument("--window-jobs", type=int, default=160, help="philly: jobs per window")
     ap.add_argument("--train", type=int, default=0, help="RL decisions per training seed")
     ap.add_argument("--seeds", type=int, default=3, help="training seeds")
     ap.add_argument("--every", type=int, default=20_000)
@@ -271,52 +370,35 @@ def main() -> None:
         help="only LWF-1 + SRSF(1) (the paired baseline) and the learned rows",
     )
     args = ap.parse_args()
+    if args.test_windows < 2 or args.window_jobs < 2:
+        ap.error("--test-windows and --window-jobs must be >= 2")
     th.set_num_threads(1)
     cluster = ClusterSpec()
-    tests = {s: paper_scale_workload(s) for s in args.test}
+    tests = test_workloads(args, cluster)
+    seeds = list(tests)
+    if args.workload == "philly":
+        print("test windows: " + ", ".join(w.name for w in tests.values()), file=sys.stderr)
     rows: dict[str, list[np.ndarray]] = {}
     t0 = time.perf_counter()
     for st in STACKS if not args.learned_only else ["lwf1_srsf1"]:
         rows[st] = [jcts_of(simulate(cluster, w, st, SimConfig(seed=s))) for s, w in tests.items()]
     full = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity="full")
+    if args.workload == "philly":  # episode seed i -> test window i
+        full = ContentionEnv(workloads=list(tests.values()), comm=COMM, placements=PLACEMENTS,
+                             fidelity="full")  # fmt: skip
     if not args.learned_only:
         rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
         for p in PLACEMENTS[1:]:
             rows[f"env:srsf+{p}"] = [
-                env_run(full, s, lambda e, _, p=p: srsf_teacher(e, p)) for s in args.test
+                env_run(full, s, lambda e, _, p=p: srsf_teacher(e, p)) for s in seeds
             ]
         rows["env:srsf_exclusive+lwf1"] = [
-            env_run(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in args.test
+            env_run(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in seeds
         ]
 
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    train_seeds = args.train_seeds or list(range(args.seeds))
-    if args.learner == "pg":
-        for seed in train_seeds:
-            out = train_pg(args, seed)
-            net = out["net"]
-            recipe = "scratch " if args.from_scratch else f"{args.teacher} "
-            if args.bc_smoothing > 0 and not args.from_scratch:
-                recipe = f"{args.teacher}~{args.bc_smoothing:g} "
-            tags = [("pg", out["best_state"])]
-            if not args.from_scratch:
-                tags.insert(0, ("bc", out["bc_state"]))
-            for tag, state in tags:
-                net.load_state_dict(state)
-                name = f"{recipe}{tag} (seed {seed})"
-                rows[name] = [env_run(full, s, net.act) for s in args.test]
-            print(f"seed {seed} curve: {out['curve']}", file=sys.stderr, flush=True)
-    elif args.train > 0:
-        for seed in train_seeds:
-            out = train(args, seed)
-            model = out["model"]
-            for tag, state in (("bc", out["bc_state"]), ("rl", out["best_state"])):
-                model.policy.load_state_dict(state)
-                rows[f"{tag} (seed {seed})"] = [
-                    env_run(full, s, policy_actor(model)) for s in args.test
-                ]
-            print(f"seed {seed} curve: {out['curve']}", file=sys.stderr)
-    merge_rows(rows, args.merge, len(args.test))
+    learned_rows(args, full, seeds, rows)
+    merge_rows(rows, args.merge, len(seeds))
     if args.save is not None:
         payload: dict[str, Any] = {
             f"{n}/{i}": j for n, js in rows.items() for i, j in enumerate(js)
@@ -326,7 +408,8 @@ def main() -> None:
     if args.cdf is not None:
         from evaluation.report import plot_cdf
 
-        plot_cdf(args.cdf, rows, f"Contention-v0, paper scale, test seeds {len(args.test)}")
+        what = "Philly held-out windows" if args.workload == "philly" else "paper scale, test seeds"
+        plot_cdf(args.cdf, rows, f"Contention-v0, {what} {len(seeds)}")
         print(f"JCT CDFs: {args.cdf}", file=sys.stderr)
 
 

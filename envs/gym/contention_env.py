@@ -12,9 +12,11 @@ Details: docs/design/envs.md#dlschedcontention-v0
 
 from __future__ import annotations
 
+import copy
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 import gymnasium as gym
@@ -22,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from envs.gym.workloads import TraceWindows, contention_window, usable_vcs
 from envs.sim import ClusterSpec, SimConfig
 from envs.sim.config import Fidelity
 from envs.sim.decisions import DecisionSimulator
@@ -90,8 +93,12 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
     ``decisions`` and the engine's :class:`~envs.sim.results.SimResult` (``result``).
 
     **Workloads**: ``generate_ada_srsf`` per episode seed (``scale="small"``: the reference's
-    1/100 scale; ``"paper"``: 1000-6000 iterations over 20 minutes), or ``workloads=[...]`` given
-    (e.g. trace windows), one per episode by the episode seed.  ``fidelity="fast"`` (default)
+    1/100 scale; ``"paper"``: 1000-6000 iterations over 20 minutes), or ``workloads=[...]`` given,
+    one per episode by the episode seed, or ``trace=TraceWindows(...)`` (or its fields as a
+    dict): a window of the Philly corpus drawn per episode with ``default_rng(episode seed)``
+    (:func:`~envs.gym.workloads.contention_window`: ``num_jobs`` jobs unless ``trace.jobs``,
+    real time, at most ``trace_max_iterations`` macro-iterations per job; JCTs in trace
+    seconds; the reset's ``info["trace"]`` records the cuts).  ``fidelity="fast"`` (default)
     merges iterations (~0.4 CPU-s per paper-scale episode; its JCTs differ from full fidelity by
     several percent, EXPERIMENTS.md); ``"full"`` simulates every iteration (~8 CPU-s).
     """
@@ -112,6 +119,8 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         J: int = 20,
         fidelity: str = "fast",
         max_invalid: int = 1000,
+        trace: TraceWindows | Mapping[str, Any] | None = None,
+        trace_max_iterations: int | None = 200,
     ) -> None:
         super().__init__()
         if scale not in ("small", "paper"):
@@ -142,6 +151,19 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
                 if unknown:
                     raise ConfigError(f"workload {w.name!r}: models {sorted(unknown)} have no "
                                       f"observation column (known: {list(_MODELS)})")  # fmt: skip
+        self.trace = _trace_windows(trace)
+        if self.trace is not None:
+            if self.workloads is not None:
+                raise ConfigError("give workloads or trace, not both")
+            tmi = trace_max_iterations
+            ok = isinstance(tmi, (int, np.integer)) and not isinstance(tmi, bool) and tmi >= 1
+            if tmi is not None and not ok:
+                raise ConfigError(
+                    f"trace_max_iterations must be an integer >= 1 or None, got {tmi!r}"
+                )
+            usable_vcs(self.trace, int(self.trace.jobs or num_jobs))  # a clear error now
+        self.trace_max_iterations = trace_max_iterations
+        self._windows: dict[int, tuple[Workload, dict[str, Any]]] = {}
         self.scale, self.num_jobs, self.comm = scale, int(num_jobs), comm
         self.placements = tuple(placements)
         self.J, self.C = int(J), len(self.placements)
@@ -156,7 +178,24 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         self.done = True
 
     # ------------------------------------------------------------------ episode
+    def _window(self, seed: int) -> tuple[Workload, dict[str, Any]]:
+        """The trace window of episode seed ``seed`` (cached: a group of rollouts reuses it)."""
+        assert self.trace is not None
+        if seed not in self._windows:
+            if len(self._windows) >= 256:
+                self._windows.clear()
+            self._windows[seed] = contention_window(
+                self.trace,
+                self.cluster,
+                np.random.default_rng(seed),
+                num_jobs=self.num_jobs,
+                max_iterations=self.trace_max_iterations,
+            )
+        return self._windows[seed]
+
     def _workload(self, seed: int) -> Workload:
+        if self.trace is not None:
+            return self._window(seed)[0]
         if self.workloads is not None:
             return self.workloads[seed % len(self.workloads)]
         if self.scale == "paper":
@@ -181,7 +220,10 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         self.invalid_run = 0
         self.done = False
         self._to_decision()
-        return self._obs(), {"workload": workload.name, "workload_seed": wseed}
+        info: dict[str, Any] = {"workload": workload.name, "workload_seed": wseed}
+        if self.trace is not None:
+            info["trace"] = copy.deepcopy(self._window(wseed)[1])  # the caller's to keep
+        return self._obs(), info
 
     def _fits(self, job: Job) -> bool:
         assert self.sim is not None
@@ -323,6 +365,25 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         obs[g0 + 1] = len(sim.running) / self.cluster.num_gpus
         obs[g0 + 2] = (len(self.submits) - bisect_right(self.submits, now)) / self.n
         return np.clip(obs, -1.0, 10.0)
+
+
+def _trace_windows(trace: TraceWindows | Mapping[str, Any] | None) -> TraceWindows | None:
+    """``trace`` as a checked :class:`TraceWindows` (a mapping gives its fields)."""
+    if trace is None or isinstance(trace, TraceWindows):
+        out = copy.deepcopy(trace)  # the env's own: a later change to the caller's cannot reach it
+    elif isinstance(trace, Mapping):
+        known = {f.name for f in fields(TraceWindows)}
+        unknown = sorted(set(map(str, trace)) - known)
+        if unknown:
+            raise ConfigError(f"trace: unknown keys {unknown}; known: {sorted(known)}")
+        out = TraceWindows(**dict(trace))
+    else:
+        raise ConfigError(
+            f"trace must be a TraceWindows, a mapping of its fields or None, got {trace!r}"
+        )
+    if out is not None:
+        out.check()
+    return out
 
 
 def srsf_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:

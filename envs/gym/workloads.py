@@ -1,28 +1,34 @@
 """Training on a distribution of workloads: DL²'s generator at random load and cluster size, and
 windows of the public Philly corpus.
 
-A :class:`Mixture` draws one *scenario* per group of rollouts (:meth:`Mixture.draw`): with
-probability ``trace_share`` a window of real jobs, otherwise a DL² generator workload; the
-cluster size (``nodes``) and the generator's arrival rate (``arrivals``, DL²'s
-``max_arrivals_per_slot``) are drawn uniformly from their ranges.  :func:`scenario_envs` builds
-the ``K`` envs of a group on it (all with the same jobs).  How a window of real jobs is
-drawn: :func:`trace_window`.
+A :class:`Mixture` draws one *scenario* per group of rollouts: with probability ``trace_share``
+a window of real jobs, otherwise a DL² generator workload at a cluster size (``nodes``) and
+arrival rate (``arrivals``) drawn uniformly; :func:`scenario_envs` builds the group's envs.
 
-**The corpus and its split** (:data:`PHILLY_CORPUS`, shipped gzip-compressed: the 80,847-job
-public Philly digest, all 15 VCs; see ``envs/sim/data/README.md``).  Training draws from
-:data:`TRAIN_VCS` in days :data:`TRAIN_DAYS`; validation from the same VCs in
-:data:`VALIDATION_DAYS`; tests use :data:`TEST_VCS` (never trained on, any day) and the training
-VCs after day :data:`TEST_DAYS` ``[0]``.  Users with the full source trace can point
-``path`` at any file :func:`~envs.sim.traces.read_trace` reads.
+**Trace windows** (:class:`TraceWindows`): ``jobs`` consecutive submissions of one VC, the VC
+drawn uniformly from ``vcs`` and the first job uniformly among that VC's submissions inside
+``days`` (days since the corpus's first submission; the window ends there too); durations
+capped at ``duration_cap_h`` hours; arrivals rescaled to ``load`` x the cluster's capacity
+(:func:`~envs.sim.traces.transform.scale_to_load`); larger requests clipped; models drawn with
+the window's seed (Philly records none).  :func:`trace_window` makes DL² elastic jobs of it
+(:func:`~envs.sim.elastic.trace.elastic_jobs_from_workload`), :func:`contention_window` a
+contention-engine workload for ``dlsched/Contention-v0`` and ``simulate()``.
+
+**The corpus and its split** (:data:`PHILLY_CORPUS`: the 80,847-job public Philly digest, all
+15 VCs, ``envs/sim/data/README.md``): training draws from :data:`TRAIN_VCS` in
+:data:`TRAIN_DAYS`, validation from the same VCs in :data:`VALIDATION_DAYS`, tests from
+:data:`TEST_VCS` (never trained on, any day; the training VCs in :data:`TEST_DAYS` give a
+split in time).  ``path`` may name any file :func:`~envs.sim.traces.read_trace` reads.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +38,8 @@ from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.types import dl2_job_types
 from envs.sim.elastic.workload import DL2Setting
 from envs.sim.errors import ConfigError, WorkloadError
+from envs.sim.spec import ClusterSpec, Workload
+from envs.sim.traces.model import Trace
 
 __all__ = [
     "PHILLY_CORPUS",
@@ -44,8 +52,10 @@ __all__ = [
     "MixtureConfig",
     "Scenario",
     "TraceWindows",
+    "contention_window",
     "scenario_envs",
     "trace_window",
+    "usable_vcs",
 ]
 
 #: The public Philly corpus shipped with the package (gzip).
@@ -83,18 +93,34 @@ class TraceWindows:
     load: float = 1.0
 
     def check(self) -> None:
-        if not self.vcs:
-            raise ConfigError("trace windows need at least one VC (windows.vcs)")
-        if len(self.days) != 2 or not (0 <= self.days[0] < self.days[1] < math.inf):
+        if (
+            isinstance(self.vcs, str)
+            or not self.vcs
+            or not all(isinstance(v, str) for v in self.vcs)
+        ):
+            raise ConfigError(f"trace windows need a list of VC names (windows.vcs), got "
+                              f"{self.vcs!r}")  # fmt: skip
+        try:
+            days = [float(d) for d in self.days]
+        except (TypeError, ValueError):
+            days = []
+        if len(days) != 2 or not (0 <= days[0] < days[1] < math.inf):
             raise ConfigError(
                 f"windows.days must be [start, end) with 0 <= start < end, got {self.days}"
             )
+        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int | np.integer):
+            raise ConfigError(f"windows.jobs must be an integer, got {self.jobs!r}")
         if self.jobs < 0:
             raise ConfigError(f"windows.jobs must be >= 0 (0 = the setting's), got {self.jobs}")
         for name in ("duration_cap_h", "load"):
-            v = float(getattr(self, name))
+            try:
+                v = float(getattr(self, name))
+            except (TypeError, ValueError):
+                v = math.nan
             if not (math.isfinite(v) and v > 0):
-                raise ConfigError(f"windows.{name} must be a finite number > 0, got {v}")
+                raise ConfigError(
+                    f"windows.{name} must be a finite number > 0, got {getattr(self, name)!r}"
+                )
 
 
 @dataclass
@@ -129,43 +155,56 @@ def _range(values: list[int], name: str) -> tuple[int, int] | None:
     return int(values[0]), int(values[1])
 
 
-def trace_window(
-    windows: TraceWindows, setting: DL2Setting, rng: np.random.Generator, *, tries: int = 20
-) -> tuple[tuple[Any, ...], str]:
-    """The elastic jobs of one window drawn with ``rng`` and a label naming it.
+@functools.lru_cache(maxsize=32)
+def _starts(path: str, vcs: tuple[str, ...], lo: float, hi: float) -> dict[str, tuple[float, ...]]:
+    """Submission times (s) of each VC of ``vcs`` in ``[lo, hi)``: the possible window starts."""
+    corpus = _corpus(path)
+    return {
+        vc: tuple(j.submit_s for j in corpus.jobs if j.vc == vc and lo <= j.submit_s < hi)
+        for vc in vcs
+    }
 
-    **Trace windows** (:class:`TraceWindows`): ``jobs`` consecutive submissions of one VC, the VC
-    drawn uniformly from ``vcs`` and the first job uniformly among that VC's submissions inside
-    ``days`` (days since the corpus's first submission); durations capped at ``duration_cap_h``
-    hours; arrivals rescaled so the offered load is ``load`` x the cluster's worker capacity
-    (:func:`~envs.sim.traces.transform.scale_to_load`); requests above the setting's
-    ``max_workers`` clipped; models drawn with the window's seed (Philly records none); then the
-    env's trace rules (:func:`~envs.sim.elastic.trace.elastic_jobs_from_workload`: requested GPUs
-    become the caps, work = the traced duration at that allocation).
-    """
-    from envs.sim.elastic.speed import MeasuredSpeed
-    from envs.sim.traces import ConvertOptions, convert_trace
-    from envs.sim.traces.transform import cap_durations, fit_to_cluster, scale_to_load, select
 
+def usable_vcs(windows: TraceWindows, num_jobs: int) -> list[str]:
+    """The VCs of ``windows`` that can give a window of ``num_jobs`` jobs (at least ``max(2,
+    num_jobs // 2)`` submissions in its days); none is a :class:`ConfigError`."""
     windows.check()
     path = str(windows.path or PHILLY_CORPUS)
-    corpus = _corpus(path)
-    n = int(windows.jobs or setting.num_jobs)
-    lo, hi = windows.days[0] * _DAY, windows.days[1] * _DAY
-    starts = {
-        vc: [j.submit_s for j in corpus.jobs if j.vc == vc and lo <= j.submit_s < hi]
-        for vc in windows.vcs
-    }
-    usable = [vc for vc, s in starts.items() if len(s) >= max(2, n // 2)]
+    need = max(2, num_jobs // 2)
+    starts = _starts(path, tuple(windows.vcs), windows.days[0] * _DAY, windows.days[1] * _DAY)
+    usable = [vc for vc, s in starts.items() if len(s) >= need]
     if not usable:
         raise ConfigError(
-            f"{path}: no usable trace window: no VC of {windows.vcs} has {max(2, n // 2)} "
+            f"{path}: no usable trace window: no VC of {windows.vcs} has {need} "
             f"submissions in days {windows.days}"
         )
-    cluster = setting.cluster()
-    types = dl2_job_types()
-    worker_gpu = max(min(t.worker_gpu for t in types), 1)
-    capacity = max(cluster.num_nodes * cluster.gpu_slots // worker_gpu, 1)
+    return usable
+
+
+T = TypeVar("T")
+
+
+def _draw_window(
+    windows: TraceWindows,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    capacity: int,
+    max_gpus: int,
+    build: Callable[[Trace, int], T],
+    tries: int,
+) -> tuple[T, str, Trace]:
+    """One window of ``n`` jobs drawn with ``rng`` (module docstring), its arrivals scaled to
+    ``windows.load`` x ``capacity``, requests above ``max_gpus`` clipped (counted in the
+    trace's steps), then ``build(trace, seed)`` with a seed drawn from ``rng``; a window that
+    ``build`` or the scaling rejects (:class:`WorkloadError`) is redrawn, up to ``tries``."""
+    from envs.sim.traces.transform import cap_durations, fit_to_cluster, scale_to_load, select
+
+    usable = usable_vcs(windows, n)
+    path = str(windows.path or PHILLY_CORPUS)
+    corpus = _corpus(path)
+    lo, hi = windows.days[0] * _DAY, windows.days[1] * _DAY
+    starts = _starts(path, tuple(windows.vcs), lo, hi)
     last: Exception | None = None
     for _ in range(tries):
         vc = usable[int(rng.integers(len(usable)))]
@@ -177,19 +216,101 @@ def trace_window(
                 continue
             t = cap_durations(t, windows.duration_cap_h * 3600.0)
             t = scale_to_load(t, capacity, windows.load)
-            t = fit_to_cluster(t, setting.max_workers, "clip")
-            seed = int(rng.integers(2**31 - 1))
-            workload, _ = convert_trace(t, seed=seed, options=ConvertOptions(unknown_models="draw"))
-            jobs = elastic_jobs_from_workload(
-                workload,
-                slot_s=cluster.slot_s,
-                speed=MeasuredSpeed(max_ps=setting.max_ps, max_workers=setting.max_workers),
-            )
+            t = fit_to_cluster(t, max_gpus, "clip")
+            out = build(t, int(rng.integers(2**31 - 1)))
         except WorkloadError as exc:  # e.g. a window whose jobs all submit at once
             last = exc
             continue
-        return jobs, f"philly:{vc}@{first / _DAY:.2f}d:{len(jobs)}"
+        return out, f"philly:{vc}@{first / _DAY:.2f}d:{len(t.jobs)}", t
     raise ConfigError(f"{path}: no usable trace window in {tries} draws ({last})")
+
+
+def trace_window(
+    windows: TraceWindows, setting: DL2Setting, rng: np.random.Generator, *, tries: int = 20
+) -> tuple[tuple[Any, ...], str]:
+    """The elastic jobs of one window drawn with ``rng`` and a label naming it."""
+    from envs.sim.elastic.speed import MeasuredSpeed
+    from envs.sim.traces import ConvertOptions, convert_trace
+
+    cluster = setting.cluster()
+    types = dl2_job_types()
+    worker_gpu = max(min(t.worker_gpu for t in types), 1)
+    capacity = max(cluster.num_nodes * cluster.gpu_slots // worker_gpu, 1)
+
+    def build(t: Trace, seed: int) -> tuple[Any, ...]:
+        workload, _ = convert_trace(t, seed=seed, options=ConvertOptions(unknown_models="draw"))
+        return elastic_jobs_from_workload(
+            workload,
+            slot_s=cluster.slot_s,
+            speed=MeasuredSpeed(max_ps=setting.max_ps, max_workers=setting.max_workers),
+        )
+
+    jobs, label, _ = _draw_window(
+        windows,
+        int(windows.jobs or setting.num_jobs),
+        rng,
+        capacity=capacity,
+        max_gpus=setting.max_workers,
+        build=build,
+        tries=tries,
+    )
+    return jobs, label
+
+
+def contention_window(
+    windows: TraceWindows,
+    cluster: ClusterSpec,
+    rng: np.random.Generator,
+    *,
+    num_jobs: int = 160,
+    max_iterations: int | None = 200,
+    tries: int = 20,
+) -> tuple[Workload, dict[str, Any]]:
+    """A contention-engine :class:`~envs.sim.spec.Workload` (``dlsched/Contention-v0``,
+    ``simulate()``) from one window drawn with ``rng``, and the record of how it was made.
+
+    The window and its cuts as for the DL² env (module docstring: ``windows.jobs`` jobs, or
+    ``num_jobs`` when 0; durations capped at ``windows.duration_cap_h``), with the conventions
+    of ``evaluate.py``'s Philly workloads (``conf/workload/philly.yaml``) for the rest: arrivals
+    scaled so the offered load is ``windows.load`` x ``cluster.num_gpus`` GPUs; a request above
+    ``cluster.num_gpus`` GPUs clipped to it, keeping its duration (``record["clipped"]`` counts
+    them); :func:`~envs.sim.traces.convert_trace` in real time (1000 sim ms per trace second)
+    with ``unknown_models="draw"``: each job's model drawn uniformly over
+    :data:`~envs.sim.models.REFERENCE_MODELS` with a seed drawn from ``rng``, iterations =
+    ``round(duration_s * 1000 / (forward_ms + backward_ms))``, run as at most
+    ``max_iterations`` macro-iterations (``None``: every iteration).  The workload's name is
+    the window's label, ``philly:<vc>@<first submission, days>d:<jobs>``."""
+    from envs.sim.traces import ConvertOptions, convert_trace
+
+    if max_iterations is not None and not (
+        isinstance(max_iterations, (int, np.integer)) and max_iterations >= 1
+    ):
+        raise ConfigError(f"max_iterations must be an integer >= 1 or None, got {max_iterations!r}")
+    if not (isinstance(num_jobs, (int, np.integer)) and num_jobs >= 1):
+        raise ConfigError(f"num_jobs must be an integer >= 1, got {num_jobs!r}")
+    options = ConvertOptions(unknown_models="draw", max_iterations=max_iterations)
+
+    def build(t: Trace, seed: int) -> tuple[Workload, dict[str, Any]]:
+        return convert_trace(t, seed=seed, options=options)
+
+    (workload, rules), label, t = _draw_window(
+        windows,
+        int(windows.jobs or num_jobs),
+        rng,
+        capacity=cluster.num_gpus,
+        max_gpus=cluster.num_gpus,
+        build=build,
+        tries=tries,
+    )
+    workload = Workload(workload.jobs, name=label, source=workload.source)
+    workload.check_fits(cluster)
+    record = {
+        "label": label,
+        **t.record(),
+        "clipped": int(t.steps[-1]["changed"]),
+        "conversion": rules,
+    }
+    return workload, record
 
 
 class Mixture:
