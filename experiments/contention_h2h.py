@@ -34,7 +34,7 @@ from _common import seed_list
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode, teacher_data
 from agents.episode_pg import clone as pg_clone
 from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher
-from envs.sim import ClusterSpec, SimConfig, simulate
+from envs.sim import ClusterSpec, ModelOptions, SimConfig, simulate
 from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V
 from envs.sim.workload import paper_scale_workload
@@ -277,7 +277,10 @@ def main() -> None:
     rows: dict[str, list[np.ndarray]] = {}
     t0 = time.perf_counter()
     for st in STACKS if not args.learned_only else ["lwf1_srsf1"]:
-        rows[st] = [jcts_of(simulate(cluster, w, st, SimConfig(seed=s))) for s, w in tests.items()]
+        rows[st] = [
+            jcts_of(simulate(cluster, w, st, SimConfig(model=ModelOptions(seed=s))))
+            for s, w in tests.items()
+        ]
     full = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity="full")
     if not args.learned_only:
         rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
