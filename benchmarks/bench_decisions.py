@@ -32,7 +32,7 @@ import torch as th
 
 from envs.gym.contention_env import ContentionEnv, srsf_teacher
 from envs.sim import ClusterSpec, SimConfig, simulate
-from envs.sim.config import Fidelity
+from envs.sim.config import Fidelity, FidelityOptions, RunOptions
 from envs.sim.decisions import simulate_decisions
 from envs.sim.workload import generate_ada_srsf, paper_scale_workload
 
@@ -72,12 +72,13 @@ def _mlp_actor(env: ContentionEnv) -> Any:
 
 def cell(scale: str, fidelity: str, seeds: list[int]) -> dict[str, float]:
     make = paper_scale_workload if scale == "paper" else generate_ada_srsf
-    cluster, cfg = ClusterSpec(), SimConfig(fidelity=Fidelity(fidelity), engine="python")
+    level = FidelityOptions(level=Fidelity(fidelity))
+    cluster, cfg = ClusterSpec(), SimConfig(fidelity=level, run=RunOptions(engine="python"))
     out: dict[str, list[float]] = {k: [] for k in ("simulate", "native", "api", "env_teacher",
                                                     "env_policy", "steps")}  # fmt: skip
     env = ContentionEnv(scale=scale, fidelity=fidelity)
     actor = _mlp_actor(env)
-    auto = SimConfig(fidelity=Fidelity(fidelity))
+    auto = SimConfig(fidelity=level)
     for seed in seeds:
         w = make(seed)
         out["simulate"].append(_cpu(partial(simulate, cluster, w, "lwf1_adasrsf", cfg)))

@@ -27,7 +27,17 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from envs.sim import ClusterSpec, Fidelity, SimConfig, SimResult, Workload, native, simulate
+from envs.sim import (
+    ClusterSpec,
+    Fidelity,
+    FidelityOptions,
+    RunOptions,
+    SimConfig,
+    SimResult,
+    Workload,
+    native,
+    simulate,
+)
 from envs.sim.stacks import REFERENCE_ALGO, STACKS
 from envs.sim.workload import builtin_ada_srsf, load_reference_summary, scale_workload
 
@@ -86,7 +96,7 @@ def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
         head += f" FAST(K from {steps} steps) CPU s | FAST - FULL |"
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
-    full_cfg = SimConfig(engine=engine)
+    full_cfg = SimConfig(run=RunOptions(engine=engine))
     worst = 0.0
     for seed in seeds:
         w = scale_workload(builtin_ada_srsf(seed), 100, 100)
@@ -98,14 +108,16 @@ def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
             )
             if python and engine == "native":
                 cp, rp = _timed(
-                    stack, w, replace(full_cfg, engine="python"), clock=time.process_time
+                    stack, w, full_cfg.override(engine="python"), clock=time.process_time
                 )
                 same = [(r.start_ms, r.finish_ms) for r in rp.records] == [
                     (r.start_ms, r.finish_ms) for r in rl.records
                 ]
                 row += f" {cp:.2f} | {'yes' if same else 'NO'} |"
             if fast:
-                cfg = replace(full_cfg, fidelity=Fidelity.FAST, fast_min_steps=steps)
+                cfg = replace(
+                    full_cfg, fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=steps)
+                )
                 cf, rf = _timed(stack, w, cfg, clock=time.process_time)
                 dev = 100 * (rf.summary()["avg_jct_ms"] / 1000 - jl) / jl
                 worst = max(worst, abs(dev))
@@ -127,7 +139,7 @@ def main() -> None:
         "--python", action="store_true", help="paper scale: also the Python engine (slow)"
     )
     ap.add_argument("--fast", action="store_true", help="paper scale: also FAST fidelity")
-    ap.add_argument("--steps", type=int, default=SimConfig().fast_min_steps)
+    ap.add_argument("--steps", type=int, default=FidelityOptions().fast_min_steps)
     args = ap.parse_args()
     print(f"python {platform.python_version()} on {platform.machine()}")
     reference_scale(args.seed, args.repeat)

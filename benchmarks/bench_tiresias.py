@@ -20,7 +20,16 @@ import argparse
 import platform
 import time
 
-from envs.sim import ClusterSpec, Fidelity, NetworkSpec, SimConfig, SimResult, Workload, simulate
+from envs.sim import (
+    ClusterSpec,
+    Fidelity,
+    FidelityOptions,
+    NetworkSpec,
+    SimConfig,
+    SimResult,
+    Workload,
+    simulate,
+)
 from envs.sim.workload import builtin_tiresias_trace
 
 CLUSTER = ClusterSpec(15, 4, network=NetworkSpec(a_ms=0.0, b_ms_per_mb=1e-9, eta_ms_per_mb=0.0))
@@ -37,7 +46,7 @@ def timed(stack: str, w: Workload, repeat: int) -> tuple[float, float, SimResult
     best, cpu, res = float("inf"), 0.0, None
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
-        r = simulate(CLUSTER, w, stack, SimConfig(fidelity=Fidelity.JOB))
+        r = simulate(CLUSTER, w, stack, SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB)))
         wall = time.perf_counter() - t0
         if wall < best:
             best, cpu, res = wall, time.process_time() - c0, r

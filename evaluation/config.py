@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from envs.sim.config import FidelityOptions, RunOptions
 from envs.sim.traces.options import RepairsConfig, TraceConfig
 
 __all__ = [
@@ -180,16 +181,18 @@ class EvaluateConfig:
     policy_eval: PolicyEvalConfig = field(default_factory=PolicyEvalConfig)
     stacks: list[str] = field(default_factory=lambda: list(HEADLINE_STACKS))
     baseline: str | None = None
+    # the simulation: a SimConfig.named mode and settings by their flat SimConfig keys
+    # (envs.sim.config.FLAT_FIELDS), at SimConfig's defaults but for the heartbeat
     mode: str = "correct"
-    fidelity: str = "full"
-    engine: str = "auto"
-    max_wall_s: float | None = None
+    fidelity: str = FidelityOptions().level.value
+    engine: str = RunOptions().engine
+    max_wall_s: float | None = RunOptions().max_wall_s
     progress_s: float | None = 60.0
     seeds: list[int] = field(default_factory=lambda: [0])
     workers: int = 0
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     out_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}_evaluate"
-    check_invariants: bool = False
+    check_invariants: bool = RunOptions().check_invariants
     plot: bool = True
 
 

@@ -14,7 +14,6 @@ from hydra.utils import to_absolute_path
 from envs.sim import (
     ClusterSpec,
     ConfigError,
-    Fidelity,
     NetworkSpec,
     SimConfig,
     Workload,
@@ -213,15 +212,11 @@ def build_cluster(c: ClusterConfig) -> ClusterSpec:
 
 
 def sim_config(cfg: EvaluateConfig, seed: int) -> SimConfig:
-    """``SimConfig.named(mode)`` with the run's fidelity, invariant checks, seed and engine."""
-    try:
-        fidelity = Fidelity(cfg.fidelity)
-    except ValueError:
-        known = sorted(f.value for f in Fidelity)
-        raise ConfigError(f"unknown fidelity {cfg.fidelity!r}; known: {known}") from None
+    """``SimConfig.named(mode)`` with the run's fidelity, invariant checks, seed and engine
+    (the config's flat keys, see :data:`envs.sim.config.FLAT_FIELDS`)."""
     return SimConfig.named(
         cfg.mode,
-        fidelity=fidelity,
+        fidelity=cfg.fidelity,
         check_invariants=cfg.check_invariants,
         seed=seed,
         engine=cfg.engine,

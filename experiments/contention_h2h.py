@@ -45,7 +45,7 @@ from envs.gym.workloads import (
     TraceWindows,
     contention_window,
 )
-from envs.sim import ClusterSpec, SimConfig, simulate
+from envs.sim import ClusterSpec, ModelOptions, SimConfig, simulate
 from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V
 from envs.sim.workload import paper_scale_workload
@@ -381,7 +381,10 @@ def main() -> None:
     rows: dict[str, list[np.ndarray]] = {}
     t0 = time.perf_counter()
     for st in STACKS if not args.learned_only else ["lwf1_srsf1"]:
-        rows[st] = [jcts_of(simulate(cluster, w, st, SimConfig(seed=s))) for s, w in tests.items()]
+        rows[st] = [
+            jcts_of(simulate(cluster, w, st, SimConfig(model=ModelOptions(seed=s))))
+            for s, w in tests.items()
+        ]
     full = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity="full")
     if args.workload == "philly":  # episode seed i -> test window i
         full = ContentionEnv(workloads=list(tests.values()), comm=COMM, placements=PLACEMENTS,

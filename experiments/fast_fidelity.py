@@ -27,7 +27,7 @@ from pathlib import Path
 
 from _common import seed_list
 
-from envs.sim import ClusterSpec, Fidelity, SimConfig, simulate
+from envs.sim import ClusterSpec, Fidelity, FidelityOptions, SimConfig, simulate
 from envs.sim.stacks import STACKS
 from envs.sim.workload import builtin_ada_srsf, jitter_compute, scale_workload
 
@@ -39,7 +39,7 @@ def _label(steps: int | None) -> str:
     ``fast_min_steps``, ``fast<steps>`` otherwise."""
     if steps is None:
         return "full"
-    return "fast" if steps == SimConfig().fast_min_steps else f"fast{steps}"
+    return "fast" if steps == FidelityOptions().fast_min_steps else f"fast{steps}"
 
 
 def _one(stack: str, seed: int, member: int, rel: float, steps: int | None) -> dict[str, object]:
@@ -47,10 +47,10 @@ def _one(stack: str, seed: int, member: int, rel: float, steps: int | None) -> d
     w = scale_workload(builtin_ada_srsf(seed), 100, 100)
     if member:
         w = jitter_compute(w, rel, seed=1000 * seed + member)
-    cfg = SimConfig(
-        fidelity=Fidelity.FULL if steps is None else Fidelity.FAST,
-        fast_min_steps=steps or SimConfig().fast_min_steps,
-    )
+    if steps is None:
+        cfg = SimConfig()
+    else:
+        cfg = SimConfig(fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=steps))
     t0 = time.process_time()
     res = simulate(ClusterSpec(), w, stack, cfg)
     return {
@@ -189,7 +189,7 @@ def main() -> None:
     ap.add_argument("--members", type=int, default=5, help="ensemble size, shipped timings incl.")
     ap.add_argument("--rel", type=float, default=1e-3, help="max relative jitter of fw/bw times")
     ap.add_argument(
-        "--steps", type=int, default=SimConfig().fast_min_steps, help="FAST's fast_min_steps"
+        "--steps", type=int, default=FidelityOptions().fast_min_steps, help="FAST's fast_min_steps"
     )
     ap.add_argument("--fast-only", action="store_true", help="run: FAST rows only")
     ap.add_argument("--procs", type=int, default=max(1, (os.cpu_count() or 2) - 1))

@@ -8,7 +8,7 @@ the effect on cluster-level average JCT when PS jobs use TicTac's iteration mode
 **Scaling** (the shape of the paper's Fig. 9 and 10): one PS job alone on a cluster of
 one-GPU servers, ``W`` workers on ``W`` servers, ``P`` parameter servers placed with the
 workers (PS ``k`` on worker ``k mod W``'s server), simulated by the contention engine for
-``--iters`` iterations under ``SimConfig(ps_iteration=...)``.  Speed-up of order X =
+``--iters`` iterations under ``SimConfig.model.ps_iteration``.  Speed-up of order X =
 ``JCT(random) / JCT(X) - 1`` (throughput gain, as the paper reports it).  Fig. 9 scales
 workers with PS:worker = 1:4; Fig. 10 scales PSs with 8 workers.  The random baseline draws
 a fresh order per worker and iteration (its slowest worker sets the pace).
@@ -26,7 +26,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from envs.sim import ClusterSpec, CommArch, JobSpec, NetworkSpec, SimConfig, Workload, simulate
+from envs.sim import (
+    ClusterSpec,
+    CommArch,
+    JobSpec,
+    ModelOptions,
+    NetworkSpec,
+    SimConfig,
+    Workload,
+    simulate,
+)
 from envs.sim.models import PAPER_MODELS
 from envs.sim.workload import builtin_ada_srsf
 
@@ -40,7 +49,7 @@ def iteration_ms(
     """Mean iteration time (ms) of one PS job alone on ``workers`` one-GPU servers."""
     cluster = ClusterSpec(workers, 1, network=NetworkSpec(0.0, b, 0.235))
     job = JobSpec(0, 0.0, PAPER_MODELS[model], iters, workers, CommArch.PS, num_ps=ps)
-    cfg = SimConfig(ps_iteration=mode, seed=seed)
+    cfg = SimConfig(model=ModelOptions(seed=seed, ps_iteration=mode))
     return simulate(cluster, Workload((job,)), "ff_fs", cfg).records[0].jct_ms / iters
 
 
@@ -90,7 +99,9 @@ def cluster(seeds: Sequence[int], stack: str) -> None:
         w = as_ps(builtin_ada_srsf(seed))
         avg = {}
         for m in MODES:
-            r = simulate(ClusterSpec(), w, stack, SimConfig(ps_iteration=m, seed=seed))
+            r = simulate(
+                ClusterSpec(), w, stack, SimConfig(model=ModelOptions(seed=seed, ps_iteration=m))
+            )
             avg[m] = float(np.mean(r.jcts_ms())) / 10.0
         rows.append(avg)
         print(_cluster_row(str(seed), avg))

@@ -23,7 +23,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from envs.sim import ClusterSpec, Fidelity, NetworkSpec, SimConfig, Workload, simulate
+from envs.sim import (
+    ClusterSpec,
+    Fidelity,
+    FidelityOptions,
+    NetworkSpec,
+    SimConfig,
+    Workload,
+    simulate,
+)
 from envs.sim.models import TIRESIAS_MODELS
 from envs.sim.stacks import TIRESIAS_STACKS
 from envs.sim.workload import builtin_philly_trace, builtin_tiresias_trace
@@ -49,7 +57,7 @@ def table(title: str, cluster: ClusterSpec, w: Workload, cfg: SimConfig, unit: s
     print(f"\n### {title}\n")
     head = f"| stack | avg JCT {unit} | median {unit} | p95 {unit} | makespan {unit} |"
     head += " preemptions | wall s |"
-    upstream = "60" in w.name and cfg.fidelity is Fidelity.JOB
+    upstream = "60" in w.name and cfg.fidelity.level is Fidelity.JOB
     if upstream:
         head += " upstream avg JCT s |"
     print(head)
@@ -74,7 +82,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the FULL-fidelity table")
     args = ap.parse_args()
     w60 = builtin_tiresias_trace()
-    job = SimConfig(fidelity=Fidelity.JOB)
+    job = SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))
     table(
         "60-job trace, 16 GPUs, duration model (JOB fidelity, free network)",
         ClusterSpec(4, 4, network=FREE_NET),

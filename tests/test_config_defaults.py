@@ -22,7 +22,10 @@ import yaml
 from agents.config import AgentConfig
 from envs.gym.factory import EnvConfig
 from envs.gym.workloads import MixtureConfig
+from envs.sim.config import FLAT_FIELDS, Fidelity, SimConfig
+from envs.sim.errors import ConfigError
 from evaluation.config import ClusterConfig, EvaluateConfig, RunnerConfig, WorkloadConfig
+from evaluation.workloads import sim_config
 from training.config import EvalConfig, FederatedConfig, PretrainRunConfig, TrainConfig
 from training.pretraining import PretrainConfig
 
@@ -140,3 +143,17 @@ def test_the_check_finds_a_restated_default() -> None:
         "federated.clusters[0].env.setting: 'small'",
         "eval.seeds: [100, 101, 102]",
     ]
+
+
+def test_evaluate_sim_keys_are_simconfig_flat_keys() -> None:
+    """``evaluate.py``'s simulation keys (``fidelity``, ``engine``, ...) are ``SimConfig``'s
+    flat keys at its defaults (``progress_s`` aside): ``SimConfig`` is their source of truth."""
+    sim_keys = {"fidelity", "engine", "max_wall_s", "progress_s", "check_invariants"}
+    assert sim_keys <= set(FLAT_FIELDS)
+    assert sim_keys <= {f.name for f in dataclasses.fields(EvaluateConfig)}
+    cfg = sim_config(EvaluateConfig(), seed=3)
+    assert cfg == SimConfig.from_flat(seed=3, progress_s=EvaluateConfig().progress_s)
+    fast = sim_config(EvaluateConfig(fidelity="fast", engine="python"), seed=0)
+    assert (fast.fidelity.level, fast.run.engine) == (Fidelity.FAST, "python")
+    with pytest.raises(ConfigError, match="unknown fidelity 'exact'"):
+        sim_config(EvaluateConfig(fidelity="exact"), seed=0)

@@ -67,7 +67,8 @@ def test_one_stack_writes_the_run_dir(tmp_path: Path) -> None:
     assert {"python", "numpy", "dlsched"} <= set(record["versions"])
     [run] = record["runs"]
     assert run["stack"] == "lwf1_srsf1" and run["seed"] == 0
-    assert run["sim_config"]["seed"] == 0 and run["sim_config"]["fidelity"] == "full"
+    sim = run["sim_config"]
+    assert sim["model"]["seed"] == 0 and sim["fidelity"]["level"] == "full"
     assert (run_dir / ".hydra" / "config.yaml").exists()
 
 

@@ -19,7 +19,16 @@ from typing import Any
 
 import pytest
 
-from envs.sim import ClusterSpec, DlschedError, NetworkSpec, SimConfig, simulate
+from envs.sim import (
+    ClusterSpec,
+    DlschedError,
+    ModelOptions,
+    NetworkSpec,
+    QuirkOptions,
+    RunOptions,
+    SimConfig,
+    simulate,
+)
 from envs.sim.config import TiresiasConfig
 from envs.sim.traces import ConvertOptions, convert_trace, read_trace
 
@@ -100,10 +109,10 @@ def _sim_configs() -> list[tuple[str, Callable[[float], Any]]]:
         ("network.eta_ms_per_mb", lambda v: NetworkSpec(eta_ms_per_mb=v)),
         ("cluster.gpu_memory_mb", lambda v: ClusterSpec(gpu_memory_mb=v)),
         ("cluster.host_memory_gb_per_server", lambda v: ClusterSpec(host_memory_gb_per_server=v)),
-        ("tick_ms", lambda v: SimConfig(tick_ms=v)),
-        ("preemption_cost_ms", lambda v: SimConfig(preemption_cost_ms=v)),
-        ("max_wall_s", lambda v: SimConfig(max_wall_s=v)),
-        ("progress_s", lambda v: SimConfig(progress_s=v)),
+        ("tick_ms", lambda v: SimConfig(quirks=QuirkOptions(tick_ms=v))),
+        ("preemption_cost_ms", lambda v: SimConfig(model=ModelOptions(preemption_cost_ms=v))),
+        ("max_wall_s", lambda v: SimConfig(run=RunOptions(max_wall_s=v))),
+        ("progress_s", lambda v: SimConfig(run=RunOptions(progress_s=v))),
         ("promote_knob", lambda v: TiresiasConfig(promote_knob=v)),
         ("gittins_delta_gpu_s", lambda v: TiresiasConfig(gittins_delta_gpu_s=v)),
         ("time_unit", lambda v: ConvertOptions(time_unit=v)),
@@ -137,7 +146,7 @@ def test_extreme_but_finite_network_runs_finish_finitely(key: str, value: float)
             ClusterSpec(network=net),
             builtin_ada_srsf(0),
             "lwf1_adasrsf",
-            SimConfig(max_wall_s=60.0),
+            SimConfig(run=RunOptions(max_wall_s=60.0)),
         )
     except DlschedError:
         return

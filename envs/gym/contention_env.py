@@ -26,7 +26,7 @@ from gymnasium import spaces
 
 from envs.gym.workloads import TraceWindows, contention_window, usable_vcs
 from envs.sim import ClusterSpec, SimConfig
-from envs.sim.config import Fidelity
+from envs.sim.config import Fidelity, FidelityOptions, ModelOptions
 from envs.sim.decisions import DecisionSimulator
 from envs.sim.engine import Job
 from envs.sim.errors import ConfigError
@@ -210,7 +210,9 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         if options and "workload_seed" in options:
             wseed = int(options["workload_seed"])
         workload = self._workload(wseed)
-        cfg = SimConfig(fidelity=self.fidelity, seed=wseed)
+        cfg = SimConfig(
+            fidelity=FidelityOptions(level=self.fidelity), model=ModelOptions(seed=wseed)
+        )
         self.sim = DecisionSimulator(self.cluster, workload, make_stack(f"lwf1_{self.comm}"), cfg)
         self.placers = [make_stack(f"{p}_{self.comm}").placer for p in self.placements]
         self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)

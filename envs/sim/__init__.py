@@ -5,7 +5,14 @@ Build a :class:`ClusterSpec`, a :class:`Workload` and a :class:`SchedulerStack`,
 Units: milliseconds and megabytes (see :mod:`envs.sim.spec`).
 """
 
-from envs.sim.config import Fidelity, SimConfig
+from envs.sim.config import (
+    Fidelity,
+    FidelityOptions,
+    ModelOptions,
+    QuirkOptions,
+    RunOptions,
+    SimConfig,
+)
 from envs.sim.engine import Simulator, simulate
 from envs.sim.errors import ConfigError, DlschedError, WorkloadError
 from envs.sim.results import JobRecord, SimResult
@@ -19,10 +26,14 @@ __all__ = [
     "ConfigError",
     "DlschedError",
     "Fidelity",
+    "FidelityOptions",
     "JobRecord",
     "JobSpec",
+    "ModelOptions",
     "ModelProfile",
     "NetworkSpec",
+    "QuirkOptions",
+    "RunOptions",
     "SchedulerStack",
     "SimConfig",
     "SimResult",

@@ -1,11 +1,25 @@
-"""Simulation settings: the model (correct vs reference-compatible) and the fidelity level."""
+"""Simulation settings: how the simulator reads the paper's model, in four groups.
+
+:class:`SimConfig` holds one frozen group per kind of setting: :class:`QuirkOptions` (the
+public reference simulator's quirks), :class:`FidelityOptions` (how many events an
+iteration costs), :class:`ModelOptions` (the model's own parameters) and :class:`RunOptions`
+(how a run is executed and debugged).  Each group checks its own fields; ``SimConfig`` checks
+the rules that span groups.  ``SimConfig()`` is the paper's model implemented correctly.
+
+Every setting also has one flat key (``tick_ms``, ``fidelity``, ``seed``, ``engine``, ...):
+:data:`FLAT_FIELDS` maps each to its group and field, and is the only such map.  Flat keys
+are what users pass (Hydra/CLI keys, the overrides of :meth:`SimConfig.named` and
+:meth:`SimConfig.reference`, :meth:`SimConfig.from_flat`, :meth:`SimConfig.override`) and
+what run records written before the groups hold (:meth:`SimConfig.from_dict` reads both).
+"""
 
 from __future__ import annotations
 
 import enum
 import itertools
 import math
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from envs.sim.errors import ConfigError, check_number
@@ -34,15 +48,9 @@ class Fidelity(enum.Enum):
 
 
 @dataclass(frozen=True)
-class SimConfig:
-    """How the simulator reads the paper's model.
-
-    The default is the paper's model, implemented correctly: continuous time, a side-effect
-    free AdaDUAL probe, memory released when a job finishes, LWF's communication estimate at
-    the simulated network's own cost.
-
-    ``SimConfig.reference()`` reproduces the public reference simulator
-    (HKBU-HPML/dl-scheduling ``d5398bd``) including its quirks, each a switch here:
+class QuirkOptions:
+    """The public reference simulator's behaviours (HKBU-HPML/dl-scheduling ``d5398bd``), one
+    switch each; the defaults are the paper's model (:meth:`reference`: all of them on).
 
     - ``tick_ms``: time advances in ticks of this many ms; an all-reduce ends at the first
       tick at or after its exact end (``None`` = continuous time).
@@ -55,11 +63,6 @@ class SimConfig:
     - ``adadual_inclusive``: AdaDUAL accepts at equality of the ratio test.
     - ``lwf_comm_ms_per_mb``: LWF's load estimate charges communication at this cost
       (the reference uses a 1 GbE constant, 7.8125 ms/MB); ``None`` = the network's ``b``.
-    - ``check_invariants``: check the invariants after every event time (debug mode; slow).
-    - ``fidelity`` / ``fast_min_steps``: see :class:`Fidelity`.
-    - ``compute_windows``: simulate an undisturbed iteration's forward/backward as one event
-      (exact; turned back into per-task events the moment another job needs one of its GPUs).
-      Off only to cross-check it.
     """
 
     tick_ms: float | None = None
@@ -68,10 +71,57 @@ class SimConfig:
     lagged_release: bool = False
     adadual_inclusive: bool = False
     lwf_comm_ms_per_mb: float | None = None
-    fidelity: Fidelity = Fidelity.FULL
+
+    def __post_init__(self) -> None:
+        if self.tick_ms is not None:
+            check_number(self.tick_ms, "tick_ms", gt=0)
+        if self.lwf_comm_ms_per_mb is not None:
+            check_number(self.lwf_comm_ms_per_mb, "lwf_comm_ms_per_mb", ge=0)
+        if self.probe_side_effect and self.tick_ms is None:
+            raise ConfigError("probe_side_effect needs tick_ms (the bug is one tick per probe)")
+        if self.lagged_release and self.tick_ms is None:
+            raise ConfigError("lagged_release needs tick_ms")
+
+    @classmethod
+    def reference(cls) -> QuirkOptions:
+        """Every quirk of the reference simulator on."""
+        return cls(
+            tick_ms=1.0,
+            probe_side_effect=True,
+            skip_after_place=True,
+            lagged_release=True,
+            adadual_inclusive=True,
+            lwf_comm_ms_per_mb=7.8125,
+        )
+
+
+@dataclass(frozen=True)
+class FidelityOptions:
+    """How many events an iteration costs.
+
+    - ``level`` (flat key ``fidelity``) / ``fast_min_steps``: see :class:`Fidelity`.
+    - ``compute_windows``: simulate an undisturbed iteration's forward/backward as one event
+      (exact; turned back into per-task events the moment another job needs one of its GPUs).
+      Off only to cross-check it.
+    """
+
+    level: Fidelity = Fidelity.FULL
     fast_min_steps: int = 50
-    check_invariants: bool = False
     compute_windows: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.level, Fidelity):
+            known = sorted(f.value for f in Fidelity)
+            raise ConfigError(f"fidelity must be a Fidelity {known}, got {self.level!r}")
+        if self.fast_min_steps < 1:
+            raise ConfigError(f"fast_min_steps must be >= 1, got {self.fast_min_steps}")
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model's own parameters (not quirks: the paper leaves them open)."""
+
+    #: seeds every generator of a run (random placement, ties, TicTac's random order)
     seed: int = 0
     #: ms a *resumed* job holds its GPUs before it computes again (checkpoint restore; the
     #: checkpoint save is folded into it).  Paid only by preemptive stacks' resumptions.
@@ -84,6 +134,23 @@ class SimConfig:
     #: TIC as the paper's Algorithm 1 is written and the upstream code runs it (an op whose
     #: only outstanding recv is ``r`` does not set ``M+(r)``; ties the Fig. 1 orders)
     tictac_upstream_ties: bool = False
+
+    def __post_init__(self) -> None:
+        if not (self.preemption_cost_ms >= 0 and math.isfinite(self.preemption_cost_ms)):
+            raise ConfigError(
+                f"preemption_cost_ms must be a finite number >= 0, got {self.preemption_cost_ms}"
+            )
+        if self.ps_iteration not in ("sequential", "random", "tic", "tac"):
+            raise ConfigError(
+                f"ps_iteration must be 'sequential', 'random', 'tic' or 'tac', "
+                f"got {self.ps_iteration!r}"
+            )
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is executed and debugged: none of these changes its results."""
+
     #: which event loop ``simulate`` uses: ``"auto"`` the native one (C, bit-identical
     #: results, ~20x faster) where it covers the run and is built, else Python;
     #: ``"python"`` always Python; ``"native"`` native or an error saying why not
@@ -95,40 +162,94 @@ class SimConfig:
     #: a heartbeat for long runs: every this many wall-clock seconds a stderr line says how far
     #: the simulation is (simulated time, jobs finished); ``None``: none
     progress_s: float | None = None
+    #: check the invariants after every event time (debug mode; slow)
+    check_invariants: bool = False
 
     def __post_init__(self) -> None:
-        if self.tick_ms is not None:
-            check_number(self.tick_ms, "tick_ms", gt=0)
+        if self.engine not in ("auto", "python", "native"):
+            raise ConfigError(f"engine must be 'auto', 'python' or 'native', got {self.engine!r}")
         if self.max_wall_s is not None:
             check_number(self.max_wall_s, "max_wall_s", gt=0)
         if self.progress_s is not None:
             check_number(self.progress_s, "progress_s", gt=0)
-        if self.lwf_comm_ms_per_mb is not None:
-            check_number(self.lwf_comm_ms_per_mb, "lwf_comm_ms_per_mb", ge=0)
-        if self.probe_side_effect and self.tick_ms is None:
-            raise ConfigError("probe_side_effect needs tick_ms (the bug is one tick per probe)")
-        if self.fast_min_steps < 1:
-            raise ConfigError(f"fast_min_steps must be >= 1, got {self.fast_min_steps}")
-        if self.fidelity is Fidelity.FAST and self.tick_ms is not None:
+
+
+#: every setting's flat key -> (its group in :class:`SimConfig`, its field in that group)
+FLAT_FIELDS: dict[str, tuple[str, str]] = {
+    "tick_ms": ("quirks", "tick_ms"),
+    "probe_side_effect": ("quirks", "probe_side_effect"),
+    "skip_after_place": ("quirks", "skip_after_place"),
+    "lagged_release": ("quirks", "lagged_release"),
+    "adadual_inclusive": ("quirks", "adadual_inclusive"),
+    "lwf_comm_ms_per_mb": ("quirks", "lwf_comm_ms_per_mb"),
+    "fidelity": ("fidelity", "level"),
+    "fast_min_steps": ("fidelity", "fast_min_steps"),
+    "compute_windows": ("fidelity", "compute_windows"),
+    "seed": ("model", "seed"),
+    "preemption_cost_ms": ("model", "preemption_cost_ms"),
+    "ps_iteration": ("model", "ps_iteration"),
+    "tictac_upstream_ties": ("model", "tictac_upstream_ties"),
+    "engine": ("run", "engine"),
+    "max_wall_s": ("run", "max_wall_s"),
+    "progress_s": ("run", "progress_s"),
+    "check_invariants": ("run", "check_invariants"),
+}
+#: :class:`SimConfig`'s groups by field name
+_GROUPS: dict[str, type] = {
+    "quirks": QuirkOptions,
+    "fidelity": FidelityOptions,
+    "model": ModelOptions,
+    "run": RunOptions,
+}
+_FLAT_OF: dict[tuple[str, str], str] = {where: key for key, where in FLAT_FIELDS.items()}
+
+
+def _flat_value(key: str, value: Any) -> Any:
+    """``value`` for flat key ``key``, with ``fidelity`` also accepted as its string value
+    (Hydra, the CLI and ``to_dict`` write strings)."""
+    if key not in FLAT_FIELDS:
+        raise ConfigError(f"unknown SimConfig key {key!r}; known: {sorted(FLAT_FIELDS)}")
+    if key == "fidelity" and isinstance(value, str):
+        try:
+            return Fidelity(value)
+        except ValueError:
+            known = sorted(f.value for f in Fidelity)
+            raise ConfigError(f"unknown fidelity {value!r}; known: {known}") from None
+    return value
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How the simulator reads the paper's model: one group per kind of setting.
+
+    The default is the paper's model, implemented correctly: continuous time, a side-effect
+    free AdaDUAL probe, memory released when a job finishes, LWF's communication estimate at
+    the simulated network's own cost.  :meth:`reference` reproduces the public reference
+    simulator, quirks included (:class:`QuirkOptions`).  Build one with nested groups
+    (``SimConfig(run=RunOptions(engine="python"))``) or from flat keys
+    (``SimConfig.from_flat(engine="python")``, see :data:`FLAT_FIELDS`).
+    """
+
+    quirks: QuirkOptions = field(default_factory=QuirkOptions)
+    fidelity: FidelityOptions = field(default_factory=FidelityOptions)
+    model: ModelOptions = field(default_factory=ModelOptions)
+    run: RunOptions = field(default_factory=RunOptions)
+
+    def __post_init__(self) -> None:
+        for name, kind in _GROUPS.items():
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(
+                    f"SimConfig.{name} must be a {kind.__name__}, got {getattr(self, name)!r}"
+                )
+        continuous = self.quirks.tick_ms is None
+        level = self.fidelity.level
+        if level is Fidelity.FAST and not continuous:
             raise ConfigError(
                 "FAST fidelity merges iterations: it needs continuous time (tick_ms=None)"
             )
-        if self.lagged_release and self.tick_ms is None:
-            raise ConfigError("lagged_release needs tick_ms")
-        if self.fidelity is Fidelity.JOB and self.tick_ms is not None:
+        if level is Fidelity.JOB and not continuous:
             raise ConfigError("JOB fidelity is a fluid model: it needs continuous time")
-        if not (self.preemption_cost_ms >= 0 and math.isfinite(self.preemption_cost_ms)):
-            raise ConfigError(
-                f"preemption_cost_ms must be a finite number >= 0, got {self.preemption_cost_ms}"
-            )
-        if self.ps_iteration not in ("sequential", "random", "tic", "tac"):
-            raise ConfigError(
-                f"ps_iteration must be 'sequential', 'random', 'tic' or 'tac', "
-                f"got {self.ps_iteration!r}"
-            )
-        if self.engine not in ("auto", "python", "native"):
-            raise ConfigError(f"engine must be 'auto', 'python' or 'native', got {self.engine!r}")
-        if self.ps_iteration != "sequential" and self.fidelity is Fidelity.JOB:
+        if self.model.ps_iteration != "sequential" and level is Fidelity.JOB:
             raise ConfigError(
                 "ps_iteration (TicTac) needs per-iteration exchanges: not JOB fidelity"
             )
@@ -136,44 +257,76 @@ class SimConfig:
     def iterations_per_step(self, shortest_iterations: int) -> int:
         """Iterations merged into one step: ``K`` in FAST fidelity (from the workload's
         shortest job), 1 otherwise."""
-        if self.fidelity is not Fidelity.FAST:
+        if self.fidelity.level is not Fidelity.FAST:
             return 1
-        return max(1, shortest_iterations // self.fast_min_steps)
+        return max(1, shortest_iterations // self.fidelity.fast_min_steps)
+
+    def override(self, **flat: Any) -> SimConfig:
+        """A copy with the settings named by flat key replaced (``override(seed=3,
+        engine="python")``); an unknown key is a :class:`ConfigError` naming it."""
+        changes: dict[str, dict[str, Any]] = {}
+        for key, value in flat.items():
+            checked = _flat_value(key, value)
+            group, name = FLAT_FIELDS[key]
+            changes.setdefault(group, {})[name] = checked
+        groups = {g: replace(getattr(self, g), **kw) for g, kw in changes.items()}
+        return replace(self, **groups)
+
+    @classmethod
+    def from_flat(cls, **flat: Any) -> SimConfig:
+        """The defaults with the settings named by flat key (:data:`FLAT_FIELDS`)."""
+        return cls().override(**flat)
 
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
-        """The reference simulator's behaviour, quirks included."""
-        base = cls(
-            tick_ms=1.0,
-            probe_side_effect=True,
-            skip_after_place=True,
-            lagged_release=True,
-            adadual_inclusive=True,
-            lwf_comm_ms_per_mb=7.8125,
-        )
-        return replace(base, **overrides)
+        """The reference simulator's behaviour, quirks included; ``overrides`` by flat key."""
+        return cls(quirks=QuirkOptions.reference()).override(**overrides)
 
     @classmethod
     def reference_fixed_probe(cls, **overrides: Any) -> SimConfig:
         """The reference with only its AdaDUAL probe made side-effect free."""
-        return cls.reference(probe_side_effect=False, **overrides)
+        return cls.reference(**{"probe_side_effect": False, **overrides})
 
     @classmethod
     def named(cls, mode: str, **overrides: Any) -> SimConfig:
-        """``correct`` | ``reference`` | ``reference_fixed_probe``."""
+        """``correct`` | ``reference`` | ``reference_fixed_probe``; ``overrides`` by flat key
+        (how Hydra and the CLI pass them)."""
         makers = {
-            "correct": lambda: replace(cls(), **overrides),
-            "reference": lambda: cls.reference(**overrides),
-            "reference_fixed_probe": lambda: cls.reference_fixed_probe(**overrides),
+            "correct": cls.from_flat,
+            "reference": cls.reference,
+            "reference_fixed_probe": cls.reference_fixed_probe,
         }
         if mode not in makers:
             raise ConfigError(f"unknown simulation mode {mode!r}; known: {sorted(makers)}")
-        return makers[mode]()
+        return makers[mode](**overrides)
 
     def to_dict(self) -> dict[str, Any]:
+        """The nested form, one dict per group (``fidelity.level`` as its string value)."""
         d = asdict(self)
-        d["fidelity"] = self.fidelity.value
+        d["fidelity"]["level"] = self.fidelity.level.value
         return d
+
+    def to_flat(self) -> dict[str, Any]:
+        """Every setting by flat key (``fidelity`` as its string value)."""
+        d = self.to_dict()
+        return {key: d[group][name] for key, (group, name) in FLAT_FIELDS.items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SimConfig:
+        """From :meth:`to_dict`'s nested form or the flat form of records written before the
+        groups (:meth:`to_flat`'s); missing keys keep their defaults.  Run records and cache
+        keys made from the flat form differ from the nested one's: such a cache misses once."""
+        flat: dict[str, Any] = {}
+        for key, value in d.items():
+            if key in _GROUPS and isinstance(value, Mapping):
+                for name, v in value.items():
+                    if (key, name) not in _FLAT_OF:
+                        known = sorted(f.name for f in fields(_GROUPS[key]))
+                        raise ConfigError(f"unknown SimConfig.{key} key {name!r}; known: {known}")
+                    flat[_FLAT_OF[key, name]] = v
+            else:
+                flat[key] = value
+        return cls.from_flat(**flat)
 
 
 @dataclass(frozen=True)

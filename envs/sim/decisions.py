@@ -81,7 +81,7 @@ class DecisionSimulator(Simulator):
                 else:  # stopped inside phase 5, after a finished job's release
                     self._admit_waiting(t)
                     self._after_communication(t)
-                if self.paused_at is None and self.cfg.check_invariants:
+                if self.paused_at is None and self.cfg.run.check_invariants:
                     self.check_invariants()
             if self.paused_at is None:
                 self._start()
@@ -163,7 +163,7 @@ def drive(sim: DecisionSimulator) -> SimResult:
     engine's placement pass does (same per-job results as :func:`~envs.sim.simulate`)."""
     order, placer = sim.stack.order, sim.stack.placer
     reads_load = getattr(placer, "reads_load", True)
-    skip_after = sim.cfg.skip_after_place
+    skip_after = sim.cfg.quirks.skip_after_place
     while sim.advance():
         queued = sim.queued
         for job in queued:

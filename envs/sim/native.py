@@ -1,7 +1,7 @@
 """The native event loop (``envs/sim/_native.c``): the Python engine's results, faster.
 
 :func:`envs.sim.simulate` runs a configuration here when :func:`unsupported` finds nothing
-against it and the extension is built (``SimConfig.engine``: ``"auto"`` = here when possible,
+against it and the extension is built (``SimConfig.run.engine``: ``"auto"`` = here when possible,
 ``"python"`` = never, ``"native"`` = here or a :class:`ConfigError` saying why not).
 
 What it covers: continuous time, all-reduce jobs, job order SRSF or FIFO, placement RAND, FF,
@@ -50,14 +50,14 @@ _STALE = _stale()
 
 _ORDERS: dict[type, int] = {SRSF: 0, FIFO: 1}
 _PLACERS: dict[type, int] = {RandomPlacer: 0, FirstFit: 1}
-#: ``SimConfig`` fields the native loop implements only at their default value
+#: ``SimConfig`` settings (group, field) the native loop implements only at their default
 _DEFAULT_ONLY = (
-    "tick_ms",
-    "probe_side_effect",
-    "skip_after_place",
-    "lagged_release",
-    "check_invariants",
-    "ps_iteration",
+    ("quirks", "tick_ms"),
+    ("quirks", "probe_side_effect"),
+    ("quirks", "skip_after_place"),
+    ("quirks", "lagged_release"),
+    ("run", "check_invariants"),
+    ("model", "ps_iteration"),
 )
 
 
@@ -73,11 +73,12 @@ def unsupported(workload: Workload, stack: SchedulerStack, cfg: SimConfig) -> st
     if _STALE:
         return "stale build: envs/sim/_native.c changed since it was compiled (run make setup)"
     default = SimConfig()
-    for name in _DEFAULT_ONLY:
-        if getattr(cfg, name) != getattr(default, name):
-            return f"SimConfig.{name}={getattr(cfg, name)!r} (Python engine only)"
-    if cfg.fidelity not in (Fidelity.FULL, Fidelity.FAST):
-        return f"fidelity {cfg.fidelity.value!r} (Python engine only)"
+    for group, name in _DEFAULT_ONLY:
+        value = getattr(getattr(cfg, group), name)
+        if value != getattr(getattr(default, group), name):
+            return f"SimConfig.{group}.{name}={value!r} (Python engine only)"
+    if cfg.fidelity.level not in (Fidelity.FULL, Fidelity.FAST):
+        return f"fidelity {cfg.fidelity.level.value!r} (Python engine only)"
     if type(stack.order) not in _ORDERS:
         return f"job order {getattr(stack.order, 'name', stack.order)!r} (Python engine only)"
     placer = stack.placer
@@ -160,8 +161,8 @@ def run(
             chunk_max,
             rng.random,
             jobs,
-            float(cfg.max_wall_s or 0.0),
-            float(cfg.progress_s or 0.0),
+            float(cfg.run.max_wall_s or 0.0),
+            float(cfg.run.progress_s or 0.0),
             f"{workload.name} under {stack.name}",
         )
     except TimeoutError as exc:  # the loop's wall-clock budget

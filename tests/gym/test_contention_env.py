@@ -14,7 +14,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs.gym  # noqa: F401  (registers the ids)
 from envs.gym.contention_env import CONTENTION_ENV_ID, ContentionEnv, srsf_teacher
-from envs.sim import ClusterSpec, SimConfig, simulate
+from envs.sim import ClusterSpec, ModelOptions, SimConfig, simulate
 from envs.sim.config import Fidelity
 from envs.sim.errors import ConfigError
 from envs.sim.workload import generate_ada_srsf
@@ -46,7 +46,12 @@ def test_the_srsf_teacher_through_the_env_is_the_engines_lwf1_stack(comm: str, s
     minus its avg JCT in seconds."""
     env = ContentionEnv(comm=comm, fidelity="full")
     total, info, _ = _episode(env, seed, srsf_teacher)
-    ref = simulate(ClusterSpec(), generate_ada_srsf(seed), f"lwf1_{comm}", SimConfig(seed=seed))
+    ref = simulate(
+        ClusterSpec(),
+        generate_ada_srsf(seed),
+        f"lwf1_{comm}",
+        SimConfig(model=ModelOptions(seed=seed)),
+    )
     assert [r.finish_ms for r in info["result"].records] == [r.finish_ms for r in ref.records]
     avg = np.mean([r.jct_ms for r in ref.records]) / 1000.0
     assert info["avg_jct_s"] == pytest.approx(avg, rel=1e-12)

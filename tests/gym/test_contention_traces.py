@@ -26,7 +26,7 @@ from envs.gym.workloads import (
     _corpus,
     contention_window,
 )
-from envs.sim import ClusterSpec, SimConfig, simulate
+from envs.sim import ClusterSpec, ModelOptions, SimConfig, simulate
 from envs.sim.errors import ConfigError
 from envs.sim.models import REFERENCE_MODELS
 from envs.sim.workload import generate_ada_srsf
@@ -205,7 +205,12 @@ def test_the_srsf_teacher_on_a_trace_window_is_the_engines_lwf1_stack(comm: str)
             _, _, term, _, info = env.step(srsf_teacher(env))
             if term:
                 break
-        ref = simulate(env.cluster, env._workload(seed), f"lwf1_{comm}", SimConfig(seed=seed))
+        ref = simulate(
+            env.cluster,
+            env._workload(seed),
+            f"lwf1_{comm}",
+            SimConfig(model=ModelOptions(seed=seed)),
+        )
         assert [r.finish_ms for r in info["result"].records] == [r.finish_ms for r in ref.records]
 
 

@@ -13,8 +13,11 @@ from envs.sim import (
     ConfigError,
     DlschedError,
     JobSpec,
+    ModelOptions,
     ModelProfile,
     NetworkSpec,
+    QuirkOptions,
+    RunOptions,
     SimConfig,
     Workload,
     WorkloadError,
@@ -72,7 +75,7 @@ def test_named_modes_are_the_documented_ones() -> None:
     assert SimConfig.named("correct") == SimConfig()
     assert SimConfig.named("reference") == SimConfig.reference()
     assert SimConfig.named("reference_fixed_probe") == SimConfig.reference_fixed_probe()
-    assert SimConfig.named("reference", seed=3).seed == 3
+    assert SimConfig.named("reference", seed=3).model.seed == 3
 
 
 @pytest.mark.parametrize(
@@ -86,11 +89,11 @@ def test_named_modes_are_the_documented_ones() -> None:
 )
 def test_inconsistent_sim_config(kwargs: dict[str, object], words: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(words)):
-        SimConfig(**kwargs)  # type: ignore[arg-type]
+        SimConfig.from_flat(**kwargs)
 
 
 def test_unknown_sim_config_override() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(ConfigError, match=r"unknown SimConfig key 'tick'.*'tick_ms'"):
         SimConfig.reference(tick=2.0)
 
 
@@ -152,9 +155,9 @@ def test_bad_job_spec_names_the_job(kwargs: dict[str, float], words: str) -> Non
         (lambda v: NetworkSpec(eta_ms_per_mb=v), "network.eta_ms_per_mb"),
         (lambda v: NetworkSpec(a_ms=v), "network.a_ms"),
         (lambda v: ClusterSpec(gpu_memory_mb=v), "cluster.gpu_memory_mb"),
-        (lambda v: SimConfig(tick_ms=v), "tick_ms"),
-        (lambda v: SimConfig(preemption_cost_ms=v), "preemption_cost_ms"),
-        (lambda v: SimConfig(max_wall_s=v), "max_wall_s"),
+        (lambda v: SimConfig(quirks=QuirkOptions(tick_ms=v)), "tick_ms"),
+        (lambda v: SimConfig(model=ModelOptions(preemption_cost_ms=v)), "preemption_cost_ms"),
+        (lambda v: SimConfig(run=RunOptions(max_wall_s=v)), "max_wall_s"),
     ],
 )
 def test_non_finite_numbers_are_refused_by_name(make: object, key: str, value: float) -> None:

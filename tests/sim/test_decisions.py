@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from envs.sim import ClusterSpec, SimConfig, simulate
+from envs.sim import ClusterSpec, FidelityOptions, ModelOptions, RunOptions, SimConfig, simulate
 from envs.sim.config import Fidelity
 from envs.sim.decisions import DecisionError, DecisionSimulator, drive, simulate_decisions
 from envs.sim.errors import ConfigError, SimulationError
@@ -28,7 +28,7 @@ def _finishes(result) -> list[tuple[int, float, float, int]]:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_stacks_through_the_api_reproduce_simulate(stack: str, seed: int) -> None:
     workload = generate_ada_srsf(seed)
-    cfg = SimConfig(engine="python", seed=seed)
+    cfg = SimConfig(model=ModelOptions(seed=seed), run=RunOptions(engine="python"))
     assert _finishes(simulate_decisions(CLUSTER, workload, stack, cfg)) == _finishes(
         simulate(CLUSTER, workload, stack, cfg)
     )
@@ -46,7 +46,7 @@ def test_reference_modes_through_the_api_reproduce_simulate(mode: str) -> None:
 
 def test_paper_scale_through_the_api_reproduces_simulate() -> None:
     workload = paper_scale_workload(3)
-    cfg = SimConfig(fidelity=Fidelity.FAST, engine="python")
+    cfg = SimConfig(fidelity=FidelityOptions(level=Fidelity.FAST), run=RunOptions(engine="python"))
     for stack in ("lwf1_srsf1", "lwf1_adasrsf"):
         assert _finishes(simulate_decisions(CLUSTER, workload, stack, cfg)) == _finishes(
             simulate(CLUSTER, workload, stack, cfg)
@@ -55,7 +55,7 @@ def test_paper_scale_through_the_api_reproduces_simulate() -> None:
 
 def _stopped(seed: int = 0, **cfg) -> DecisionSimulator:
     sim = DecisionSimulator(
-        CLUSTER, generate_ada_srsf(seed), make_stack("lwf1_adasrsf"), SimConfig(**cfg)
+        CLUSTER, generate_ada_srsf(seed), make_stack("lwf1_adasrsf"), SimConfig.from_flat(**cfg)
     )
     assert sim.advance()
     return sim
@@ -126,7 +126,10 @@ def test_random_decisions_keep_every_invariant() -> None:
     rng = np.random.default_rng(7)
     workload = generate_ada_srsf(5, num_jobs=60)
     sim = DecisionSimulator(
-        CLUSTER, workload, make_stack("lwf1_adasrsf"), SimConfig(check_invariants=True)
+        CLUSTER,
+        workload,
+        make_stack("lwf1_adasrsf"),
+        SimConfig(run=RunOptions(check_invariants=True)),
     )
     while sim.advance():
         sim.check_invariants()

@@ -25,6 +25,8 @@ from envs.sim import (
     JobSpec,
     ModelProfile,
     NetworkSpec,
+    QuirkOptions,
+    RunOptions,
     SchedulerStack,
     SimConfig,
     Simulator,
@@ -39,7 +41,7 @@ from envs.sim.results import SimResult
 
 B, ETA = 1.0, 0.5
 NET = NetworkSpec(a_ms=0.0, b_ms_per_mb=B, eta_ms_per_mb=ETA)
-CHECKED = SimConfig(check_invariants=True)
+CHECKED = SimConfig(run=RunOptions(check_invariants=True))
 
 
 def approx(x: float) -> object:
@@ -363,7 +365,9 @@ def test_adadual_outcome_oracle_by_hand() -> None:
 
 @pytest.mark.parametrize("inclusive", [False, True])
 def test_adadual_well_below_boundary_either_way(inclusive: bool) -> None:
-    r = _shared_ff("ff_adasrsf", 30.0, 1.0, SimConfig(adadual_inclusive=inclusive))
+    r = _shared_ff(
+        "ff_adasrsf", 30.0, 1.0, SimConfig(quirks=QuirkOptions(adadual_inclusive=inclusive))
+    )
     admitted, _ = _adadual_outcomes(1.0)
     assert jcts(r) == {k: approx(v) for k, v in admitted.items()}
 
@@ -372,7 +376,9 @@ def test_adadual_well_below_boundary_either_way(inclusive: bool) -> None:
 def test_adadual_exact_boundary_in_simulation(inclusive: bool) -> None:
     # M_new = 9, M_old = 27: ratio exactly 1/3 (exact in binary floating point).
     admitted, rejected = _adadual_outcomes(9.0)
-    r = _shared_ff("ff_adasrsf", 30.0, 9.0, SimConfig(adadual_inclusive=inclusive))
+    r = _shared_ff(
+        "ff_adasrsf", 30.0, 9.0, SimConfig(quirks=QuirkOptions(adadual_inclusive=inclusive))
+    )
     expected = admitted if inclusive else rejected
     assert jcts(r) == {k: approx(v) for k, v in expected.items()}
 
@@ -602,7 +608,12 @@ def test_tick_mode_rounds_allreduce_end_up_to_a_tick(
 ) -> None:
     net = NetworkSpec(a_ms=0.0, b_ms_per_mb=b, eta_ms_per_mb=ETA)
     w = Workload((job(0, model(size), gpus=2, iters=3),))
-    r = simulate(cluster(2, 1, net=net), w, "ff_fs", SimConfig(tick_ms=1.0, check_invariants=True))
+    r = simulate(
+        cluster(2, 1, net=net),
+        w,
+        "ff_fs",
+        SimConfig(quirks=QuirkOptions(tick_ms=1.0), run=RunOptions(check_invariants=True)),
+    )
     assert r.records[0].jct_ms == approx(3 * per_iteration)
     cont = simulate(cluster(2, 1, net=net), w, "ff_fs", CHECKED)
     assert cont.records[0].jct_ms == approx(3 * (3.0 + b * size))

@@ -18,7 +18,15 @@ from __future__ import annotations
 
 import pytest
 
-from envs.sim import ClusterSpec, Fidelity, SimConfig, SimResult, Workload, simulate
+from envs.sim import (
+    ClusterSpec,
+    Fidelity,
+    FidelityOptions,
+    SimConfig,
+    SimResult,
+    Workload,
+    simulate,
+)
 from envs.sim.engine import CommTask, Simulator
 from envs.sim.stacks import STACKS, make_stack
 from envs.sim.workload import builtin_ada_srsf, jitter_compute, scale_workload
@@ -37,7 +45,7 @@ def _workload() -> Workload:
 @pytest.fixture(scope="module")
 def runs() -> dict[str, tuple[SimResult, SimResult]]:
     w = _workload()
-    fast = SimConfig(fidelity=Fidelity.FAST, fast_min_steps=STEPS)
+    fast = SimConfig(fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=STEPS))
     return {
         s: (simulate(CLUSTER, w, s, SimConfig()), simulate(CLUSTER, w, s, fast)) for s in STACKS
     }
@@ -89,7 +97,7 @@ def test_fast_tells_adadual_the_remainder_per_step_of_the_asking_job() -> None:
     5 iterations 150 / 5 = 30 MB, so AdaDUAL's test ``m_new 2(b + η) < b M_old`` compares its
     one-iteration size with 30 MB, i.e. its 5-iteration step with the whole 150 MB."""
     w = _workload()
-    cfg = SimConfig(fidelity=Fidelity.FAST, fast_min_steps=STEPS)
+    cfg = SimConfig(fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=STEPS))
     sim = Simulator(CLUSTER, w, make_stack("lwf1_adasrsf"), cfg)
     old, new = sim.jobs[0], sim.jobs[1]
     task = CommTask(old, 0.0)

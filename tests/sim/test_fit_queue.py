@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from envs.sim import ClusterSpec, SimConfig, Workload
+from envs.sim import ClusterSpec, FidelityOptions, SimConfig, Workload
 from envs.sim.config import Fidelity
 from envs.sim.engine import SimulationError, Simulator
 from envs.sim.models import REFERENCE_MODELS
@@ -133,7 +133,10 @@ def test_skew_placer_indexed_like_generic() -> None:
 
 def test_fast_fidelity_and_windows_off_indexed_like_generic() -> None:
     wl = crowded(4, n=120)
-    for cfg in (SimConfig(fidelity=Fidelity.FAST), SimConfig(compute_windows=False)):
+    for cfg in (
+        SimConfig(fidelity=FidelityOptions(level=Fidelity.FAST)),
+        SimConfig(fidelity=FidelityOptions(compute_windows=False)),
+    ):
         _, a, _, b = run_both("lwf1_adasrsf", wl, cfg)
         assert a.records == b.records and a.events == b.events
 

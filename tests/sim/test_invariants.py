@@ -1,6 +1,6 @@
 """Model invariants on real workloads, for every stack of the paper, in both modes.
 
-The engine checks its own per-event invariants with ``SimConfig(check_invariants=True)``
+The engine checks its own per-event invariants with ``RunOptions(check_invariants=True)``
 (memory, one compute task per GPU, NIC capacity).  These tests run every stack that way and
 add what only the outcome can show: every job finished once, event times never decrease,
 utilisation is a fraction, and no job beats its critical path.  The last tests show that the
@@ -21,6 +21,7 @@ from envs.sim import (
     JobSpec,
     ModelProfile,
     NetworkSpec,
+    RunOptions,
     SimConfig,
     Simulator,
     Workload,
@@ -47,7 +48,7 @@ def workload(kind: str) -> Workload:
 
 
 MODES = {
-    "correct": lambda: SimConfig(check_invariants=True),
+    "correct": lambda: SimConfig(run=RunOptions(check_invariants=True)),
     "reference": lambda: SimConfig.reference(check_invariants=True),
 }
 
@@ -67,8 +68,8 @@ class RecordingSimulator(Simulator):
 def run_recording(stack_name: str, w: Workload, cfg: SimConfig) -> tuple[SimResult, list[float]]:
     stack = make_stack(
         stack_name,
-        lwf_comm_ms_per_mb=cfg.lwf_comm_ms_per_mb,
-        adadual_inclusive=cfg.adadual_inclusive,
+        lwf_comm_ms_per_mb=cfg.quirks.lwf_comm_ms_per_mb,
+        adadual_inclusive=cfg.quirks.adadual_inclusive,
     )
     sim = RecordingSimulator(CLUSTER, w, stack, cfg)
     return sim.run(), sim.step_times
@@ -105,8 +106,8 @@ def test_stack_invariants(stack: str, mode: str, kind: str) -> None:
     assert all(a <= b for a, b in itertools.pairwise(times))
     assert times[0] >= min(j.submit_ms for j in w.jobs)
     assert result.makespan_ms == max(r.finish_ms for r in result.records)
-    if cfg.lagged_release:  # the reference releases the last job's memory one tick later
-        assert result.makespan_ms <= times[-1] <= result.makespan_ms + cfg.tick_ms
+    if cfg.quirks.lagged_release:  # the reference releases the last job's memory a tick later
+        assert result.makespan_ms <= times[-1] <= result.makespan_ms + cfg.quirks.tick_ms
     else:
         assert times[-1] == result.makespan_ms
 
@@ -116,7 +117,7 @@ def test_stack_invariants(stack: str, mode: str, kind: str) -> None:
         assert all(r.servers == 1 for r in result.records)
     else:
         assert any(r.servers > 1 for r in result.records)
-    if cfg.tick_ms is not None:  # the reference's clock: every event on a whole tick
+    if cfg.quirks.tick_ms is not None:  # the reference's clock: every event on a whole tick
         assert all(t == round(t) for t in times)
 
 
@@ -160,7 +161,7 @@ def test_placer_returning_a_gpu_twice_is_caught(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(FirstFit, "place", twice)
     cluster = ClusterSpec(num_servers=2, gpus_per_server=2, gpu_memory_mb=200.0)
     with pytest.raises(SimulationError, match=r"job 0 GPUs \[0, 0\]; needs 2 distinct"):
-        simulate(cluster, _tiny(gpus=2), "ff_fs", SimConfig(check_invariants=True))
+        simulate(cluster, _tiny(gpus=2), "ff_fs", SimConfig(run=RunOptions(check_invariants=True)))
 
 
 def test_placer_ignoring_memory_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,7 +174,7 @@ def test_placer_ignoring_memory_is_caught(monkeypatch: pytest.MonkeyPatch) -> No
     # two 60 MB workers on one 100 MB GPU
     cluster = ClusterSpec(num_servers=1, gpus_per_server=1, gpu_memory_mb=100.0)
     with pytest.raises(SimulationError, match=r"job 1 on GPU 0 without memory"):
-        simulate(cluster, _tiny(), "ff_fs", SimConfig(check_invariants=True))
+        simulate(cluster, _tiny(), "ff_fs", SimConfig(run=RunOptions(check_invariants=True)))
 
 
 def test_check_invariants_catches_corrupted_memory_accounting(
@@ -192,7 +193,7 @@ def test_check_invariants_catches_corrupted_memory_accounting(
     cluster = ClusterSpec(num_servers=1, gpus_per_server=1, gpu_memory_mb=200.0)
     simulate(cluster, _tiny(), "ff_fs", SimConfig())  # unnoticed without the checker
     with pytest.raises(SimulationError, match=r"GPU 0 memory over-committed or inconsistent"):
-        simulate(cluster, _tiny(), "ff_fs", SimConfig(check_invariants=True))
+        simulate(cluster, _tiny(), "ff_fs", SimConfig(run=RunOptions(check_invariants=True)))
 
 
 class NoContention(NetworkSpec):
@@ -227,4 +228,4 @@ def test_check_invariants_catches_nic_over_capacity() -> None:
     stack = make_stack("ff_fs")
     stack.placer = Apart()
     with pytest.raises(SimulationError, match=r"NIC \d carries more than its capacity"):
-        simulate(cluster, w, stack, SimConfig(check_invariants=True))
+        simulate(cluster, w, stack, SimConfig(run=RunOptions(check_invariants=True)))

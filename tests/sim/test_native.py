@@ -21,8 +21,12 @@ from envs.sim import (
     ClusterSpec,
     ConfigError,
     Fidelity,
+    FidelityOptions,
     JobSpec,
+    ModelOptions,
     NetworkSpec,
+    QuirkOptions,
+    RunOptions,
     SimConfig,
     SimResult,
     Workload,
@@ -48,8 +52,8 @@ EXTRA = ("fifo:lwf2_srsf2", "ff_fs", "ls_srsf2", "fifo:rand_adasrsf", "lwf2_adas
 
 def _pair(cluster: ClusterSpec, w: Workload, stack: str, cfg: SimConfig) -> SimResult:
     """Run on both engines, require identical per-job numbers, return the native result."""
-    nat = simulate(cluster, w, stack, replace(cfg, engine="native"))
-    py = simulate(cluster, w, stack, replace(cfg, engine="python"))
+    nat = simulate(cluster, w, stack, cfg.override(engine="native"))
+    py = simulate(cluster, w, stack, cfg.override(engine="python"))
     assert nat.extra["engine"] == "native" and "engine" not in py.extra
     key = [(r.job_id, r.start_ms, r.finish_ms, r.servers) for r in nat.records]
     assert key == [(r.job_id, r.start_ms, r.finish_ms, r.servers) for r in py.records], stack
@@ -69,7 +73,12 @@ def test_same_as_python_on_shipped_workloads(stack: str, seed: int) -> None:
 @pytest.mark.parametrize("stack", [*STACKS, "fifo:lwf2_srsf2"])
 def test_same_as_python_fast_fidelity(stack: str) -> None:
     w = scale_workload(builtin_ada_srsf(1), 5, 5)
-    res = _pair(CLUSTER, w, stack, SimConfig(fidelity=Fidelity.FAST, fast_min_steps=10))
+    res = _pair(
+        CLUSTER,
+        w,
+        stack,
+        SimConfig(fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=10)),
+    )
     assert res.extra["iterations_per_step"] > 1
 
 
@@ -96,14 +105,19 @@ def test_same_as_python_on_other_clusters(stack: str) -> None:
     w = builtin_ada_srsf(0)
     jobs = tuple(replace(j, num_gpus=min(j.num_gpus, 4)) for j in w.jobs[:80])
     w = Workload(jobs, name="small")
-    _pair(cluster, w, stack, SimConfig(seed=7))
-    _pair(cluster, w, stack, SimConfig(adadual_inclusive=True, lwf_comm_ms_per_mb=7.8125))
+    _pair(cluster, w, stack, SimConfig(model=ModelOptions(seed=7)))
+    _pair(
+        cluster,
+        w,
+        stack,
+        SimConfig(quirks=QuirkOptions(adadual_inclusive=True, lwf_comm_ms_per_mb=7.8125)),
+    )
 
 
 def test_rand_uses_the_run_seed() -> None:
     w = builtin_ada_srsf(0)
-    a = _pair(CLUSTER, w, "rand_adasrsf", SimConfig(seed=1))
-    b = _pair(CLUSTER, w, "rand_adasrsf", SimConfig(seed=2))
+    a = _pair(CLUSTER, w, "rand_adasrsf", SimConfig(model=ModelOptions(seed=1)))
+    b = _pair(CLUSTER, w, "rand_adasrsf", SimConfig(model=ModelOptions(seed=2)))
     assert [r.finish_ms for r in a.records] != [r.finish_ms for r in b.records]
 
 
@@ -112,11 +126,11 @@ def test_auto_picks_native_where_it_can_and_python_elsewhere() -> None:
     assert simulate(CLUSTER, w, "lwf1_srsf1", SimConfig()).extra["engine"] == "native"
     for cfg in (
         SimConfig.reference(),  # ticks and the reference's quirks
-        SimConfig(check_invariants=True),  # debug invariants are Python's
+        SimConfig(run=RunOptions(check_invariants=True)),  # debug invariants are Python's
     ):
         assert "engine" not in simulate(CLUSTER, w, "ff_adasrsf", cfg).extra
     # JOB fidelity, preemptive orders, Tiresias placers
-    job_level = SimConfig(fidelity=Fidelity.JOB)
+    job_level = SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))
     assert "engine" not in simulate(CLUSTER, w, "srsf:count_fs", job_level).extra
     assert "engine" not in simulate(CLUSTER, w, "psrsf:count_fs", SimConfig()).extra
 
@@ -125,9 +139,15 @@ def test_auto_picks_native_where_it_can_and_python_elsewhere() -> None:
     ("cfg", "stack", "why"),
     [
         (SimConfig.reference(engine="native"), "ff_adasrsf", "tick_ms"),
-        (SimConfig(engine="native", fidelity=Fidelity.JOB), "ff_adasrsf", "fidelity"),
-        (SimConfig(engine="native"), "dlas:skew_fs", "job order"),
-        (SimConfig(engine="native"), "srsf:count_fs", "placer"),
+        (
+            SimConfig(
+                fidelity=FidelityOptions(level=Fidelity.JOB), run=RunOptions(engine="native")
+            ),
+            "ff_adasrsf",
+            "fidelity",
+        ),
+        (SimConfig(run=RunOptions(engine="native")), "dlas:skew_fs", "job order"),
+        (SimConfig(run=RunOptions(engine="native")), "srsf:count_fs", "placer"),
     ],
 )
 def test_native_refuses_what_it_does_not_cover(cfg: SimConfig, stack: str, why: str) -> None:
@@ -143,7 +163,7 @@ def test_native_refuses_parameter_server_jobs() -> None:
     ps = JobSpec(j0.job_id, j0.submit_ms, j0.model, j0.iterations, 2, CommArch.PS, num_ps=1)
     w = Workload((ps, *w.jobs[1:]), name="with-ps")
     with pytest.raises(ConfigError, match="parameter-server"):
-        simulate(CLUSTER, w, "ff_adasrsf", SimConfig(engine="native"))
+        simulate(CLUSTER, w, "ff_adasrsf", SimConfig(run=RunOptions(engine="native")))
     assert "engine" not in simulate(CLUSTER, w, "ff_adasrsf", SimConfig()).extra
 
 
@@ -158,7 +178,7 @@ def test_used_lwf_placer_is_not_taken_native() -> None:
 
 def test_unknown_engine_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="engine must be"):
-        SimConfig(engine="cuda")
+        SimConfig(run=RunOptions(engine="cuda"))
 
 
 def test_missing_build_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,7 +186,7 @@ def test_missing_build_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     w = builtin_ada_srsf(0)
     assert "engine" not in simulate(CLUSTER, w, "lwf1_srsf1", SimConfig()).extra
     with pytest.raises(ConfigError, match="not built"):
-        simulate(CLUSTER, w, "lwf1_srsf1", SimConfig(engine="native"))
+        simulate(CLUSTER, w, "lwf1_srsf1", SimConfig(run=RunOptions(engine="native")))
 
 
 def test_stale_build_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,14 +195,19 @@ def test_stale_build_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(native_mod, "_STALE", True)
     assert not native_mod.available()
     with pytest.raises(ConfigError, match="stale build"):
-        simulate(CLUSTER, builtin_ada_srsf(0), "ff_fs", SimConfig(engine="native"))
+        simulate(CLUSTER, builtin_ada_srsf(0), "ff_fs", SimConfig(run=RunOptions(engine="native")))
 
 
 def test_impossible_job_is_refused_before_the_native_loop() -> None:
     w = builtin_ada_srsf(0)
     big = replace(w.jobs[0], num_gpus=CLUSTER.num_gpus + 1)
     with pytest.raises(Exception, match=str(big.job_id)):
-        simulate(CLUSTER, Workload((big,), name="big"), "ff_adasrsf", SimConfig(engine="native"))
+        simulate(
+            CLUSTER,
+            Workload((big,), name="big"),
+            "ff_adasrsf",
+            SimConfig(run=RunOptions(engine="native")),
+        )
 
 
 def test_ctrl_c_stops_a_native_run() -> None:
@@ -199,7 +224,8 @@ def test_ctrl_c_stops_a_native_run() -> None:
         "from envs.sim.workload import generate_ada_srsf\n"
         "w = generate_ada_srsf(0, iterations_scale=1e6)\n"  # ~hours natively
         "print('started', flush=True)\n"
-        "simulate(ClusterSpec(16, 4), w, 'lwf1_adasrsf', SimConfig(engine='native'))\n"
+        "cfg = SimConfig.from_flat(engine='native')\n"
+        "simulate(ClusterSpec(16, 4), w, 'lwf1_adasrsf', cfg)\n"
         "print('finished', flush=True)\n"
     )
     proc = subprocess.Popen(
@@ -226,14 +252,14 @@ def test_ctrl_c_stops_a_native_run() -> None:
 def test_wall_clock_budget_stops_a_run_with_a_clear_error(
     engine: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``SimConfig.max_wall_s``: a run that would take hours stops with a SimulationError that
+    """``SimConfig.run.max_wall_s``: a run that would take hours stops with a SimulationError that
     says how far it got, on both engines; ``progress_s`` prints heartbeats meanwhile."""
     from envs.sim import simulate
     from envs.sim.errors import SimulationError
     from envs.sim.workload import generate_ada_srsf
 
     w = generate_ada_srsf(0, iterations_scale=1e5)
-    cfg = SimConfig(engine=engine, max_wall_s=0.5, progress_s=0.1)
+    cfg = SimConfig(run=RunOptions(engine=engine, max_wall_s=0.5, progress_s=0.1))
     with pytest.raises(SimulationError, match=r"wall-clock budget of 0.5 s spent at simulated"):
         simulate(ClusterSpec(16, 4), w, "lwf1_adasrsf", cfg)
     beats = [ln for ln in capsys.readouterr().err.splitlines() if "jobs finished" in ln]

@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.sim import ClusterSpec, CommArch, JobSpec, ModelProfile, NetworkSpec, SimConfig, Workload
+from envs.sim import (
+    ClusterSpec,
+    CommArch,
+    JobSpec,
+    ModelProfile,
+    NetworkSpec,
+    RunOptions,
+    SimConfig,
+    Workload,
+)
 from envs.sim.engine import Simulator
 from envs.sim.errors import WorkloadError
 from envs.sim.stacks import SchedulerStack, make_stack
@@ -41,7 +50,9 @@ def _model(name: str = "m") -> ModelProfile:
 def _run(jobs: list[JobSpec], where: dict[int, list[int]], comm: str = "fs") -> dict[int, float]:
     base = make_stack(f"ff_{comm}")
     stack = SchedulerStack("pinned", base.order, Pinned(where), base.comm)
-    sim = Simulator(_cluster(), Workload(tuple(jobs)), stack, SimConfig(check_invariants=True))
+    sim = Simulator(
+        _cluster(), Workload(tuple(jobs)), stack, SimConfig(run=RunOptions(check_invariants=True))
+    )
     return {r.job_id: r.jct_ms for r in sim.run().records}
 
 

@@ -1,4 +1,4 @@
-"""The engine with TicTac's iteration model for PS jobs (``SimConfig.ps_iteration``)."""
+"""The engine with TicTac's iteration model for PS jobs (``SimConfig.model.ps_iteration``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from envs.sim import (
     CommArch,
     ConfigError,
     Fidelity,
+    FidelityOptions,
     JobSpec,
+    ModelOptions,
     ModelProfile,
     SimConfig,
     Workload,
@@ -30,17 +32,19 @@ def _ps_job(name: str, workers: int = 2, ps: int = 1, iters: int = 5, jid: int =
 
 
 def _jct(w: Workload, mode: str, seed: int = 0, **kw: object) -> list[float]:
-    cfg = SimConfig(ps_iteration=mode, seed=seed, **kw)  # type: ignore[arg-type]
+    cfg = SimConfig.from_flat(ps_iteration=mode, seed=seed, **kw)
     return [r.jct_ms for r in simulate(CLUSTER, w, "ff_fs", cfg).records]
 
 
 def test_config_names_match_policies() -> None:
     assert PS_ITERATION_MODELS == ("sequential", "random", "tic", "tac")
-    assert SimConfig().ps_iteration == "sequential"
+    assert SimConfig().model.ps_iteration == "sequential"
     with pytest.raises(ConfigError, match="ps_iteration must be"):
-        SimConfig(ps_iteration="fifo")
+        SimConfig(model=ModelOptions(ps_iteration="fifo"))
     with pytest.raises(ConfigError, match="not JOB fidelity"):
-        SimConfig(ps_iteration="tac", fidelity=Fidelity.JOB)
+        SimConfig(
+            fidelity=FidelityOptions(level=Fidelity.JOB), model=ModelOptions(ps_iteration="tac")
+        )
 
 
 @pytest.mark.parametrize("name", ["vgg16", "resnet50", "inception-v3"])
@@ -68,7 +72,9 @@ def test_random_mode_is_seeded() -> None:
 def test_allreduce_jobs_are_unaffected() -> None:
     w = builtin_ada_srsf(0)
     a = simulate(ClusterSpec(), w, "lwf1_adasrsf", SimConfig())
-    b = simulate(ClusterSpec(), w, "lwf1_adasrsf", SimConfig(ps_iteration="tac"))
+    b = simulate(
+        ClusterSpec(), w, "lwf1_adasrsf", SimConfig(model=ModelOptions(ps_iteration="tac"))
+    )
     assert np.array_equal(a.jcts_ms(), b.jcts_ms())
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.sim import SimConfig
+from envs.sim import ModelOptions, SimConfig
 from envs.sim.config import TiresiasConfig
 from envs.sim.errors import ConfigError, WorkloadError
 from envs.sim.policies.gittins import GittinsIndex, load_distribution
@@ -95,7 +95,7 @@ def test_bad_quantum_delta_cost_and_names() -> None:
     with pytest.raises(ConfigError, match="look-ahead"):
         GittinsIndex([1.0], 0.0)
     with pytest.raises(ConfigError, match="preemption_cost_ms must be a finite number >= 0"):
-        SimConfig(preemption_cost_ms=-1.0)
+        SimConfig(model=ModelOptions(preemption_cost_ms=-1.0))
     with pytest.raises(ConfigError, match="'dlas-paper'"):
         make_stack("dlas-paper:skew_fs")
     with pytest.raises(ConfigError, match="'skw'"):

@@ -18,9 +18,13 @@ import pytest
 from envs.sim import (
     ClusterSpec,
     Fidelity,
+    FidelityOptions,
     JobSpec,
+    ModelOptions,
     ModelProfile,
     NetworkSpec,
+    QuirkOptions,
+    RunOptions,
     SimConfig,
     SimResult,
     Simulator,
@@ -54,9 +58,9 @@ def run(
 ) -> SimResult:
     stack = SchedulerStack(order.name, order, CountPlacer(), FairShare())
     config = SimConfig(
-        fidelity=fidelity,
-        check_invariants=fidelity is Fidelity.FULL,
-        preemption_cost_ms=preemption_cost_ms,
+        fidelity=FidelityOptions(level=fidelity),
+        model=ModelOptions(preemption_cost_ms=preemption_cost_ms),
+        run=RunOptions(check_invariants=fidelity is Fidelity.FULL),
     )
     return Simulator(cluster, workload, stack, config).run()
 
@@ -173,8 +177,8 @@ def quarter_trace() -> Workload:
 def test_preemptive_runs_are_deterministic() -> None:
     w = quarter_trace()
     c = ClusterSpec(4, 4)
-    a = simulate(c, w, "dlas:skew_fs", SimConfig(preemption_cost_ms=1000.0))
-    b = simulate(c, w, "dlas:skew_fs", SimConfig(preemption_cost_ms=1000.0))
+    a = simulate(c, w, "dlas:skew_fs", SimConfig(model=ModelOptions(preemption_cost_ms=1000.0)))
+    b = simulate(c, w, "dlas:skew_fs", SimConfig(model=ModelOptions(preemption_cost_ms=1000.0)))
     assert [r.finish_ms for r in a.records] == [r.finish_ms for r in b.records]
     assert a.extra["run_spans_ms"] == b.extra["run_spans_ms"]
 
@@ -185,7 +189,7 @@ def test_job_fidelity_equals_full_when_nothing_is_shared() -> None:
     c = ClusterSpec(1, 16)
     w = builtin_tiresias_trace()
     full = simulate(c, w, "fifo:count_fs", SimConfig())
-    job = simulate(c, w, "fifo:count_fs", SimConfig(fidelity=Fidelity.JOB))
+    job = simulate(c, w, "fifo:count_fs", SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB)))
     for a, b in zip(full.records, job.records, strict=True):
         assert a.finish_ms == pytest.approx(b.finish_ms, rel=1e-9)
 
@@ -196,7 +200,7 @@ def test_job_fidelity_charges_the_solo_all_reduce() -> None:
     net = NetworkSpec(a_ms=1.0, b_ms_per_mb=0.5, eta_ms_per_mb=0.1)
     c = ClusterSpec(2, 1, gpu_memory_mb=1000.0, network=net)
     w = Workload((JobSpec(0, 0.0, m, 7, 2),))
-    res = simulate(c, w, "fifo:count_fs", SimConfig(fidelity=Fidelity.JOB))
+    res = simulate(c, w, "fifo:count_fs", SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB)))
     assert res.records[0].finish_ms == pytest.approx(7 * (30.0 + 1.0 + 50.0))
     full = simulate(c, w, "fifo:count_fs", SimConfig())
     assert full.records[0].finish_ms == pytest.approx(7 * (30.0 + 1.0 + 50.0))
@@ -207,14 +211,14 @@ def test_job_fidelity_refuses_shared_gpus() -> None:
     c = ClusterSpec(1, 1, gpu_memory_mb=4000.0)  # FF time-shares the one GPU
     stack = SchedulerStack("ff", SRSF(), FirstFit(), FairShare())
     with pytest.raises(SimulationError, match="exclusive GPUs"):
-        Simulator(c, w, stack, SimConfig(fidelity=Fidelity.JOB)).run()
+        Simulator(c, w, stack, SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))).run()
 
 
 def test_preemptive_order_needs_continuous_time() -> None:
     stack = SchedulerStack("x", PreemptiveSRSF(), CountPlacer(), FairShare())
     w = Workload((JobSpec(0, 0.0, UNIT, 1, 1),))
     with pytest.raises(ConfigError, match="continuous time"):
-        Simulator(ClusterSpec(1, 1), w, stack, SimConfig(tick_ms=1.0))
+        Simulator(ClusterSpec(1, 1), w, stack, SimConfig(quirks=QuirkOptions(tick_ms=1.0)))
 
 
 def test_queue_length_does_not_grow_the_cost_of_a_pass() -> None:
@@ -226,7 +230,9 @@ def test_queue_length_does_not_grow_the_cost_of_a_pass() -> None:
         order = DiscretizedLAS(TiresiasConfig.paper())
         stack = SchedulerStack("dlas", order, SkewPlacer(), FairShare())
         w = builtin_tiresias_trace(copies=copies)
-        Simulator(ClusterSpec(15, 4), w, stack, SimConfig(fidelity=Fidelity.JOB)).run()
+        Simulator(
+            ClusterSpec(15, 4), w, stack, SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))
+        ).run()
         seen[copies] = (order.max_pending, order.max_compared, order.passes)
     assert seen[40][0] > 1500 and seen[10][0] > 200  # long queues
     # at most 60 running jobs and 4 size classes: 60 + 60 x 4 comparisons, whatever the queue

@@ -18,6 +18,7 @@ import pytest
 from envs.sim import (
     ClusterSpec,
     Fidelity,
+    FidelityOptions,
     JobSpec,
     ModelProfile,
     SimConfig,
@@ -63,7 +64,9 @@ CLUSTER = ClusterSpec(1, int(TOY["cluster_gpus"]), gpu_memory_mb=1000.0)
 
 def run_toy(order: JobOrder, fidelity: Fidelity, **cfg: Any) -> SimResult:
     stack = SchedulerStack(order.name, order, CountPlacer(), FairShare())
-    config = SimConfig(fidelity=fidelity, check_invariants=fidelity is Fidelity.FULL, **cfg)
+    config = SimConfig.from_flat(
+        fidelity=fidelity, check_invariants=fidelity is Fidelity.FULL, **cfg
+    )
     return Simulator(CLUSTER, toy_workload(), stack, config).run()
 
 
@@ -152,7 +155,9 @@ def test_mlfq_thresholds_2_4(fidelity: Fidelity) -> None:
 )
 def test_named_upstream_stacks_match_upstream_on_toy(stack: str, key: str) -> None:
     """With upstream's default thresholds nothing is demoted: every policy runs FIFO."""
-    res = simulate(CLUSTER, toy_workload(), stack, SimConfig(fidelity=Fidelity.JOB))
+    res = simulate(
+        CLUSTER, toy_workload(), stack, SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))
+    )
     assert jcts(res) == TOY["upstream_simulator_as_implemented"][key]
 
 

@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import pytest
 
-from envs.sim import ClusterSpec, Fidelity, NetworkSpec, SimConfig, SimResult, simulate
+from envs.sim import (
+    ClusterSpec,
+    Fidelity,
+    FidelityOptions,
+    NetworkSpec,
+    SimConfig,
+    SimResult,
+    simulate,
+)
 from envs.sim.models import TIRESIAS_MODELS
 from envs.sim.stacks import TIRESIAS_STACKS
 from envs.sim.workload import builtin_philly_trace, builtin_tiresias_trace
 
 FREE_NET = NetworkSpec(a_ms=0.0, b_ms_per_mb=1e-9, eta_ms_per_mb=0.0)
-JOB = SimConfig(fidelity=Fidelity.JOB)
+JOB = SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))
 
 
 def seconds(res: SimResult) -> tuple[float, float, float]:

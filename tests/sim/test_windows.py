@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.sim import ClusterSpec, Fidelity, SimConfig, simulate
+from envs.sim import ClusterSpec, Fidelity, FidelityOptions, RunOptions, SimConfig, simulate
 from envs.sim.stacks import STACKS
 from envs.sim.workload import builtin_ada_srsf, scale_workload
 
@@ -36,18 +36,32 @@ def test_windows_keep_invariants_with_float_times(stack: str) -> None:
         replace(j, model=PAPER_MODELS[j.model.name]) for j in base.jobs if j.job_id % 2 == 0
     )
     w = Workload(jobs, name="paper-times")
-    on = simulate(CLUSTER, w, stack, SimConfig(engine="python", check_invariants=True))
-    off = simulate(CLUSTER, w, stack, SimConfig(engine="python", compute_windows=False))
+    on = simulate(
+        CLUSTER, w, stack, SimConfig(run=RunOptions(engine="python", check_invariants=True))
+    )
+    off = simulate(
+        CLUSTER,
+        w,
+        stack,
+        SimConfig(fidelity=FidelityOptions(compute_windows=False), run=RunOptions(engine="python")),
+    )
     np.testing.assert_array_equal(on.jcts_ms(), off.jcts_ms())
     fast_on = simulate(
-        CLUSTER, w, stack, SimConfig(engine="python", fidelity=Fidelity.FAST, fast_min_steps=10)
+        CLUSTER,
+        w,
+        stack,
+        SimConfig(
+            fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=10),
+            run=RunOptions(engine="python"),
+        ),
     )
     fast_off = simulate(
         CLUSTER,
         w,
         stack,
         SimConfig(
-            engine="python", fidelity=Fidelity.FAST, fast_min_steps=10, compute_windows=False
+            fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=10, compute_windows=False),
+            run=RunOptions(engine="python"),
         ),
     )
     np.testing.assert_array_equal(fast_on.jcts_ms(), fast_off.jcts_ms())

@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from envs.sim.config import SimConfig
+from envs.sim.config import ModelOptions, SimConfig
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.cluster import Placement
 from envs.sim.elastic.engine_jobs import (
@@ -461,7 +461,7 @@ class ContentionSlotSimulator(SlotSimulator):
         placement: tuple[dict[int, list[int]], dict[int, list[int]]] | None,
     ) -> Simulator:
         cfg = self.config
-        sim_cfg = SimConfig(seed=cfg.seed + t)
+        sim_cfg = SimConfig(model=ModelOptions(seed=cfg.seed + t))
         workload = Workload(tuple(specs), name=f"slot {t}")
         if placement is None:
             stack = make_stack(f"{cfg.order}:{self.placer_name}_{cfg.comm}")

@@ -13,7 +13,7 @@ time-sharing, compute windows), :mod:`.network` (NIC rates), :mod:`.admission` (
 :mod:`.placement` (phases 2 and 4), :mod:`.preemption` (strategy: who holds GPUs),
 :mod:`.reference` (strategy: the reference's ticks and quirks, ``SimConfig.reference()``),
 over the shared state of :mod:`.core`, composed in :mod:`.simulator`; :mod:`.api` has
-:func:`simulate`.  Time is continuous by default; ``SimConfig.tick_ms`` is the reference's
+:func:`simulate`.  Time is continuous by default; ``SimConfig.quirks.tick_ms`` is the reference's
 discrete clock.
 """
 

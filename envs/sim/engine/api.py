@@ -26,8 +26,8 @@ def resolve_stack(stack: str | SchedulerStack, cfg: SimConfig) -> SchedulerStack
     if isinstance(stack, str):
         return make_stack(
             stack,
-            lwf_comm_ms_per_mb=cfg.lwf_comm_ms_per_mb,
-            adadual_inclusive=cfg.adadual_inclusive,
+            lwf_comm_ms_per_mb=cfg.quirks.lwf_comm_ms_per_mb,
+            adadual_inclusive=cfg.quirks.adadual_inclusive,
         )
     if not isinstance(stack, SchedulerStack):
         raise ConfigError(f"stack must be a name or a SchedulerStack, got {type(stack).__name__}")
@@ -46,7 +46,7 @@ def simulate(
     the run (same results, bit for bit), else on :class:`Simulator`."""
     cfg = config or SimConfig()
     stack = resolve_stack(stack, cfg)
-    if cfg.fidelity is Fidelity.FULL:
+    if cfg.fidelity.level is Fidelity.FULL:
         big = max(workload.jobs, key=lambda j: j.iterations)
         if big.iterations > MAX_FULL_ITERATIONS:
             raise ConfigError(
@@ -56,12 +56,12 @@ def simulate(
                 "workload.trace.max_iterations, cap durations (workload.trace.duration_cap_s), "
                 "or use fidelity=fast / job"
             )
-    if cfg.engine != "python":
+    if cfg.run.engine != "python":
         from envs.sim import native
 
         why = native.unsupported(workload, stack, cfg)
         if why is None:
-            return native.run(cluster, workload, stack, cfg, _make_rng(cfg.seed))
-        if cfg.engine == "native":
+            return native.run(cluster, workload, stack, cfg, _make_rng(cfg.model.seed))
+        if cfg.run.engine == "native":
             raise ConfigError(f"engine='native' cannot run this: {why}")
     return Simulator(cluster, workload, stack, cfg).run()

@@ -235,7 +235,7 @@ class Compute(EngineCore):
     def _hold_start(self, job: Job, t: float) -> None:
         """A job placed in JOB fidelity, or resumed with a restore cost: schedule the end of
         its run (JOB) or of its restore."""
-        cost = self.cfg.preemption_cost_ms if job.preemptions else 0.0
+        cost = self.cfg.model.preemption_cost_ms if job.preemptions else 0.0
         job.aux_ver += 1
         job.run_since = t + cost  # a restore is not service: orders see no progress
         if not self.job_level:

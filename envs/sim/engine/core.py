@@ -72,11 +72,11 @@ class EngineCore:
         self.prio_is_remaining = type(stack.order) is SRSF
         self.placer: Placer = stack.placer
         self.commsched: CommScheduler = stack.comm
-        self.rng = _make_rng(self.cfg.seed)
-        # TicTac (cfg.ps_iteration): PS exchanges shortened to what compute does not hide
-        c = self.cfg
+        self.rng = _make_rng(self.cfg.model.seed)
+        # TicTac (cfg.model.ps_iteration): PS exchanges shortened to what compute does not hide
+        m = self.cfg.model
         self.overlap = make_overlap(
-            c.ps_iteration, cluster.network, workload, c.seed, c.tictac_upstream_ties
+            m.ps_iteration, cluster.network, workload, m.seed, m.tictac_upstream_ties
         )
         g = cluster.num_gpus
         # ClusterView
@@ -120,7 +120,7 @@ class EngineCore:
         self._fresh: list[Job] = []  # jobs that joined ``waiting`` in this phase 5
         # phase 5 walks the whole waiting list only where the reference's probes need it
         # (tests set it to cross-check ``_ask_touched``); questions asked, jobs walked past
-        self.scan_waiting = self.cfg.probe_side_effect
+        self.scan_waiting = self.cfg.quirks.probe_side_effect
         self.scan_up_to = _SCAN_UP_TO  # tests set 0 to use the index (and holds) always
         self.comm_asks = 0
         self.waiting_visits = 0
@@ -130,7 +130,7 @@ class EngineCore:
         self.seq = 0
         self.now = 0.0
         self.events = 0
-        self.tick = self.cfg.tick_ms
+        self.tick = self.cfg.quirks.tick_ms
         # the reference simulator's discrete clock and quirks (None: the paper's model)
         self.quirks = ReferenceQuirks(self.cfg) if self.tick is not None else None
         self.comm_est = (
@@ -152,7 +152,7 @@ class EngineCore:
         self._ran = False
         self._started = False
         self._wall = 0.0  # seconds spent in run()/run_until()
-        self.windows = self.cfg.compute_windows
+        self.windows = self.cfg.fidelity.compute_windows
         # preemptive job orders decide which jobs hold GPUs (see envs.sim.engine.preemption)
         self.preemptive: bool = getattr(stack.order, "preemptive", False)
         self.porder = cast(PreemptiveOrder, stack.order)
@@ -170,7 +170,7 @@ class EngineCore:
         # JOB fidelity: bring remaining work up to date before each pass only if it is read
         self.order_reads_remaining: bool = getattr(stack.order, "reads_remaining", True)
         self.resched = False  # a preemptive order's decision pass is due
-        self.job_level = self.cfg.fidelity is Fidelity.JOB
+        self.job_level = self.cfg.fidelity.level is Fidelity.JOB
         self.preemption: Preemption = (
             Preemptive(self.porder, self.tick) if self.preemptive else NonPreemptive()
         )

@@ -79,7 +79,7 @@ class Kernel(EngineCore):
     def _loop(self, until_ms: float) -> None:  # noqa: C901
         heap = self.heap
         pop = heapq.heappop
-        budget, every = self.cfg.max_wall_s, self.cfg.progress_s
+        budget, every = self.cfg.run.max_wall_s, self.cfg.run.progress_s
         watch = budget is not None or every is not None
         entered = _time.perf_counter()
         next_report = self._wall + (every or 0.0)
@@ -141,7 +141,7 @@ class Kernel(EngineCore):
             self._step(t, task_ends, comm_ends, syncs, arrivals)
             if self.paused_at is not None:  # a decision is due (envs.sim.decisions)
                 return
-            if self.cfg.check_invariants:
+            if self.cfg.run.check_invariants:
                 self.check_invariants()
 
     def _step(

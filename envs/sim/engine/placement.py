@@ -76,7 +76,7 @@ class Placement(EngineCore):
                 remaining.append(job)
                 continue
             self._place(job, gpus, t)
-            skip = self.cfg.skip_after_place
+            skip = self.cfg.quirks.skip_after_place
         self.queue = remaining
         if skipped and self.tick is not None:  # the skipped job is tried at the next tick
             self._wake_next_tick(t)
@@ -104,7 +104,7 @@ class Placement(EngineCore):
             return
         self.alloc_passes += 1
         q.fresh = 0
-        skip = self.cfg.skip_after_place
+        skip = self.cfg.quirks.skip_after_place
         skipped = False
         pos = _BEFORE_ALL
         while True:
@@ -167,7 +167,7 @@ class Placement(EngineCore):
         load = m.compute_ms * left + est * left
         mem = m.gpu_memory_mb
         # JOB fidelity and restoring resumptions compute nothing per task yet
-        hold = self.job_level or (job.preemptions > 0 and self.cfg.preemption_cost_ms > 0)
+        hold = self.job_level or (job.preemptions > 0 and self.cfg.model.preemption_cost_ms > 0)
         for w, g in enumerate(gpus):
             if self.free_mem_mb[g] < mem:
                 raise SimulationError(

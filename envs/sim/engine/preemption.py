@@ -9,7 +9,7 @@ leaves out is evicted at once if nothing of its current iteration has run (or it
 or in JOB fidelity); otherwise it is marked and stops at its next iteration boundary (the
 engine's ``_sync`` holds it there and asks for a new pass), so no partial iteration is ever
 lost or double-counted.  Eviction frees its GPUs; on resumption it pays
-``SimConfig.preemption_cost_ms`` with its GPUs held (``_hold_start``).
+``SimConfig.model.preemption_cost_ms`` with its GPUs held (``_hold_start``).
 
 The engine calls the strategy only at arrivals, placement passes, placements and finishes
 (never per task), so the choice costs the hot loop nothing.
@@ -72,7 +72,7 @@ class NonPreemptive(Preemption):
         return False
 
     def replace(self, sim: EngineCore, t: float) -> bool:
-        if not sim.unreleased or sim.cfg.lagged_release:  # reference: released next tick
+        if not sim.unreleased or sim.cfg.quirks.lagged_release:  # reference: released next tick
             return False
         # a job just finished: its memory is free now, place again
         sim._release(t)

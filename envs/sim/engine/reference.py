@@ -28,10 +28,10 @@ class ReferenceQuirks:
     __slots__ = ("lagged_release", "probe_side_effect", "tick")
 
     def __init__(self, cfg: SimConfig) -> None:
-        assert cfg.tick_ms is not None
-        self.tick: float = cfg.tick_ms
-        self.probe_side_effect = cfg.probe_side_effect
-        self.lagged_release = cfg.lagged_release
+        assert cfg.quirks.tick_ms is not None
+        self.tick: float = cfg.quirks.tick_ms
+        self.probe_side_effect = cfg.quirks.probe_side_effect
+        self.lagged_release = cfg.quirks.lagged_release
 
     def ceil_tick(self, x: float) -> float:
         """The first tick at or after ``x``."""

@@ -30,7 +30,7 @@ class Simulator(Kernel, Compute, Network, Admission, Placement):
 
     def check_invariants(self) -> None:
         """Raise SimulationError if any model invariant fails (called after every event time
-        when ``SimConfig.check_invariants``)."""
+        when ``SimConfig.run.check_invariants``)."""
         cap = self.cluster.gpu_memory_mb
         for g in range(self.cluster.num_gpus):
             used = sum(j.spec.model.gpu_memory_mb for j, _ in self.residents[g])

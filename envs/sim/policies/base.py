@@ -115,7 +115,7 @@ class PreemptiveOrder(Protocol):
     time returned by ``next_wakeup``) it calls ``plan``, which returns the jobs that should
     hold GPUs, in priority order; running jobs left out are preempted, the others are placed
     in that order (a job the placer cannot place stays pending).  Preempted jobs release their
-    GPUs at their next iteration boundary and pay ``SimConfig.preemption_cost_ms`` on resume.
+    GPUs at their next iteration boundary and pay ``SimConfig.model.preemption_cost_ms`` on resume.
     """
 
     name: str

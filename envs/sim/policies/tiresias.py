@@ -17,7 +17,7 @@ GPU-seconds).  Jobs sit in ``K`` priority queues (``TiresiasConfig``):
 These are the upstream code's semantics (SymbioticLab/Tiresias ``959f9b0``, read in the shared
 reference note §1.2) except that demotion happens at the exact crossing time (upstream rounds
 its jump time in mixed units and may notice a demotion late) and preemption may cost time
-(``SimConfig.preemption_cost_ms``).
+(``SimConfig.model.preemption_cost_ms``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from envs.sim.spec import CommArch, JobSpec, ModelProfile, NetworkSpec, Workload
 from envs.sim.tictac.graph import OpGraphError, available_graphs, graph_for
 from envs.sim.tictac.model import IterationModel, OrderPolicy
 
-#: values of ``SimConfig.ps_iteration``: the engine's own sequential model, or TicTac's
+#: values of ``SimConfig.model.ps_iteration``: the engine's own sequential model, or TicTac's
 SEQUENTIAL = "sequential"
 PS_ITERATION_MODELS = (SEQUENTIAL, *(p.value for p in OrderPolicy))
 
@@ -90,7 +90,7 @@ class PSOverlap:
 def make_overlap(
     ps_iteration: str, network: NetworkSpec, workload: Workload, seed: int, upstream_ties: bool
 ) -> PSOverlap | None:
-    """The engine's overlap hook for ``SimConfig.ps_iteration`` (None: sequential model)."""
+    """The engine's overlap hook for ``SimConfig.model.ps_iteration`` (None: sequential model)."""
     if ps_iteration == SEQUENTIAL:
         return None
     hook = PSOverlap(ps_iteration, network, seed, upstream_tic_ties=upstream_ties)
