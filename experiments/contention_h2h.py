@@ -31,7 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import seed_list
 
-from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode, teacher_data
+from agents.episode_pg import (
+    EpisodePG,
+    EpisodePGConfig,
+    MaskedMLP,
+    run_episode,
+    save_episode_pg,
+    teacher_data,
+)
 from agents.episode_pg import clone as pg_clone
 from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher
 from envs.sim import ClusterSpec, SimConfig, simulate
@@ -176,7 +183,25 @@ def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
             best = (v, {k: t.clone() for k, t in net.state_dict().items()})
 
     pg.learn(args.iterations, on_iteration)
-    return {"net": net, "bc_state": bc_state, "best_state": best[1], "curve": curve}
+    return {"net": net, "bc_state": bc_state, "best_state": best[1], "curve": curve,
+            "env": env, "config": cfg}  # fmt: skip
+
+
+def save_policy(args: argparse.Namespace, seed: int, out: dict[str, Any]) -> None:
+    """``--save-policy``: the kept (best validation) network, its env layout and the run's
+    record (arguments, EpisodePG config, seed, curve, versions, git commit)."""
+    from dataclasses import asdict
+
+    from training.runinfo import run_record
+
+    net = out["net"]
+    net.load_state_dict(out["best_state"])
+    config = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+              "episode_pg": asdict(out["config"])}  # fmt: skip
+    record = run_record(config, seed, learner="EpisodePG", validation_seeds=VALIDATION,
+                        curve=out["curve"], kept="best validation avg JCT")  # fmt: skip
+    path = save_episode_pg(args.save_policy, net, out["env"], record)
+    print(f"policy (training seed {seed}): {path}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------ report
@@ -263,6 +288,9 @@ def main() -> None:
     ap.add_argument("--merge", nargs="*", default=[], metavar="NPZ[=PREFIX]",
                     help="add rows saved by earlier --save runs (names prefixed)")  # fmt: skip
     ap.add_argument("--cdf", type=Path, default=None, help="plot the per-job JCT CDFs (png)")
+    ap.add_argument("--save-policy", type=Path, default=None, metavar="NPZ",
+                    help="pg, one training seed: save the kept policy (evaluate.py "
+                         "contention:NPZ)")  # fmt: skip
     ap.add_argument("--train-seeds", type=seed_list, default=None,
                     help="training seeds (default: 0..--seeds-1)")  # fmt: skip
     ap.add_argument(
@@ -271,6 +299,11 @@ def main() -> None:
         help="only LWF-1 + SRSF(1) (the paired baseline) and the learned rows",
     )
     args = ap.parse_args()
+    train_seeds = args.train_seeds or list(range(args.seeds))
+    if args.save_policy is not None and (args.learner != "pg" or len(train_seeds) != 1):
+        ap.error("--save-policy needs --learner pg and exactly one training seed")
+    if args.save_policy is not None and args.save_policy.suffix != ".npz":
+        ap.error(f"--save-policy: expected a .npz path, got {args.save_policy}")
     th.set_num_threads(1)
     cluster = ClusterSpec()
     tests = {s: paper_scale_workload(s) for s in args.test}
@@ -290,10 +323,11 @@ def main() -> None:
         ]
 
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    train_seeds = args.train_seeds or list(range(args.seeds))
     if args.learner == "pg":
         for seed in train_seeds:
             out = train_pg(args, seed)
+            if args.save_policy is not None:
+                save_policy(args, seed, out)
             net = out["net"]
             recipe = "scratch " if args.from_scratch else f"{args.teacher} "
             if args.bc_smoothing > 0 and not args.from_scratch:
