@@ -384,7 +384,7 @@ def save_episode_pg(
     arrays[_META_KEY] = np.array(json.dumps(meta, default=str))
     p.parent.mkdir(parents=True, exist_ok=True)
     with open(p, "wb") as f:
-        np.savez(f, **arrays)  # type: ignore[arg-type]
+        np.savez(f, **arrays)
     return p
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from envs.sim import ClusterSpec, SimConfig, simulate
 from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V
 from envs.sim.workload import paper_scale_workload
+from evaluation.contention import solo_jcts_ms
 
 STACKS = [*dict.fromkeys([*TABLE_V, *TABLE_IV]), "dlas:skew_fs", "dgittins:skew_fs",
           "psrsf:count_fs", "srsf:count_fs"]  # fmt: skip
@@ -58,13 +58,10 @@ def jcts_of(result: Any) -> np.ndarray:
 
 
 def solo_bound(cluster: ClusterSpec, w: Workload) -> np.ndarray:
-    """Each job alone on the empty cluster from its arrival (LWF-1 packs it on the fewest
-    servers, where its all-reduces are cheapest): JCTs no schedule can beat."""
-    out = []
-    for job in w.jobs:
-        alone = Workload((replace(job, submit_ms=0.0),), name="solo")
-        out.append(jcts_of(simulate(cluster, alone, "lwf1_srsf1"))[0])
-    return np.array(out)
+    """Each job alone on the empty cluster from its arrival, at its best placement
+    (:func:`evaluation.contention.solo_jcts_ms`, evaluate.py's ``bound:solo``): JCTs (s) no
+    schedule can beat."""
+    return solo_jcts_ms(cluster, w, SimConfig()) / 1000.0
 
 
 def env_run(env: ContentionEnv, seed: int, act: Any) -> np.ndarray:
@@ -235,6 +232,16 @@ def merge_rows(rows: dict[str, list[np.ndarray]], specs: list[str], n: int) -> N
                     rows.setdefault(f"{prefix + ' ' if prefix else ''}{name}", parts)
 
 
+def _train_seeds(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """The training seeds; ``--save-policy`` needs exactly one (pg) and a ``.npz`` path."""
+    seeds: list[int] = args.train_seeds or list(range(args.seeds))
+    if args.save_policy is not None and (args.learner != "pg" or len(seeds) != 1):
+        ap.error("--save-policy needs --learner pg and exactly one training seed")
+    if args.save_policy is not None and args.save_policy.suffix != ".npz":
+        ap.error(f"--save-policy: expected a .npz path, got {args.save_policy}")
+    return seeds
+
+
 def main() -> None:
     """Run the head-to-head and print the table.
 
@@ -299,11 +306,7 @@ def main() -> None:
         help="only LWF-1 + SRSF(1) (the paired baseline) and the learned rows",
     )
     args = ap.parse_args()
-    train_seeds = args.train_seeds or list(range(args.seeds))
-    if args.save_policy is not None and (args.learner != "pg" or len(train_seeds) != 1):
-        ap.error("--save-policy needs --learner pg and exactly one training seed")
-    if args.save_policy is not None and args.save_policy.suffix != ".npz":
-        ap.error(f"--save-policy: expected a .npz path, got {args.save_policy}")
+    train_seeds = _train_seeds(ap, args)
     th.set_num_threads(1)
     cluster = ClusterSpec()
     tests = {s: paper_scale_workload(s) for s in args.test}
