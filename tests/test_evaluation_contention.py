@@ -85,6 +85,8 @@ def test_the_exclusive_rule_is_deterministic_and_never_oversubscribes(tmp_path: 
 def test_the_released_policy_acts_through_evaluate_and_its_return_is_minus_avg_jct(
     tmp_path: Path,
 ) -> None:
+    assert RELEASED.stat().st_size < 1_000_000
+    assert "`contention_exclusive_pg`" in (ROOT / "policies" / "README.md").read_text()
     _, meta = load_episode_pg(RELEASED)
     assert meta["act"] == "argmax"
     assert meta["env"]["comm"] == "srsf1" and meta["env"]["num_servers"] == 16
