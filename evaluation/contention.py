@@ -18,9 +18,10 @@ difference and plot covers them), next to the bound no schedule can beat.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,19 +181,14 @@ class ContentionKind:
         return net.act, {"path": arg, "act": "argmax", "meta": meta}
 
     def run(self, task: RunTask) -> RunOutput:
-        import torch as th
-
         p = task.prepared
         assert p.workload is not None
         layout = _layout(task.arg)
-        env = _make_env(
-            task.scheduler, layout, task.cluster, task.sim_config.fidelity.value, [p.workload]
-        )
+        fidelity = task.sim_config.fidelity.value
+        env = _make_env(task.scheduler, layout, task.cluster, fidelity, [p.workload])
         act, policy = self._actor(task.arg)
-        threads = th.get_num_threads()
-        th.set_num_threads(1)  # one small MLP per decision: threads only add overhead
         t0 = time.perf_counter()
-        try:
+        with _one_torch_thread(task.arg not in _TEACHERS):
             obs, _ = env.reset(seed=p.seed, options={"workload_seed": p.seed})
             ret, steps = 0.0, 0
             while True:
@@ -205,8 +201,6 @@ class ContentionKind:
                     )
                 if term:
                     break
-        finally:
-            th.set_num_threads(threads)
         wall = time.perf_counter() - t0
         res = info["result"]
         episode = {
@@ -216,15 +210,37 @@ class ContentionKind:
             "steps": steps,
             "stops": info["stops"],
         }
+        env_record = {
+            "id": "dlsched/Contention-v0",
+            **{k: layout[k] for k in ("J", "placements", "comm")},
+            "fidelity": fidelity,
+        }
         out_info = {
             "sim_config": res.config,
             "events": res.events,
             "wall_s": wall,
-            "env": {**layout, "id": "dlsched/Contention-v0"},
+            "env": env_record,
             "policy": policy,
             "episode": episode,
         }
         return engine_output(task, res, out_info)
+
+
+@contextlib.contextmanager
+def _one_torch_thread(on: bool) -> Iterator[None]:
+    """One torch thread while a network acts (one small MLP per decision: more threads only
+    add overhead), restored afterwards; nothing (no torch import) for a rule."""
+    if not on:
+        yield
+        return
+    import torch as th
+
+    threads = th.get_num_threads()
+    th.set_num_threads(1)
+    try:
+        yield
+    finally:
+        th.set_num_threads(threads)
 
 
 def solo_jcts_ms(cluster: ClusterSpec, w: Workload, cfg: SimConfig) -> np.ndarray:
