@@ -16,14 +16,19 @@ it drives any env whose steps are decisions at instants of continuous time.  One
    passes of mini-batches; entropy bonus ``ent_coef``.
 
 The policy may start from a behaviour clone (:func:`clone`).  Every random draw comes from
-generators seeded by ``seed``: a run is reproducible bit for bit on one machine.
+generators seeded by ``seed``: a run is reproducible bit for bit on one machine.  A trained
+network is saved with the env layout it needs in one ``.npz`` (:func:`save_episode_pg`).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,9 +45,16 @@ __all__ = [
     "EpisodePGConfig",
     "MaskedMLP",
     "clone",
+    "contention_env_layout",
+    "load_episode_pg",
     "run_episode",
+    "save_episode_pg",
     "teacher_data",
 ]
+
+#: The ``format`` tag of a saved policy (:func:`save_episode_pg`).
+POLICY_FORMAT = "dlsched.episode_pg/1"
+_META_KEY = "__meta__"
 
 
 @dataclass
@@ -321,3 +333,88 @@ class EpisodePG:
             self.iteration += 1
             if on_iteration is not None:
                 on_iteration(self.iteration, stats)
+
+
+# ---------------------------------------------------------------------------- saved policies
+def contention_env_layout(env: Any) -> dict[str, Any]:
+    """What fixes a ``ContentionEnv``'s observation and action layout (and its world): window
+    ``J``, ``placements``, ``comm``, the cluster's shape, plus the training workloads'
+    ``scale``, ``num_jobs`` and ``fidelity`` (the keyword arguments to rebuild it)."""
+    c = env.cluster
+    return {
+        "J": int(env.J),
+        "placements": list(env.placements),
+        "comm": str(env.comm),
+        "num_servers": int(c.num_servers),
+        "gpus_per_server": int(c.gpus_per_server),
+        "gpu_memory_mb": float(c.gpu_memory_mb),
+        "scale": str(env.scale),
+        "num_jobs": int(env.num_jobs),
+        "fidelity": env.fidelity.value,
+    }
+
+
+def save_episode_pg(
+    path: str | os.PathLike[str], net: MaskedMLP, env: Any, record: dict[str, Any]
+) -> Path:
+    """Write ``net`` to ``path`` (``.npz``, no pickle): its weights and, as JSON under
+    ``__meta__``, the format tag, the network's sizes, the env layout
+    (:func:`contention_env_layout`), how it acts (masked argmax) and ``record`` (training
+    config, seed, command, versions, git commit)."""
+    p = Path(path)
+    if p.suffix != ".npz":
+        raise ConfigError(f"a saved EpisodePG policy is a .npz file, got {str(p)!r}")
+    first, last = net.net[0], net.net[-1]
+    assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
+    meta = {
+        "format": POLICY_FORMAT,
+        "obs_size": int(first.in_features),
+        "n_actions": int(last.out_features),
+        "hidden": int(first.out_features),
+        "act": "argmax",
+        "env": contention_env_layout(env),
+        "training": record,
+    }
+    if meta["obs_size"] != env.obs_size or meta["n_actions"] != env.wait_action + 1:
+        raise ConfigError(
+            f"the network ({meta['obs_size']} inputs, {meta['n_actions']} actions) does not fit "
+            f"the env ({env.obs_size} observations, {env.wait_action + 1} actions)"
+        )
+    arrays = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
+    arrays[_META_KEY] = np.array(json.dumps(meta, default=str))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "wb") as f:
+        np.savez(f, **arrays)
+    return p
+
+
+def load_episode_pg(path: str | os.PathLike[str]) -> tuple[MaskedMLP, dict[str, Any]]:
+    """``(net, meta)`` from a file of :func:`save_episode_pg`; a missing, corrupt or foreign
+    file is a :class:`ConfigError` that names it and the cause."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"EpisodePG policy file {str(p)!r} not found")
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        meta = json.loads(str(arrays.pop(_META_KEY)))
+    except KeyError:
+        raise ConfigError(f"{p}: not a saved EpisodePG policy (no {_META_KEY} entry)") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ConfigError(
+            f"{p}: cannot read the saved policy: the file is corrupt or not a .npz "
+            f"({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
+    if not isinstance(meta, dict) or meta.get("format") != POLICY_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else meta
+        raise ConfigError(f"{p}: format {got!r} is not {POLICY_FORMAT!r}")
+    try:
+        net = MaskedMLP(int(meta["obs_size"]), int(meta["n_actions"]), int(meta["hidden"]))
+        net.load_state_dict({k: th.as_tensor(v) for k, v in arrays.items()})
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise ConfigError(
+            f"{p}: the weights do not match the network its metadata describes "
+            f"({type(exc).__name__}: {str(exc)[:300]})"
+        ) from None
+    net.eval()
+    return net, meta

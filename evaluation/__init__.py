@@ -8,6 +8,7 @@ from Python without Hydra.  Modules (imports point downward):
 - :mod:`evaluation.kinds` — the scheduler-kind registry (:data:`SCHEDULER_KINDS`,
   :func:`register_scheduler_kind`) and the ``stack:`` and ``elastic:`` kinds;
   :mod:`evaluation.policy` — ``policy:<checkpoint>`` (a trained DL²-style policy);
+  :mod:`evaluation.contention` — ``contention:<policy>`` (Contention-v0) and ``bound:solo``;
   :mod:`evaluation.env_runs` — env mode: elastic schedulers through the DL² Gymnasium env;
   :mod:`evaluation.runs` — the kind contract (``RunTask`` -> ``RunOutput``);
 - :mod:`evaluation.workloads` — each seed's workload, the cluster and the simulator config;

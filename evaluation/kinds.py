@@ -10,7 +10,9 @@ contention-engine stack (``lwf1_adasrsf``, ``fifo:lwf4_srsf2``, see ``envs/sim/s
   ``optimus``, ``esrtf``, ``fixed``, ``bundle``, ``adasrsf``, ``tiresias``), or the same
   allocator driven through the DL² Gymnasium env when the run is in env mode
   (:mod:`evaluation.env_runs`);
-- ``policy:<path>`` — a trained DL²-style policy (:mod:`evaluation.policy`).
+- ``policy:<path>`` — a trained DL²-style policy (:mod:`evaluation.policy`);
+- ``contention:<srsf | exclusive | policy.npz>`` — a policy acting in ``dlsched/Contention-v0``
+  on the stacks' workloads, and ``bound:solo`` (:mod:`evaluation.contention`).
 
 A new kind is a class with ``name``, ``needs``, ``check(arg, cfg)`` and ``run(task) ->
 RunOutput``, added with :func:`register_scheduler_kind`; nothing else changes.
@@ -29,8 +31,9 @@ from envs.sim import ConfigError, make_stack, simulate
 from envs.sim.elastic.allocators import allocator_name, make_allocator
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 from evaluation.config import EvaluateConfig
+from evaluation.contention import BoundKind, ContentionKind
 from evaluation.policy import PolicyKind
-from evaluation.runs import RunOutput, RunTask, SchedulerKind, binned_utilisation
+from evaluation.runs import RunOutput, RunTask, SchedulerKind, engine_output
 from evaluation.runs import slot_utilisation as _slot_utilisation
 from evaluation.workloads import elastic_cluster, elastic_speed
 
@@ -62,43 +65,9 @@ class StackKind:
         w = task.prepared.workload
         assert w is not None
         res = simulate(task.cluster, w, task.arg, task.sim_config)
-        k = task.prepared.ms_per_s
-        recs = res.records
-        submit = np.array([r.submit_ms for r in recs]) / k
-        start = np.array([r.start_ms for r in recs]) / k
-        finish = np.array([r.finish_ms for r in recs]) / k
-        gpu_s = np.array([r.gpu_ms for r in recs]) / k
-        span = np.maximum(finish - start, 1e-12)
-        times = np.concatenate([start, finish])
-        deltas = np.concatenate([gpu_s / span, -gpu_s / span])
-        util_t, util = binned_utilisation(times, deltas, res.makespan_ms / k, res.num_gpus)
-        ideal = np.array([r.iterations * w.jobs[i].model.compute_ms for i, r in enumerate(recs)])
-        return RunOutput(
-            scheduler=task.scheduler,
-            seed=task.prepared.seed,
-            job_id=np.array([r.job_id for r in recs]),
-            name=[r.name for r in recs],
-            num_gpus=np.array([r.num_gpus for r in recs]),
-            submit_s=submit,
-            start_s=start,
-            finish_s=finish,
-            ideal_s=ideal / k,
-            makespan_s=res.makespan_ms / k,
-            gpu_util=res.gpu_utilisation,
-            util_t=util_t,
-            util=util,
-            info={
-                "sim_config": res.config,
-                "events": res.events,
-                "wall_s": res.wall_s,
-                "extra": res.extra,
-            },
-            extra={
-                "model": [r.model for r in recs],
-                "iterations": [r.iterations for r in recs],
-                "servers": [r.servers for r in recs],
-            },
-        )
+        info = {"sim_config": res.config, "events": res.events, "wall_s": res.wall_s,
+                "extra": res.extra}  # fmt: skip
+        return engine_output(task, res, info)
 
 
 class ElasticKind:
@@ -196,6 +165,10 @@ def register_scheduler_kind(kind: SchedulerKind) -> None:
     if kind.name in SCHEDULER_KINDS:
         raise ConfigError(f"scheduler kind {kind.name!r} is already registered")
     SCHEDULER_KINDS[kind.name] = kind
+
+
+register_scheduler_kind(ContentionKind())
+register_scheduler_kind(BoundKind())
 
 
 def parse_scheduler(spec: str) -> tuple[str, str]:

@@ -142,6 +142,10 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
                 "job-level workloads (use elastic:<allocator> schedulers)"
             )
         prepared = prepare_workloads(cfg, cluster, need_elastic="elastic" in needs)
+        for kind, arg in kinds.values():  # a kind that reads the workloads checks them now
+            check_workloads = getattr(SCHEDULER_KINDS[kind], "check_workloads", None)
+            if check_workloads is not None:
+                check_workloads(arg, prepared, cluster)
     plan = Plan(
         cfg=cfg,
         kinds=kinds,

@@ -201,8 +201,16 @@ def _pyplot() -> Any:
 
 def stack_colors(stacks: list[str]) -> dict[str, str]:
     """One colour per scheduler, by its place in ``stacks`` (the config's order), so that a
-    scheduler keeps its colour across plots and runs."""
-    cycle = [f"C{i}" for i in range(10)]
+    scheduler keeps its colour across plots and runs; distinct up to 20 schedulers (the
+    default cycle up to 10, matplotlib's ``tab20`` beyond)."""
+    if len(stacks) <= 10:
+        cycle = [f"C{i}" for i in range(10)]
+    else:
+        from matplotlib import colormaps
+        from matplotlib.colors import to_hex
+
+        tab20 = colormaps["tab20"]
+        cycle = [to_hex(tab20(i)) for i in (*range(0, 20, 2), *range(1, 20, 2))]
     return {s: cycle[i % len(cycle)] for i, s in enumerate(stacks)}
 
 

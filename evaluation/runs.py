@@ -12,13 +12,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from envs.sim import ClusterSpec, SimConfig
+from envs.sim.results import SimResult
 from evaluation.config import ElasticConfig, EvaluateConfig, PolicyEvalConfig
 from evaluation.workloads import Prepared
 
 if TYPE_CHECKING:  # gymnasium only where the env is used
     from envs.gym.factory import EnvConfig
 
-__all__ = ["RunOutput", "RunTask", "SchedulerKind", "binned_utilisation", "slot_utilisation"]
+__all__ = [
+    "RunOutput",
+    "RunTask",
+    "SchedulerKind",
+    "binned_utilisation",
+    "engine_output",
+    "slot_utilisation",
+]
 
 
 @dataclass(frozen=True)
@@ -116,3 +124,42 @@ def slot_utilisation(
     slot_starts = np.arange(gpu_util.size) * slot_s
     deltas = np.diff(np.concatenate([[0.0], gpu_util]))
     return binned_utilisation(slot_starts, deltas, makespan_s, 1.0)
+
+
+def engine_output(task: RunTask, res: SimResult, info: dict[str, Any]) -> RunOutput:
+    """A contention-engine run's :class:`RunOutput` from its result (per-job times in the
+    workload's seconds, the utilisation of the GPUs' workers, the ideal run times)."""
+    w = task.prepared.workload
+    assert w is not None
+    k = task.prepared.ms_per_s
+    recs = res.records
+    submit = np.array([r.submit_ms for r in recs]) / k
+    start = np.array([r.start_ms for r in recs]) / k
+    finish = np.array([r.finish_ms for r in recs]) / k
+    gpu_s = np.array([r.gpu_ms for r in recs]) / k
+    span = np.maximum(finish - start, 1e-12)
+    times = np.concatenate([start, finish])
+    deltas = np.concatenate([gpu_s / span, -gpu_s / span])
+    util_t, util = binned_utilisation(times, deltas, res.makespan_ms / k, res.num_gpus)
+    ideal = np.array([r.iterations * w.jobs[i].model.compute_ms for i, r in enumerate(recs)])
+    return RunOutput(
+        scheduler=task.scheduler,
+        seed=task.prepared.seed,
+        job_id=np.array([r.job_id for r in recs]),
+        name=[r.name for r in recs],
+        num_gpus=np.array([r.num_gpus for r in recs]),
+        submit_s=submit,
+        start_s=start,
+        finish_s=finish,
+        ideal_s=ideal / k,
+        makespan_s=res.makespan_ms / k,
+        gpu_util=res.gpu_utilisation,
+        util_t=util_t,
+        util=util,
+        info=info,
+        extra={
+            "model": [r.model for r in recs],
+            "iterations": [r.iterations for r in recs],
+            "servers": [r.servers for r in recs],
+        },
+    )

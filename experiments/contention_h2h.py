@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import seed_list
 
-from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode, teacher_data
+from agents.episode_pg import (
+    EpisodePG,
+    EpisodePGConfig,
+    MaskedMLP,
+    run_episode,
+    save_episode_pg,
+    teacher_data,
+)
 from agents.episode_pg import clone as pg_clone
 from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher
 from envs.gym.workloads import (
@@ -49,6 +55,7 @@ from envs.sim import ClusterSpec, ModelOptions, SimConfig, simulate
 from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V
 from envs.sim.workload import paper_scale_workload
+from evaluation.contention import solo_jcts_ms
 
 STACKS = [*dict.fromkeys([*TABLE_V, *TABLE_IV]), "dlas:skew_fs", "dgittins:skew_fs",
           "psrsf:count_fs", "srsf:count_fs"]  # fmt: skip
@@ -104,13 +111,10 @@ def jcts_of(result: Any) -> np.ndarray:
 
 
 def solo_bound(cluster: ClusterSpec, w: Workload) -> np.ndarray:
-    """Each job alone on the empty cluster from its arrival (LWF-1 packs it on the fewest
-    servers, where its all-reduces are cheapest): JCTs no schedule can beat."""
-    out = []
-    for job in w.jobs:
-        alone = Workload((replace(job, submit_ms=0.0),), name="solo")
-        out.append(jcts_of(simulate(cluster, alone, "lwf1_srsf1"))[0])
-    return np.array(out)
+    """Each job alone on the empty cluster from its arrival, at its best placement
+    (:func:`evaluation.contention.solo_jcts_ms`, evaluate.py's ``bound:solo``): JCTs (s) no
+    schedule can beat."""
+    return solo_jcts_ms(cluster, w, SimConfig()) / 1000.0
 
 
 def env_run(env: ContentionEnv, seed: int, act: Any) -> np.ndarray:
@@ -229,7 +233,26 @@ def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
             best = (v, {k: t.clone() for k, t in net.state_dict().items()})
 
     pg.learn(args.iterations, on_iteration)
-    return {"net": net, "bc_state": bc_state, "best_state": best[1], "curve": curve}
+    return {"net": net, "bc_state": bc_state, "best_state": best[1], "curve": curve,
+            "env": env, "config": cfg}  # fmt: skip
+
+
+def save_policy(args: argparse.Namespace, seed: int, out: dict[str, Any]) -> None:
+    """``--save-policy``: the kept (best validation) network, its env layout and the run's
+    record (arguments, EpisodePG config, seed, curve, versions, git commit)."""
+    from dataclasses import asdict
+
+    from training.runinfo import run_record
+
+    net = out["net"]
+    net.load_state_dict(out["best_state"])
+    config = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+              "episode_pg": asdict(out["config"])}  # fmt: skip
+    record = run_record(config, seed, learner="EpisodePG", validation_seeds=VALIDATION,
+                        curve=out["curve"], kept="best validation avg JCT")  # fmt: skip
+    record.pop("cwd")  # a released file names no machine's paths
+    path = save_episode_pg(args.save_policy, net, out["env"], record)
+    print(f"policy (training seed {seed}): {path}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------ report
@@ -264,13 +287,18 @@ def merge_rows(rows: dict[str, list[np.ndarray]], specs: list[str], n: int) -> N
 
 
 def learned_rows(
-    args: argparse.Namespace, full: ContentionEnv, seeds: list[int], rows: dict[str, Any]
+    args: argparse.Namespace,
+    full: ContentionEnv,
+    seeds: list[int],
+    rows: dict[str, Any],
+    train_seeds: list[int],
 ) -> None:
     """Train per training seed and add the learned policies' rows on the test ``seeds``."""
-    train_seeds = args.train_seeds or list(range(args.seeds))
     if args.learner == "pg":
         for seed in train_seeds:
             out = train_pg(args, seed)
+            if args.save_policy is not None:
+                save_policy(args, seed, out)
             net = out["net"]
             recipe = "scratch " if args.from_scratch else f"{args.teacher} "
             if args.bc_smoothing > 0 and not args.from_scratch:
@@ -293,6 +321,16 @@ def learned_rows(
                     env_run(full, s, policy_actor(model)) for s in seeds
                 ]
             print(f"seed {seed} curve: {out['curve']}", file=sys.stderr)
+
+
+def _train_seeds(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """The training seeds; ``--save-policy`` needs exactly one (pg) and a ``.npz`` path."""
+    seeds: list[int] = args.train_seeds or list(range(args.seeds))
+    if args.save_policy is not None and (args.learner != "pg" or len(seeds) != 1):
+        ap.error("--save-policy needs --learner pg and exactly one training seed")
+    if args.save_policy is not None and args.save_policy.suffix != ".npz":
+        ap.error(f"--save-policy: expected a .npz path, got {args.save_policy}")
+    return seeds
 
 
 def main() -> None:
@@ -362,6 +400,9 @@ def main() -> None:
     ap.add_argument("--merge", nargs="*", default=[], metavar="NPZ[=PREFIX]",
                     help="add rows saved by earlier --save runs (names prefixed)")  # fmt: skip
     ap.add_argument("--cdf", type=Path, default=None, help="plot the per-job JCT CDFs (png)")
+    ap.add_argument("--save-policy", type=Path, default=None, metavar="NPZ",
+                    help="pg, one training seed: save the kept policy (evaluate.py "
+                         "contention:NPZ)")  # fmt: skip
     ap.add_argument("--train-seeds", type=seed_list, default=None,
                     help="training seeds (default: 0..--seeds-1)")  # fmt: skip
     ap.add_argument(
@@ -372,6 +413,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.test_windows < 2 or args.window_jobs < 2:
         ap.error("--test-windows and --window-jobs must be >= 2")
+    train_seeds = _train_seeds(ap, args)
     th.set_num_threads(1)
     cluster = ClusterSpec()
     tests = test_workloads(args, cluster)
@@ -400,7 +442,7 @@ def main() -> None:
         ]
 
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    learned_rows(args, full, seeds, rows)
+    learned_rows(args, full, seeds, rows, train_seeds)
     merge_rows(rows, args.merge, len(seeds))
     if args.save is not None:
         payload: dict[str, Any] = {

@@ -276,6 +276,8 @@ def test_plot_colours_follow_the_config_order_and_time_axes_scale() -> None:
     a = stack_colors(["lwf1_adasrsf", "ff_adasrsf", "ls_adasrsf"])
     b = stack_colors(["lwf1_adasrsf", "ff_adasrsf", "ls_adasrsf"])
     assert a == b == {"lwf1_adasrsf": "C0", "ff_adasrsf": "C1", "ls_adasrsf": "C2"}
+    many = stack_colors([f"s{i}" for i in range(14)])  # the one-command head-to-head's 14
+    assert len(set(many.values())) == 14
     assert _time_axis(100.0) == (1.0, "s")
     assert _time_axis(5 * 3600.0) == (3600.0, "hours")
     assert _time_axis(30 * 86400.0) == (86400.0, "days")

@@ -1,0 +1,300 @@
+"""``contention:<policy>``: a policy acting in ``dlsched/Contention-v0``; ``bound:solo``.
+
+Why: the learned admission and placement policies of Contention-v0 meet the contention
+engine's stacks in one ``evaluate.py`` command, on the same prepared workloads, cluster and
+fidelity as the ``stack:`` runs, with the same per-job records (so every table, paired
+difference and plot covers them), next to the bound no schedule can beat.
+
+- ``contention:srsf`` / ``contention:exclusive``: the env's teachers
+  (:func:`~envs.gym.contention_env.srsf_teacher`, LWF-1 + SRSF(1) exactly;
+  :func:`~envs.gym.contention_env.srsf_exclusive_teacher`) in the env of
+  ``experiments/contention_h2h.py`` (:data:`TEACHER_ENV`);
+- ``contention:<file.npz | directory with policy.npz>``: an EpisodePG policy saved by
+  :func:`agents.episode_pg.save_episode_pg`, acting by masked argmax in the env layout it
+  records (window, placements, comm; its cluster shape must be the run's);
+- ``bound:solo``: each job alone on the empty cluster from its arrival, at its best placement
+  candidate (:data:`SOLO_PLACEMENTS`): JCTs no schedule can beat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from hydra.utils import to_absolute_path
+
+from envs.sim import ClusterSpec, ConfigError, NetworkSpec, SimConfig, simulate
+from envs.sim.errors import SimulationError
+from envs.sim.spec import Workload
+from evaluation.config import EvaluateConfig
+from evaluation.runs import RunOutput, RunTask, engine_output
+from evaluation.workloads import Prepared, sim_config
+
+if TYPE_CHECKING:
+    from agents.episode_pg import MaskedMLP
+    from envs.gym.contention_env import ContentionEnv
+
+__all__ = [
+    "SOLO_PLACEMENTS",
+    "TEACHER_ENV",
+    "BoundKind",
+    "ContentionKind",
+    "solo_jcts_ms",
+]
+
+#: The env the teachers act in: ``experiments/contention_h2h.py``'s (and the released
+#: policy's) comm, placement candidates and window.
+TEACHER_ENV: dict[str, Any] = {"comm": "srsf1", "placements": ["lwf1", "ls", "ff"], "J": 20}
+#: The placements ``bound:solo`` tries for each job alone (it keeps the fastest).
+SOLO_PLACEMENTS = ("lwf1", "ff", "ls")
+_TEACHERS = ("srsf", "exclusive")
+_POLICY_FILE = "policy.npz"
+
+
+def _policy_file(arg: str) -> Path:
+    """The policy file of ``contention:<arg>`` (absolute; a directory means its
+    ``policy.npz``)."""
+    p = Path(to_absolute_path(arg))
+    return p / _POLICY_FILE if p.is_dir() else p
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> tuple[MaskedMLP, dict[str, Any]]:
+    from agents.episode_pg import load_episode_pg
+
+    return load_episode_pg(path)
+
+
+def _layout(arg: str) -> dict[str, Any]:
+    """The env layout (``J``, ``placements``, ``comm``) of a teacher or a saved policy."""
+    if arg in _TEACHERS:
+        return dict(TEACHER_ENV)
+    _, meta = _load(str(_policy_file(arg)))
+    env = meta.get("env")
+    if not isinstance(env, dict):
+        raise ConfigError(f"{_policy_file(arg)}: its metadata has no env layout ('env')")
+    return env
+
+
+def _make_env(
+    spec: str,
+    layout: dict[str, Any],
+    cluster: ClusterSpec,
+    fidelity: str,
+    workloads: Sequence[Workload] | None = None,
+) -> ContentionEnv:
+    from envs.gym.contention_env import ContentionEnv
+
+    try:
+        return ContentionEnv(
+            workloads=workloads,
+            num_servers=cluster.num_servers,
+            gpus_per_server=cluster.gpus_per_server,
+            gpu_memory_mb=cluster.gpu_memory_mb,
+            comm=str(layout["comm"]),
+            placements=tuple(layout["placements"]),
+            J=int(layout["J"]),
+            fidelity=fidelity,
+        )
+    except KeyError as exc:
+        raise ConfigError(f"{spec}: the policy's env layout lacks {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{spec}: Contention-v0 cannot take this run: {exc}") from None
+
+
+class ContentionKind:
+    """A teacher or a saved EpisodePG policy acting in Contention-v0 (module docstring)."""
+
+    name = "contention"
+    needs = "workload"
+
+    def check(self, arg: str, cfg: EvaluateConfig) -> None:
+        spec = f"{self.name}:{arg}"
+        if arg not in _TEACHERS and not _policy_file(arg).is_file():
+            raise ConfigError(
+                f"{spec}: neither a teacher ({', '.join(_TEACHERS)}) nor a saved EpisodePG "
+                f"policy: {str(_policy_file(arg))!r} not found"
+            )
+        layout = _layout(arg)
+        if cfg.mode != "correct" or cfg.check_invariants:
+            raise ConfigError(
+                f"{spec}: Contention-v0 simulates the correct model only (mode=correct, "
+                f"check_invariants=false), got mode={cfg.mode!r}, "
+                f"check_invariants={cfg.check_invariants}"
+            )
+        net = cfg.cluster.network
+        if (net.a_ms, net.b_ms_per_mb, net.eta_ms_per_mb) != (
+            NetworkSpec().a_ms,
+            NetworkSpec().b_ms_per_mb,
+            NetworkSpec().eta_ms_per_mb,
+        ):
+            raise ConfigError(
+                f"{spec}: Contention-v0 has the default network ({NetworkSpec()}); "
+                f"cluster.network is {net}"
+            )
+        sc = sim_config(cfg, cfg.seeds[0] if cfg.seeds else 0)
+        c = ClusterSpec(
+            cfg.cluster.num_servers, cfg.cluster.gpus_per_server, cfg.cluster.gpu_memory_mb
+        )
+        env = _make_env(spec, layout, c, sc.fidelity.level.value)
+        if arg not in _TEACHERS:
+            self._check_sizes(spec, arg, env)
+
+    @staticmethod
+    def _check_sizes(spec: str, arg: str, env: ContentionEnv) -> None:
+        _, meta = _load(str(_policy_file(arg)))
+        want = (int(meta["obs_size"]), int(meta["n_actions"]))
+        got = (env.obs_size, env.wait_action + 1)
+        if want != got:
+            lay = meta["env"]
+            raise ConfigError(
+                f"{spec}: the policy takes {want[0]} observations and {want[1]} actions (its "
+                f"env: J={lay.get('J')}, placements {lay.get('placements')}, "
+                f"{lay.get('num_servers')} servers); this run's env gives {got[0]} and {got[1]} "
+                f"(J={env.J}, {env.cluster.num_servers} servers)"
+            )
+
+    def resolve(self, arg: str) -> str:
+        """A teacher's name, or the policy file's absolute path."""
+        return arg if arg in _TEACHERS else str(_policy_file(arg))
+
+    def check_workloads(self, arg: str, prepared: Sequence[Prepared], cluster: ClusterSpec) -> None:
+        """Every seed's workload must be one the env can take (models it observes)."""
+        workloads = [p.workload for p in prepared if p.workload is not None]
+        if workloads:
+            _make_env(f"{self.name}:{arg}", _layout(arg), cluster, "fast", workloads)
+
+    def _actor(self, arg: str) -> tuple[Callable[[Any, Any], int], dict[str, Any]]:
+        from envs.gym.contention_env import srsf_exclusive_teacher, srsf_teacher
+
+        if arg == "srsf":
+            return (lambda e, _: srsf_teacher(e)), {"teacher": "srsf_teacher"}
+        if arg == "exclusive":
+            return (lambda e, _: srsf_exclusive_teacher(e)), {"teacher": "srsf_exclusive_teacher"}
+        net, meta = _load(arg)
+        return net.act, {"path": arg, "act": "argmax", "meta": meta}
+
+    def run(self, task: RunTask) -> RunOutput:
+        p = task.prepared
+        assert p.workload is not None
+        layout = _layout(task.arg)
+        fidelity = task.sim_config.fidelity.level.value
+        env = _make_env(task.scheduler, layout, task.cluster, fidelity, [p.workload])
+        act, policy = self._actor(task.arg)
+        t0 = time.perf_counter()
+        with _one_torch_thread(task.arg not in _TEACHERS):
+            obs, _ = env.reset(seed=p.seed, options={"workload_seed": p.seed})
+            ret, steps = 0.0, 0
+            while True:
+                obs, r, term, trunc, info = env.step(act(env, obs))
+                ret, steps = ret + r, steps + 1
+                if trunc:
+                    raise SimulationError(
+                        f"{task.scheduler} seed {p.seed}: the policy got stuck ({steps} steps, "
+                        f"{env.max_invalid} invalid actions in a row)"
+                    )
+                if term:
+                    break
+        wall = time.perf_counter() - t0
+        res = info["result"]
+        episode = {
+            "return": ret,
+            "avg_jct_s": info["avg_jct_s"],
+            "decisions": info["decisions"],
+            "steps": steps,
+            "stops": info["stops"],
+        }
+        env_record = {
+            "id": "dlsched/Contention-v0",
+            **{k: layout[k] for k in ("J", "placements", "comm")},
+            "fidelity": fidelity,
+        }
+        out_info = {
+            "sim_config": res.config,
+            "events": res.events,
+            "wall_s": wall,
+            "env": env_record,
+            "policy": policy,
+            "episode": episode,
+        }
+        return engine_output(task, res, out_info)
+
+
+@contextlib.contextmanager
+def _one_torch_thread(on: bool) -> Iterator[None]:
+    """One torch thread while a network acts (one small MLP per decision: more threads only
+    add overhead), restored afterwards; nothing (no torch import) for a rule."""
+    if not on:
+        yield
+        return
+    import torch as th
+
+    threads = th.get_num_threads()
+    th.set_num_threads(1)
+    try:
+        yield
+    finally:
+        th.set_num_threads(threads)
+
+
+def solo_jcts_ms(cluster: ClusterSpec, w: Workload, cfg: SimConfig) -> np.ndarray:
+    """Each job of ``w`` alone on the empty cluster, at the fastest of
+    :data:`SOLO_PLACEMENTS`: its JCT (ms), which no schedule can beat."""
+    cfg = cfg.override(progress_s=None, max_wall_s=None)
+    out = []
+    for job in w.jobs:
+        alone = Workload((replace(job, submit_ms=0.0),), name="solo")
+        out.append(
+            min(
+                simulate(cluster, alone, f"{p}_srsf1", cfg).records[0].jct_ms
+                for p in SOLO_PLACEMENTS
+            )
+        )
+    return np.array(out)
+
+
+class BoundKind:
+    """``bound:solo``: each job alone at its best placement (module docstring).  Its GPU
+    utilisation is not a schedule's (the jobs overlap beyond the cluster): left out (NaN)."""
+
+    name = "bound"
+    needs = "workload"
+    bounds = ("solo",)
+
+    def check(self, arg: str, cfg: EvaluateConfig) -> None:
+        if arg not in self.bounds:
+            raise ConfigError(f"unknown bound {arg!r}; known: {list(self.bounds)}")
+
+    def run(self, task: RunTask) -> RunOutput:
+        p = task.prepared
+        w = p.workload
+        assert w is not None
+        t0 = time.perf_counter()
+        jct_ms = solo_jcts_ms(task.cluster, w, task.sim_config)
+        wall = time.perf_counter() - t0
+        k = p.ms_per_s
+        submit = np.array([j.submit_ms for j in w.jobs]) / k
+        finish = submit + jct_ms / k
+        makespan = float(finish.max()) if finish.size else 0.0
+        return RunOutput(
+            scheduler=task.scheduler,
+            seed=p.seed,
+            job_id=np.array([j.job_id for j in w.jobs]),
+            name=[j.name for j in w.jobs],
+            num_gpus=np.array([j.num_gpus for j in w.jobs]),
+            submit_s=submit,
+            start_s=submit.copy(),
+            finish_s=finish,
+            ideal_s=np.array([j.iterations * j.model.compute_ms for j in w.jobs]) / k,
+            makespan_s=makespan,
+            gpu_util=float("nan"),
+            util_t=np.array([0.0, max(makespan, 1.0)]),
+            util=np.array([np.nan]),
+            info={"bound": "each job alone, best of " + ", ".join(SOLO_PLACEMENTS), "wall_s": wall},
+        )
