@@ -59,7 +59,8 @@ from evaluation.contention import solo_jcts_ms
 
 STACKS = [*dict.fromkeys([*TABLE_V, *TABLE_IV]), "dlas:skew_fs", "dgittins:skew_fs",
           "psrsf:count_fs", "srsf:count_fs"]  # fmt: skip
-COMM = "srsf1"
+#: communication schedulers the env may run (``--comm``): SRSF(1) or AdaDUAL
+COMMS = ("srsf1", "adasrsf")
 PLACEMENTS = ("lwf1", "ls", "ff")
 VALIDATION = [500, 501, 502, 503, 504]
 #: Philly windows: the cuts of ``conf/workload/philly.yaml`` (durations capped at 2 days,
@@ -86,11 +87,11 @@ def make_env(args: argparse.Namespace, split: str, fidelity: str) -> ContentionE
         return ContentionEnv(
             trace=philly_windows(split, args.window_jobs),
             trace_max_iterations=MAX_ITERATIONS,
-            comm=COMM,
+            comm=args.comm,
             placements=PLACEMENTS,
             fidelity=fidelity,
         )
-    return ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity=fidelity)
+    return ContentionEnv(scale="paper", comm=args.comm, placements=PLACEMENTS, fidelity=fidelity)
 
 
 def test_workloads(args: argparse.Namespace, cluster: ClusterSpec) -> dict[int, Workload]:
@@ -394,6 +395,9 @@ def main() -> None:
     ap.add_argument("--from-scratch", action="store_true", help="pg: no behaviour cloning")
     ap.add_argument("--bc-smoothing", type=float, default=0.0,
                     help="pg: share of each BC target spread over the valid actions")  # fmt: skip
+    ap.add_argument("--comm", choices=COMMS, default="srsf1",
+                    help="the env's communication scheduler: srsf1 (teachers = LWF-1 + SRSF(1)) "
+                         "or adasrsf (teachers = LWF-1 + Ada-SRSF)")  # fmt: skip
     ap.add_argument("--teacher", choices=["srsf", "exclusive"], default="srsf",
                     help="pg: the rule the clone copies")  # fmt: skip
     ap.add_argument("--save", type=Path, default=None, help="write the per-job JCTs (npz)")
@@ -422,14 +426,16 @@ def main() -> None:
         print("test windows: " + ", ".join(w.name for w in tests.values()), file=sys.stderr)
     rows: dict[str, list[np.ndarray]] = {}
     t0 = time.perf_counter()
-    for st in STACKS if not args.learned_only else ["lwf1_srsf1"]:
+    for st in (
+        STACKS if not args.learned_only else dict.fromkeys(["lwf1_srsf1", f"lwf1_{args.comm}"])
+    ):
         rows[st] = [
             jcts_of(simulate(cluster, w, st, SimConfig(model=ModelOptions(seed=s))))
             for s, w in tests.items()
         ]
-    full = ContentionEnv(scale="paper", comm=COMM, placements=PLACEMENTS, fidelity="full")
+    full = ContentionEnv(scale="paper", comm=args.comm, placements=PLACEMENTS, fidelity="full")
     if args.workload == "philly":  # episode seed i -> test window i
-        full = ContentionEnv(workloads=list(tests.values()), comm=COMM, placements=PLACEMENTS,
+        full = ContentionEnv(workloads=list(tests.values()), comm=args.comm, placements=PLACEMENTS,
                              fidelity="full")  # fmt: skip
     if not args.learned_only:
         rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
