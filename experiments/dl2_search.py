@@ -13,9 +13,11 @@ decision, the whole slot planned by another allocator (EfficientSRTF at efficien
 0.7/0.8/0.97/1.0, Optimus, DRF, SRTF).  ``action`` mode: at each decision with probability
 ``p`` (seeded), void, skip the base's increment, or insert one of at most 6 sampled valid
 increments before it (the base's slot plan goes on; increments that no longer fit are
-skipped).  ``--base load``: search over :class:`LoadESRTF` (the rule the search's choices
-suggest, ``--rule``).  Rollouts see the true future (clairvoyant search).  ``--save``
-(a TeacherDataset) refuses validation seeds 100-109; test seeds 300-319 are always refused.
+skipped).  ``--base load``: search over
+:class:`~envs.sim.elastic.speed_aware.LoadAwareESRTF` (``esrtf_load`` in the registry: the rule
+the search's choices suggest, ``--rule``).  Rollouts see the true future (clairvoyant
+search).  ``--save`` (a TeacherDataset) refuses validation seeds 100-109; test seeds 300-319
+are always refused.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from _common import seed_list
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import EfficientSRTF, make_allocator
+from envs.sim.elastic.allocators import EfficientSRTF, LoadAwareESRTF, make_allocator
 from envs.sim.elastic.bounds import mean_jct, window_bounds
 from pretrain.dataset import TeacherDataset
 
@@ -50,7 +52,6 @@ __all__ = [
     "RULES",
     "SLOT_ALTERNATIVES",
     "Decisions",
-    "LoadESRTF",
     "SearchResult",
     "replay",
     "rollout_search",
@@ -282,43 +283,16 @@ def rollout_search(
     return res
 
 
-class LoadESRTF:
-    """EfficientSRTF whose efficiency depends on the window's job count ``n`` (the rule the
-    search's choices suggest): ``eff_light`` if ``n <= light``, the default 0.92 if
-    ``n <= heavy``, else ``eff_heavy``."""
-
-    def __init__(
-        self, light: int = 3, heavy: int = 5, eff_light: float = 1.0, eff_heavy: float = 0.7
-    ) -> None:
-        self.light, self.heavy = light, heavy
-        self._by = {
-            "light": EfficientSRTF(eff_light),
-            "mid": EfficientSRTF(),
-            "heavy": EfficientSRTF(eff_heavy),
-        }
-        self.last_decisions: list[Any] = []
-
-    def __repr__(self) -> str:
-        effs = {k: a.efficiency for k, a in self._by.items()}
-        return f"LoadESRTF(light<={self.light}, heavy>{self.heavy}, {effs})"
-
-    def allocate(self, jobs: Sequence[Any], cluster: Any, speed: Any, slot_s: float) -> Any:
-        n = len(jobs)
-        inner = self._by["light" if n <= self.light else "mid" if n <= self.heavy else "heavy"]
-        out = inner.allocate(jobs, cluster, speed, slot_s)
-        self.last_decisions = inner.last_decisions
-        return out
-
-
 #: the base heuristics: EfficientSRTF, and the load rule found by searching over it
-BASES: dict[str, Callable[[], Any]] = {"esrtf": EfficientSRTF, "load": LoadESRTF}
+BASES: dict[str, Callable[[], Any]] = {"esrtf": EfficientSRTF, "load": LoadAwareESRTF}
 
-#: (light, heavy, eff_light, eff_heavy) of the LoadESRTF variants ``--rule`` evaluates
+#: (light, heavy, eff_light, eff_heavy) of the LoadAwareESRTF variants ``--rule`` evaluates
 RULES = ((3, 5, 1.0, 0.92), (3, 5, 1.0, 0.8), (3, 5, 1.0, 0.7), (3, 3, 1.0, 0.75), (2, 5, 1.0, 0.8))
 
 
 def rule_table(config: EnvConfig, seeds: Sequence[int]) -> None:
-    """Avg JCT of EfficientSRTF and of the :data:`RULES` variants of :class:`LoadESRTF`."""
+    """Avg JCT of EfficientSRTF and of the :data:`RULES` variants of
+    :class:`~envs.sim.elastic.speed_aware.LoadAwareESRTF`."""
     env = make_env(config)
 
     def run(make: Callable[[], Any]) -> np.ndarray:
@@ -330,7 +304,7 @@ def rule_table(config: EnvConfig, seeds: Sequence[int]) -> None:
     print(f"\n| rule (seeds {seeds[0]}-{seeds[-1]}) | avg JCT | vs esrtf (mean of ratios) |")
     print(f"|---|---|---|\n| esrtf | {base.mean():.2f} | |")
     for light, heavy, lo, hi in RULES:
-        r = run(functools.partial(LoadESRTF, light, heavy, lo, hi))
+        r = run(functools.partial(LoadAwareESRTF, light, heavy, lo, hi))
         print(
             f"| n<={light}: {lo}, n>{heavy}: {hi} | {r.mean():.2f} | "
             f"{100 * np.mean(r / base - 1):+.1f}% |"
@@ -373,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--rule",
         type=seed_list,
-        help="also evaluate the load rule (LoadESRTF variants) on these seeds",
+        help="also evaluate the load rule (LoadAwareESRTF variants) on these seeds",
     )
     args = ap.parse_args(argv)
     if any(300 <= s <= 319 for s in args.seeds):

@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--heuristics", nargs="+", default=HEURISTICS)
     args = ap.parse_args(argv)
     names = list(args.heuristics)
-    print(f"Validation workloads: seeds {args.seeds[0]}-{args.seeds[-1]} (or as many windows)\n")
+    kind = "Test" if any(300 <= s <= 319 for s in args.seeds) else "Validation"
+    print(f"{kind} workloads: seeds {args.seeds[0]}-{args.seeds[-1]} (or as many windows)\n")
     print("| setting | " + " | ".join(names) + " | best | bound | best vs bound |")
     print("|---" * (len(names) + 5) + "|")
     for name in args.settings:

@@ -15,6 +15,7 @@ Prints one Markdown table per workload set: mean avg JCT (slots) with its 95% St
 over workloads (a learned policy: averaged over its training seeds per workload first), the
 paired difference against the best heuristic of that set and against DRF, the per-training-
 seed means, and unfinished jobs (runs that hit the horizon count them as finishing there).
+``--versus NAME`` adds a paired column against that heuristic.
 """
 
 from __future__ import annotations
@@ -54,23 +55,29 @@ def _policies(spec: str) -> tuple[str, list[object]]:
     return name, out
 
 
-def report(table: Table, title: str) -> str:
+def report(table: Table, title: str, versus: str | None = None) -> str:
+    """The Markdown table; ``versus``: one more paired column, against that heuristic."""
     heur = {k: v for k, v in table.avg_jct.items() if v.ndim == 1}
     best = min(heur, key=lambda k: float(heur[k].mean()))
+    extra = f" vs {versus} (paired) |" if versus else ""
     lines = [
         f"**{title}** (best heuristic: {best})",
         "",
-        f"| scheduler | avg JCT (slots) ± 95% CI | vs {best} (paired) | vs DRF (paired) "
-        "| per-training-seed means | unfinished jobs |",
-        "|---|---|---|---|---|---|",
+        f"| scheduler | avg JCT (slots) ± 95% CI | vs {best} (paired) | vs DRF (paired) |{extra} "
+        "per-training-seed means | unfinished jobs |",
+        "|---|---|---|---|" + ("---|" if versus else "") + "---|---|",
     ]
     for name, v in table.avg_jct.items():
         mean, half = mean_ci95(list(v.mean(axis=0) if v.ndim == 2 else v))
         d_best = "" if name == best else "{:+.1f}% ± {:.1f}".format(*paired(v, heur[best]))
         d_drf = "" if name == "drf" else "{:+.1f}% ± {:.1f}".format(*paired(v, heur["drf"]))
+        d_vs = ""
+        if versus:
+            d_vs = "" if name == versus else "{:+.1f}% ± {:.1f}".format(*paired(v, heur[versus]))
+            d_vs = f" {d_vs} |"
         seeds = ", ".join(f"{x:.2f}" for x in v.mean(axis=1)) if v.ndim == 2 else "-"
         lines.append(
-            f"| {name} | {mean:.2f} ± {half:.2f} | {d_best} | {d_drf} | {seeds} "
+            f"| {name} | {mean:.2f} ± {half:.2f} | {d_best} | {d_drf} |{d_vs} {seeds} "
             f"| {table.unfinished[name]} |"
         )
     return "\n".join(lines)
@@ -87,7 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--policy", action="append", default=[])
     ap.add_argument("--heuristics", nargs="+", default=list(HEURISTICS))
     ap.add_argument("--sampled", action="store_true", help="sample actions (default argmax)")
+    ap.add_argument("--versus", help="one more paired column, against this heuristic (e.g. esrtf)")
     args = ap.parse_args(argv)
+    if args.versus and args.versus not in args.heuristics:
+        ap.error(f"--versus {args.versus} must be one of --heuristics")
+    if "drf" not in args.heuristics:
+        ap.error("--heuristics must include drf (the table's paired column against DRF)")
     config = EnvConfig(setting=args.env, reward=args.reward, features=args.features)
     policies = dict(_policies(s) for s in args.policy)
     mode = "sampled" if args.sampled else "argmax"
@@ -114,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
             head += f" (seeds {args.seeds[0]}-{args.seeds[-1]})"
         else:
             head += f" (held-out VCs, window seed {args.window_seed})"
-        print(report(table, f"{head}; learned policies {mode}") + "\n", flush=True)
+        print(report(table, f"{head}; learned policies {mode}", args.versus) + "\n", flush=True)
 
 
 if __name__ == "__main__":

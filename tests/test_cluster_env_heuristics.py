@@ -9,7 +9,15 @@ import pytest
 import envs.gym  # noqa: F401  (registers the id)
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import DRF, FIFO, SRTF, EfficientSRTF, Optimus, Tetris
+from envs.sim.elastic.allocators import (
+    DRF,
+    FIFO,
+    SRTF,
+    EfficientSRTF,
+    LoadAwareESRTF,
+    Optimus,
+    Tetris,
+)
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.workload import DL2Setting
 
@@ -25,7 +33,7 @@ SMALL = DL2Setting(
     max_workers=6,
     max_ps=6,
 )
-ALLOCATORS = [DRF, FIFO, SRTF, Tetris, Optimus, EfficientSRTF]
+ALLOCATORS = [DRF, FIFO, SRTF, Tetris, Optimus, EfficientSRTF, LoadAwareESRTF]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])

@@ -37,7 +37,9 @@ def replay_actions(data: TeacherDataset, episode: int, seed: int) -> dict:
     return info
 
 
-@pytest.mark.parametrize("teacher", ["drf", "optimus", "esrtf", "adasrsf", "tiresias"])
+@pytest.mark.parametrize(
+    "teacher", ["drf", "optimus", "esrtf", "esrtf_load", "adasrsf", "tiresias"]
+)
 def test_collected_decisions_replay_to_the_teachers_result(teacher: str) -> None:
     data = collect(teacher, TINY, [1000, 1001])
     for e, seed in enumerate(data.meta["seeds"]):

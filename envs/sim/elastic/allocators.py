@@ -1,6 +1,6 @@
 """Per-slot allocators of DL²'s elastic world, and their registry (:data:`ALLOCATORS`): DRF,
-FIFO, SRTF, Tetris, Optimus, dlsched's own EfficientSRTF and the fixed-demand allocators
-(:mod:`envs.sim.elastic.fixed_demand`).
+FIFO, SRTF, Tetris, Optimus, dlsched's own EfficientSRTF and LoadAwareESRTF, and the
+fixed-demand allocators (:mod:`envs.sim.elastic.fixed_demand`).
 
 Why: every consumer of an allocator name (``evaluate.py``'s ``elastic:<name>``, the
 behaviour-cloning teacher ``pretrain.teacher``, ``train.py``'s ``eval.baselines`` and
@@ -46,7 +46,13 @@ from envs.sim.elastic.fixed_demand import (
     UniformDemand,
 )
 from envs.sim.elastic.spec import SpeedModel
-from envs.sim.elastic.speed_aware import EfficientSRTF, Optimus, optimus_utility, slots_to_finish
+from envs.sim.elastic.speed_aware import (
+    EfficientSRTF,
+    LoadAwareESRTF,
+    Optimus,
+    optimus_utility,
+    slots_to_finish,
+)
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -64,6 +70,7 @@ __all__ = [
     "EfficientSRTF",
     "FixedDemand",
     "JobState",
+    "LoadAwareESRTF",
     "OneBundleEach",
     "Optimus",
     "Tetris",
@@ -287,6 +294,9 @@ class Tetris(AllocatorBase):
 #: ``optimus``    :class:`Optimus`'s marginal-gain greedy on the speed model
 #: ``esrtf``      :class:`EfficientSRTF`: shortest estimated remaining time first, each job at
 #:                the smallest allocation within 92% of its best speed
+#: ``esrtf_load`` :class:`~envs.sim.elastic.speed_aware.LoadAwareESRTF`: EfficientSRTF at
+#:                efficiency 1.0 with <= 3 active jobs, 0.92 with 4-5, 0.7 above (found by a
+#:                search on ``medium``'s training seeds)
 #: ``fixed``      :class:`~envs.sim.elastic.fixed_demand.FixedDemand`: each job its
 #:                ``requested`` workers (default its cap), all or nothing, arrival order
 #: ``bundle``     :class:`~envs.sim.elastic.fixed_demand.OneBundleEach`: one worker + one PS
@@ -306,6 +316,7 @@ ALLOCATORS: dict[str, type[AllocatorBase]] = {
         Tetris,
         Optimus,
         EfficientSRTF,
+        LoadAwareESRTF,
         FixedDemand,
         OneBundleEach,
         AdaSRSF,
