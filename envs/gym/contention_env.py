@@ -214,6 +214,8 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
             fidelity=FidelityOptions(level=self.fidelity), model=ModelOptions(seed=wseed)
         )
         self.sim = DecisionSimulator(self.cluster, workload, make_stack(f"lwf1_{self.comm}"), cfg)
+        # _to_decision passes over quiet stops anyway: the engine skips them without returning
+        self.sim.skip_quiet = True
         self.placers = [make_stack(f"{p}_{self.comm}").placer for p in self.placements]
         self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
         self.n = len(self.sim.jobs)

@@ -19,7 +19,8 @@ learned scheduler: :mod:`envs.gym.contention_env` is one.
 A stop can be *quiet*: nothing arrived and no memory changed since the last stop, so no
 queued job fits that did not fit before (placers fit by memory only).  Stacks still see those
 stops (LWF-κ's refusals re-sort its server order); a learner may skip them
-(:attr:`DecisionSimulator.changed`).
+(:attr:`DecisionSimulator.changed`), or have the engine pass over them without returning
+(:attr:`DecisionSimulator.skip_quiet`, the same run at less cost).
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ class DecisionSimulator(Simulator):
         self.external_placement = True
         self.fitq = None  # a plain queue, in arrival order
         self.queue = []
-        self._seen_version = -1  # memory version at the end of the last stop
-        self.stops = 0
+        # skip_quiet (set it before the first advance): advance() returns only at stops that
+        # are not quiet (``changed``); ``stops`` still counts the quiet ones
 
     # ------------------------------------------------------------------ driving
     def advance(self) -> bool:
@@ -75,7 +76,7 @@ class DecisionSimulator(Simulator):
         try:
             if self.paused_at is not None:
                 t, self.paused_at = self.paused_at, None
-                self._seen_version = self.mem_version
+                self.seen_version = self.mem_version
                 if self.paused_phase == 4:
                     self._after_placement(t)  # may stop again, in phase 5
                 else:  # stopped inside phase 5, after a finished job's release
@@ -88,16 +89,13 @@ class DecisionSimulator(Simulator):
                 self._loop(math.inf)
         finally:
             self._wall += time.perf_counter() - wall
-        if self.paused_at is not None:
-            self.stops += 1
-            return True
-        return False
+        return self.paused_at is not None
 
     @property
     def changed(self) -> bool:
         """Whether a job arrived or GPU memory changed since the last stop (else no queued
         job fits now that did not fit then)."""
-        return self.arrived_now or self.mem_version != self._seen_version
+        return self.arrived_now or self.mem_version != self.seen_version
 
     @property
     def queued(self) -> Sequence[Job]:

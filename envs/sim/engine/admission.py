@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 
 from envs.sim.engine.core import EngineCore
 from envs.sim.engine.state import CommTask, Job
@@ -27,7 +28,8 @@ class Admission(EngineCore):
         queue gets a placement pass), waiting all-reduces are admitted.  True when it stopped
         before admitting, for the caller's placement pass (decision-point mode)."""
         ready, self.ready = self.ready, []
-        ready.sort(key=lambda j: j.placed_order)
+        if len(ready) > 1:
+            ready.sort(key=_placed_order)
         for job in ready:
             if job.multi:
                 job.fresh = True
@@ -211,6 +213,9 @@ class Admission(EngineCore):
             self._pass_dirty.update(job.servers)
         self.touched.add(task)
         return True
+
+
+_placed_order = operator.attrgetter("placed_order")
 
 
 def _waiting_key(job: Job) -> tuple[float, int]:

@@ -55,8 +55,9 @@ class Compute(EngineCore):
         job.last_sync_ms = t
         if job.comm_est_once:
             est = job.comm_est_once * job.chunk
+            load = self.load_ms
             for g in job.gpus:
-                self.load_ms[g] -= est
+                load[g] -= est
         if job.iterations_done >= job.spec.iterations:
             self._finish_job(job, t)
             return
@@ -71,12 +72,18 @@ class Compute(EngineCore):
         """Every worker of ``job`` has its next forward ready."""
         if job.chunk > 1:
             self._set_chunk(job)
-        n = len(job.gpus)
+        gpus = job.gpus
+        n = len(gpus)
         job.wstate = [FW_READY] * n
         job.pending = n
-        for w, g in enumerate(job.gpus):
-            self._make_ready(job, w, g)
-        self.dirty_gpus.update(job.gpus)
+        gpu_window, gpu_ready = self.gpu_window, self.gpu_ready
+        for w, g in enumerate(gpus):
+            # _make_ready(job, w, g), inlined (hot path)
+            other = gpu_window[g]
+            if other is not None:
+                self._materialise(other)
+            gpu_ready[g].append((job, w))
+        self.dirty_gpus.update(gpus)
 
     def _make_ready(self, job: Job, w: int, g: int) -> None:
         """Worker ``w`` of ``job`` has its next forward ready on GPU ``g``; a compute window
@@ -110,8 +117,10 @@ class Compute(EngineCore):
         gpu_task = self.gpu_task
         gpu_ready = self.gpu_ready
         heap = self.heap
+        push = heapq.heappush
         if self.windows:
             self._open_windows(t)
+        seq = self.seq
         for g in self.dirty_gpus:
             if gpu_task[g] is not None:
                 continue
@@ -132,8 +141,9 @@ class Compute(EngineCore):
             dur = best.fw if kind == FW_READY else best.bw
             best.wstate[bw] = RUNNING
             gpu_task[g] = (best, bw, kind)
-            self.seq += 1
-            heapq.heappush(heap, (t + dur, self.seq, EV_TASK, g, 0))
+            seq += 1
+            push(heap, (t + dur, seq, EV_TASK, g, 0))
+        self.seq = seq
         self.dirty_gpus.clear()
 
     # ------------------------------------------------------------------ compute windows
@@ -146,52 +156,68 @@ class Compute(EngineCore):
     # communication, and LWF's loads are brought up to date before every placement.
 
     def _open_windows(self, t: float) -> None:
-        gpu_task, gpu_ready = self.gpu_task, self.gpu_ready
+        gpu_task, gpu_ready, gpu_window = self.gpu_task, self.gpu_ready, self.gpu_window
         for g in self.dirty_gpus:
             ready = gpu_ready[g]
             if gpu_task[g] is not None or len(ready) != 1:
                 continue
             job = ready[0][0]
-            n = len(job.gpus)
-            if job.pending != n or not math.isnan(job.window_t):
+            gpus = job.gpus
+            n = len(gpus)
+            if job.pending != n or job.window_t == job.window_t:  # not NaN: a window is open
                 continue
-            if any(
-                gpu_task[h] is not None or len(gpu_ready[h]) != 1 or gpu_ready[h][0][0] is not job
-                for h in job.gpus
-            ):
-                continue
-            if any(st != FW_READY for st in job.wstate):
-                continue
-            for w, h in enumerate(job.gpus):
-                gpu_ready[h].clear()
-                gpu_task[h] = (job, w, WINDOW)
-                self.gpu_window[h] = job
-            job.wstate = [RUNNING] * n
-            job.window_t = t
-            job.window_fw_done = False
-            self.unsettled[job] = None
-            job.window_ver += 1
-            self._push(t + job.fw + job.bw, EV_WINDOW, job, job.window_ver)
+            # every GPU of the job idle with only this job ready (a plain loop, not any() over
+            # a generator: hot path)
+            for h in gpus:
+                if gpu_task[h] is not None:
+                    break
+                r = gpu_ready[h]
+                if len(r) != 1 or r[0][0] is not job:
+                    break
+            else:
+                wstate = job.wstate
+                if wstate.count(FW_READY) != len(wstate):
+                    continue
+                for w, h in enumerate(gpus):
+                    gpu_ready[h].clear()
+                    gpu_task[h] = (job, w, WINDOW)
+                    gpu_window[h] = job
+                job.wstate = [RUNNING] * n
+                job.window_t = t
+                job.window_fw_done = False
+                self.unsettled[job] = None
+                ver = job.window_ver + 1
+                job.window_ver = ver
+                self._push(t + job.fw + job.bw, EV_WINDOW, job, ver)
 
     def _window_forward_done(self, job: Job) -> None:
-        for _ in job.gpus:
-            job.remaining_compute_ms -= job.fw
-        for g in job.gpus:
-            self.load_ms[g] -= job.fw
+        # one subtraction per worker, in the same order as per-task ends (locals: hot path)
+        gpus, fw = job.gpus, job.fw
+        rem = job.remaining_compute_ms
+        for _ in gpus:
+            rem -= fw
+        job.remaining_compute_ms = rem
+        load = self.load_ms
+        for g in gpus:
+            load[g] -= fw
         job.window_fw_done = True
         del self.unsettled[job]
 
     def _end_window(self, job: Job) -> None:
-        n = len(job.gpus)
+        gpus, bw = job.gpus, job.bw
+        n = len(gpus)
         if not job.window_fw_done:
             self._window_forward_done(job)
-        for _ in range(n):
-            job.remaining_compute_ms -= job.bw
-        for g in job.gpus:
-            self.load_ms[g] -= job.bw
-            self.gpu_task[g] = None
-            self.gpu_window[g] = None
-        self.dirty_gpus.update(job.gpus)
+        rem = job.remaining_compute_ms
+        for _ in gpus:
+            rem -= bw
+        job.remaining_compute_ms = rem
+        load, gpu_task, gpu_window = self.load_ms, self.gpu_task, self.gpu_window
+        for g in gpus:
+            load[g] -= bw
+            gpu_task[g] = None
+            gpu_window[g] = None
+        self.dirty_gpus.update(gpus)
         job.prio = job.remaining_compute_ms if self.prio_is_remaining else self.order.priority(job)
         job.wstate = [DONE] * n
         job.pending = 0

@@ -182,6 +182,11 @@ class EngineCore:
         # a stop is in phase 4 (placement), or in phase 5 after a job's release
         self.paused_phase = 4
         self.arrived_now = False
+        self.seen_version = -1  # memory version at the end of the last stop
+        self.stops = 0  # stops made (and quiet ones passed over)
+        # pass over quiet stops (nothing arrived, memory unchanged since the last stop) without
+        # returning to the caller (DecisionSimulator.skip_quiet)
+        self.skip_quiet = False
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any, version: int = 0) -> None:

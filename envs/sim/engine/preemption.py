@@ -64,10 +64,7 @@ class NonPreemptive(Preemption):
             sim._enqueue(arrivals)
         if sim.queue:
             if sim.external_placement:  # the caller decides (envs.sim.decisions)
-                sim.paused_at = t
-                sim.arrived_now = bool(arrivals)
-                sim.paused_phase = 4
-                return True
+                return self._stop(sim, t, bool(arrivals), 4)
             sim._allocate(t)
         return False
 
@@ -78,12 +75,22 @@ class NonPreemptive(Preemption):
         sim._release(t)
         if sim.queue:
             if sim.external_placement:  # the caller decides (envs.sim.decisions)
-                sim.paused_at = t
-                sim.arrived_now = False
-                sim.paused_phase = 5
-                return True
+                return self._stop(sim, t, False, 5)
             sim._allocate(t)
         return False
+
+    @staticmethod
+    def _stop(sim: EngineCore, t: float, arrived: bool, phase: int) -> bool:
+        """Stop at ``t`` in ``phase`` for the caller (True), or pass over a quiet stop where the
+        caller skips those (False: the event time goes on as after a stop where the caller
+        started nothing)."""
+        sim.stops += 1
+        if sim.skip_quiet and not arrived and sim.mem_version == sim.seen_version:
+            return False
+        sim.paused_at = t
+        sim.arrived_now = arrived
+        sim.paused_phase = phase
+        return True
 
 
 class Preemptive(Preemption):
