@@ -12,7 +12,15 @@ from gymnasium.envs.registration import register, registry
 from envs.gym.cluster_env import ENV_ID, ClusterEnv
 from envs.gym.heuristic import HeuristicDriver
 
-__all__ = ["CONTENTION_ENV_ID", "ENV_ID", "ClusterEnv", "ContentionEnv", "HeuristicDriver"]
+__all__ = [
+    "CONTENTION_ENV_ID",
+    "ENV_ID",
+    "PLAN_ENV_ID",
+    "ClusterEnv",
+    "ContentionEnv",
+    "HeuristicDriver",
+    "PlanEnv",
+]
 
 if ENV_ID not in registry:
     # the factory: the keys of the Hydra env config (any setting, speed mode, features), checked
@@ -22,3 +30,9 @@ from envs.gym.contention_env import CONTENTION_ENV_ID, ContentionEnv
 
 if CONTENTION_ENV_ID not in registry:
     register(id=CONTENTION_ENV_ID, entry_point="envs.gym.contention_env:ContentionEnv")
+
+from envs.gym.plan_env import PLAN_ENV_ID, PlanEnv
+
+if PLAN_ENV_ID not in registry:
+    # one action per slot: which allocator plans it (envs/gym/plan_env.py)
+    register(id=PLAN_ENV_ID, entry_point="envs.gym.plan_env:PlanEnv")
