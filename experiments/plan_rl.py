@@ -41,6 +41,7 @@ from evaluation.heldout import paired
 from evaluation.stats import mean_ci95
 
 RESERVED = set(range(100, 110)) | set(range(300, 320))
+RUN_KEYS = ("seed", "curve", "best_val", "best_iteration", "clone_val", "seconds")
 
 
 def make(args: argparse.Namespace, plans: Any = None) -> PlanEnv:
@@ -62,7 +63,7 @@ def _zero(_env: Any, _obs: Any) -> int:
 def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     th.manual_seed(seed)
     env, val = make(args), make(args)
-    net = MaskedMLP(env.observation_space.shape[0], env.K, args.hidden)
+    net = MaskedMLP(env.obs_size, env.K, args.hidden)
     t0 = time.perf_counter()
     loss = clone(net, env, lambda _e: 0, args.bc_seeds, epochs=args.bc_epochs, seed=seed,
                  smoothing=args.bc_smoothing)  # fmt: skip
@@ -105,7 +106,7 @@ def test(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, Any]
     for key, name in (("best_state", "learned"), ("bc_state", "clone")):
         rows = []
         for r in runs:
-            net = MaskedMLP(env.observation_space.shape[0], env.K, args.hidden)
+            net = MaskedMLP(env.obs_size, env.K, args.hidden)
             net.load_state_dict(r[key])
             rows.append([avg_jct(env, s, net) for s in args.test_seeds])
         jct[name] = np.asarray(rows)
@@ -120,9 +121,7 @@ def table(jct: dict[str, np.ndarray], versus: list[str]) -> str:
     lines = [head + " | per-training-seed means |", "|---|---|" + "---|" * len(versus) + "---|"]
     for name, v in jct.items():
         mean, half = mean_ci95(list(v.mean(axis=0) if v.ndim == 2 else v))
-        cols = [
-            "" if name == w else "{:+.1f}% ± {:.1f}".format(*paired(v, jct[w])) for w in versus
-        ]
+        cols = ["" if name == w else "{:+.1f}% ± {:.1f}".format(*paired(v, jct[w])) for w in versus]
         seeds = ", ".join(f"{x:.2f}" for x in v.mean(axis=1)) if v.ndim == 2 else "-"
         lines.append(f"| {name} | {mean:.2f} ± {half:.2f} | " + " | ".join(cols) + f" | {seeds} |")
     return "\n".join(lines)
@@ -160,8 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         th.save({"best": r["best_state"], "clone": r["bc_state"]}, out / f"seed{r['seed']}.pt")
     record: dict[str, Any] = {
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "runs": [{k: r[k] for k in ("seed", "curve", "best_val", "best_iteration", "clone_val",
-                                     "seconds")} for r in runs],  # fmt: skip
+        "runs": [{k: r[k] for k in RUN_KEYS} for r in runs],
     }
     (out / "curves.json").write_text(json.dumps(record, indent=1))
     for r in runs:

@@ -114,7 +114,7 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
             0.0, 1.0, shape=(inner_n + len(GLOBAL_FEATURES),), dtype=np.float32
         )
         self._masks = np.ones(self.K, dtype=bool)
-        self._size = inner_n + len(GLOBAL_FEATURES)
+        self.obs_size = inner_n + len(GLOBAL_FEATURES)
         self._last_free = (1.0, 1.0)
         self._ended = True
         self.slots = 0  # decisions (slots planned) in this episode
@@ -153,7 +153,7 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
             t / (t + 100.0),
             env._finished / n_jobs,
         )
-        out = np.empty(self._size, dtype=np.float32)
+        out = np.empty(self.obs_size, dtype=np.float32)
         n = inner_obs.shape[0]
         out[:n] = inner_obs
         out[n:] = np.clip(feats, 0.0, 1.0)
