@@ -20,6 +20,25 @@ from envs.sim.errors import ConfigError
 from envs.sim.workload import generate_ada_srsf
 
 
+def assert_pickled_copy_continues_alike(env: ContentionEnv, seed: int, first, then) -> None:
+    """Five ``first`` decisions from ``reset(seed)``, then ``then`` to the end on ``env`` and
+    on a pickled copy of it: the same rewards and observations at every step."""
+    env.reset(seed=seed)
+    for _ in range(5):
+        env.step(first(env))
+    clone = pickle.loads(pickle.dumps(env))
+    rest = []
+    for e in (env, clone):
+        out = []
+        while True:
+            obs, r, term, trunc, _ = e.step(then(e))
+            out.append((r, obs.tobytes()))
+            if term or trunc:
+                break
+        rest.append(out)
+    assert rest[0] == rest[1]
+
+
 def _episode(env: ContentionEnv, seed: int, act) -> tuple[float, dict, int]:
     env.reset(seed=seed)
     total, steps = 0.0, 0
@@ -77,20 +96,7 @@ def test_seeded_and_picklable() -> None:
     a = _episode(env, 5, srsf_teacher)
     b = _episode(ContentionEnv(num_jobs=30), 5, srsf_teacher)
     assert a[0] == b[0] and a[2] == b[2]
-    env.reset(seed=2)
-    for _ in range(5):
-        env.step(srsf_teacher(env))
-    clone = pickle.loads(pickle.dumps(env))
-    rest = []
-    for e in (env, clone):
-        out = []
-        while True:
-            obs, r, term, trunc, _ = e.step(srsf_teacher(e))
-            out.append((r, obs.tobytes()))
-            if term or trunc:
-                break
-        rest.append(out)
-    assert rest[0] == rest[1]
+    assert_pickled_copy_continues_alike(env, 2, srsf_teacher, srsf_teacher)
 
 
 def test_invalid_actions_change_nothing_and_end_a_stuck_episode() -> None:

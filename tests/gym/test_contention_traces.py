@@ -5,7 +5,6 @@ reproduced through the env, and both learners running on a distribution of windo
 from __future__ import annotations
 
 import math
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from envs.sim import ClusterSpec, ModelOptions, SimConfig, simulate
 from envs.sim.errors import ConfigError
 from envs.sim.models import REFERENCE_MODELS
 from envs.sim.workload import generate_ada_srsf
+from tests.gym.test_contention_env import assert_pickled_copy_continues_alike
 
 DAY = 86400.0
 HELD_OUT = TraceWindows(vcs=list(TEST_VCS), days=[0.0, 120.0], jobs=30)
@@ -162,20 +162,7 @@ def test_checkers_pass_and_the_env_pickles_with_trace_windows() -> None:
     gym_check_env(ContentionEnv(trace=HELD_OUT), skip_render_check=True)
     sb3_check_env(ContentionEnv(trace={"vcs": list(TRAIN_VCS), "days": [0.0, 75.0], "jobs": 20}))
     env = ContentionEnv(trace=HELD_OUT)
-    env.reset(seed=3)
-    for _ in range(5):
-        env.step(srsf_teacher(env))
-    clone = pickle.loads(pickle.dumps(env))
-    rest = []
-    for e in (env, clone):
-        out = []
-        while True:
-            obs, r, term, trunc, _ = e.step(srsf_exclusive_teacher(e))
-            out.append((r, obs.tobytes()))
-            if term or trunc:
-                break
-        rest.append(out)
-    assert rest[0] == rest[1]
+    assert_pickled_copy_continues_alike(env, 3, srsf_teacher, srsf_exclusive_teacher)
 
 
 def test_the_return_is_minus_avg_jct_on_trace_windows() -> None:
