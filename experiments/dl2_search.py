@@ -123,10 +123,7 @@ def _finish(env: ClusterEnv, drv: HeuristicDriver) -> float:
     """Drive the base to the end of the episode; its avg JCT (slots)."""
     if env._ended:
         return float(env._require_sim().result().avg_jct_slots)
-    while True:
-        _, _, term, trunc, info = env.step(drv.act())
-        if term or trunc:
-            return float(info["avg_jct_slots"])
+    return float(drv.finish()["avg_jct_slots"])
 
 
 def _plain_step(env: ClusterEnv, a: int) -> bool:

@@ -143,6 +143,10 @@ class HeuristicDriver:
     def run_episode(self, seed: int | None = None) -> dict[str, Any]:
         """Reset the env (``seed``) and drive it to the end; the last step's ``info``."""
         self.env.reset(seed=seed)
+        return self.finish()
+
+    def finish(self) -> dict[str, Any]:
+        """Drive the env from where it is to the end of its episode; the last step's ``info``."""
         while True:
             _, _, term, trunc, info = self.env.step(self.act())
             if term or trunc:
