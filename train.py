@@ -1,7 +1,8 @@
 """``python train.py +agent=a2c``: RL fine-tuning of a DL²-style scheduler (Hydra).
 
-Agents: ``a2c`` (DL²'s actor-critic), ``reinforce``, ``ppo``, ``maskable_ppo``; groups ``env``,
-``pretrain``, ``eval``, ``federated`` (see ``conf/train.yaml``).  Each run writes
+Agents: ``a2c`` (DL²'s actor-critic), ``reinforce``, ``ppo``, ``maskable_ppo``, ``gppo`` (the
+group learner), ``plan_pg`` (one action per slot picks its allocator: training/plan.py);
+groups ``env``, ``pretrain``, ``eval``, ``federated`` (see ``conf/train.yaml``).  Each run writes
 ``runs/<time>_train_<agent>/``: ``run.json``, TensorBoard events (``tb/``), the learning curve,
 checkpoints and ``summary.json``.  ``-m`` sweeps, e.g. ``python train.py -m +agent=a2c,ppo
 seed=0,1``.
@@ -43,13 +44,16 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     final = summary["final"]
     assert isinstance(final, dict)
     table = {"learned (final)": float(final["avg_jct"])}
+    best = summary.get("best")
+    if isinstance(best, dict) and best.get("iteration") != final.get("iteration"):
+        table[f"learned (best validation, iteration {best['iteration']})"] = float(best["avg_jct"])
     baselines = summary.get("baselines_avg_jct") or {}
     assert isinstance(baselines, dict)
     table.update({str(k): float(v) for k, v in baselines.items()})
     mine = table["learned (final)"]
     lines += ["| scheduler | avg JCT (slots) | learned vs it |", "|---|---|---|"]
     for name, v in sorted(table.items(), key=lambda kv: kv[1]):
-        rel = "" if name == "learned (final)" else f"{100 * (mine / v - 1):+.1f}%"
+        rel = "" if name.startswith("learned") else f"{100 * (mine / v - 1):+.1f}%"
         lines.append(f"| {name} | {v:.2f} | {rel} |")
     return "\n".join(lines)
 
@@ -75,6 +79,9 @@ def main(cfg: DictConfig) -> None:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     try:
         summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        print(f"train.py: interrupted; what was saved is in {out}", file=sys.stderr)
+        sys.exit(130)
     except DlschedError as exc:  # bad config, workload or trace: one line, no traceback
         print(f"train.py: {exc}", file=sys.stderr)
         if out.is_dir() and {p.name for p in out.iterdir()} <= {".hydra", "run.json"}:

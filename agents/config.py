@@ -11,10 +11,10 @@ from agents.group import GroupConfig
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
 
-__all__ = ["ALGOS", "AgentConfig", "PPOConfig"]
+__all__ = ["ALGOS", "AgentConfig", "PPOConfig", "PlanPGConfig"]
 
 #: Agent algorithms ``train.py`` knows (``agent.algo``).
-ALGOS = ("dl2_a2c", "group_ppo", "ppo", "maskable_ppo")
+ALGOS = ("dl2_a2c", "group_ppo", "ppo", "maskable_ppo", "plan_pg")
 
 
 @dataclass
@@ -28,13 +28,34 @@ class PPOConfig:
 
 
 @dataclass
+class PlanPGConfig:
+    """``plan_pg`` only (:mod:`training.plan`): the slot's plan as one action
+    (``dlsched/ClusterPlan-v0``), :class:`~agents.episode_pg.EpisodePG` over it.
+    ``iterations`` of ``groups`` workloads x ``group_size`` rollouts; rollouts mix in
+    ``epsilon`` uniform; validation every ``val_every`` iterations (and at the start and the
+    end); the clone of ``pretrain.teacher``'s plan: ``bc_epochs`` epochs, label smoothing
+    ``bc_smoothing`` (so that rollouts still try the other plans); ``hidden``: the MLP's
+    widths."""
+
+    iterations: int = 24
+    groups: int = 4
+    group_size: int = 8
+    epsilon: float = 0.0
+    val_every: int = 4
+    bc_epochs: int = 30
+    bc_smoothing: float = 0.3
+    hidden: int = 128
+
+
+@dataclass
 class AgentConfig:
     """One learner.  ``algo``: ``dl2_a2c`` (DL²'s actor-critic; ``critic: false`` makes it
     REINFORCE with a moving-average baseline), ``ppo`` (SB3, no masks: invalid actions are the
     env's counted no-ops), ``maskable_ppo`` (sb3-contrib), ``group_ppo``
     (:class:`agents.group.GroupPPO`: batched episodes, input-driven baseline, anchor;
-    settings in ``group``).  The rest as in
-    :class:`agents.dl2.DL2A2C` / SB3."""
+    settings in ``group``), ``plan_pg`` (one action per slot picks the allocator that plans
+    it: :mod:`training.plan`; settings in ``plan``, with ``learning_rate`` and
+    ``ent_coef``).  The rest as in :class:`agents.dl2.DL2A2C` / SB3."""
 
     name: str = "a2c"
     algo: str = "dl2_a2c"
@@ -54,3 +75,4 @@ class AgentConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # arch mlp | per_job
     ppo: PPOConfig = field(default_factory=PPOConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
+    plan: PlanPGConfig = field(default_factory=PlanPGConfig)

@@ -355,15 +355,22 @@ def contention_env_layout(env: Any) -> dict[str, Any]:
 
 
 def save_episode_pg(
-    path: str | os.PathLike[str], net: MaskedMLP, env: Any, record: dict[str, Any]
+    path: str | os.PathLike[str],
+    net: MaskedMLP,
+    env: Any,
+    record: dict[str, Any],
+    act: str = "argmax",
 ) -> Path:
     """Write ``net`` to ``path`` (``.npz``, no pickle): its weights and, as JSON under
-    ``__meta__``, the format tag, the network's sizes, the env layout
-    (:func:`contention_env_layout`), how it acts (masked argmax) and ``record`` (training
-    config, seed, command, versions, git commit)."""
+    ``__meta__``, the format tag, the network's sizes, the env layout (the env's
+    ``policy_layout()``, e.g. :meth:`~envs.gym.plan_env.PlanEnv.policy_layout`, else
+    :func:`contention_env_layout`), how it acts (``act``: ``"argmax"`` or ``"sampled"``, how
+    it was validated) and ``record`` (training config, seed, command, versions, git commit)."""
     p = Path(path)
     if p.suffix != ".npz":
         raise ConfigError(f"a saved EpisodePG policy is a .npz file, got {str(p)!r}")
+    if act not in ("argmax", "sampled"):
+        raise ConfigError(f"act must be 'argmax' or 'sampled', got {act!r}")
     first, last = net.net[0], net.net[-1]
     assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
     meta = {
@@ -371,14 +378,15 @@ def save_episode_pg(
         "obs_size": int(first.in_features),
         "n_actions": int(last.out_features),
         "hidden": int(first.out_features),
-        "act": "argmax",
-        "env": contention_env_layout(env),
+        "act": act,
+        "env": env.policy_layout() if hasattr(env, "policy_layout") else contention_env_layout(env),
         "training": record,
     }
-    if meta["obs_size"] != env.obs_size or meta["n_actions"] != env.wait_action + 1:
+    n_actions = int(env.action_space.n)
+    if meta["obs_size"] != env.obs_size or meta["n_actions"] != n_actions:
         raise ConfigError(
             f"the network ({meta['obs_size']} inputs, {meta['n_actions']} actions) does not fit "
-            f"the env ({env.obs_size} observations, {env.wait_action + 1} actions)"
+            f"the env ({env.obs_size} observations, {n_actions} actions)"
         )
     arrays = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
     arrays[_META_KEY] = np.array(json.dumps(meta, default=str))

@@ -79,6 +79,11 @@ def _layout(arg: str) -> dict[str, Any]:
     env = meta.get("env")
     if not isinstance(env, dict):
         raise ConfigError(f"{_policy_file(arg)}: its metadata has no env layout ('env')")
+    if "id" in env:
+        raise ConfigError(
+            f"{_policy_file(arg)}: a {env['id']} policy, not a Contention-v0 one: evaluate it "
+            "as policy:<path> (workload=env)"
+        )
     return env
 
 

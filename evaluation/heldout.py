@@ -104,8 +104,10 @@ def run_schedulers(
 ) -> Table:
     """Average JCT (slots) per workload of each scheduler: ``heuristics`` by name, and
     ``policies`` (name -> one policy per training seed; the array is training seeds x
-    workloads).  Unfinished jobs count as finishing at the horizon (as everywhere in
-    :mod:`agents.evaluation`); callers flag truncated runs."""
+    workloads; a :class:`~agents.plan_policy.PlanPolicy` acts through
+    :class:`~envs.gym.plan_env.PlanActor`).  Unfinished jobs count as finishing at the
+    horizon (as everywhere in :mod:`agents.evaluation`); callers flag truncated runs."""
+    from agents.plan_policy import PlanPolicy
     from agents.policy import NumpyPolicy
 
     out = Table({}, {})
@@ -122,11 +124,20 @@ def run_schedulers(
         rows = []
         missing = 0
         for policy in seeds_policies:
-            fast = NumpyPolicy(getattr(policy, "policy", policy))
+            fast = (
+                None
+                if isinstance(policy, PlanPolicy)
+                else NumpyPolicy(getattr(policy, "policy", policy))
+            )
             vals = []
             for k, w in enumerate(workloads):
                 env = w.env(config)
-                actor = _policy_actor(fast, deterministic, np.random.default_rng(k))
+                rng = np.random.default_rng(k)
+                actor = (
+                    _policy_actor(fast, deterministic, rng)
+                    if fast is not None
+                    else policy.actor(env, deterministic, rng)
+                )
                 vals.append(_run(env, actor, w.scenario.seed))
             rows.append([v[0] for v in vals])
             missing += sum(v[1] for v in vals)

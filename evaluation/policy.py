@@ -12,6 +12,12 @@ training (:func:`act_deterministic`).
 The parent process reads only the JSON metadata (no torch); each worker process loads the
 network once (:func:`agents.checkpoint.load_policy`) and acts with its numpy copy
 (:class:`agents.policy.NumpyPolicy`).
+
+``path`` may also be a ``dlsched/ClusterPlan-v0`` policy: a ``policy.npz`` of
+:func:`agents.episode_pg.save_episode_pg` (or a directory holding one) whose layout names
+that env.  It acts in the same ``Cluster-v0`` env as every other scheduler: at each slot's
+start it picks the allocator that plans the slot (:class:`envs.gym.plan_env.PlanActor`),
+exactly as in training.  Its recorded inner env config is its training env.
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ from evaluation.runs import RunOutput, RunTask
 
 if TYPE_CHECKING:
     from agents.evaluation import Actor
+    from agents.plan_policy import PlanPolicy
     from agents.policy import NumpyPolicy
     from envs.gym.cluster_env import ClusterEnv
 
 __all__ = ["PolicyKind", "act_deterministic", "checkpoint_meta", "policy_path"]
+
+_NPZ = "policy.npz"
 
 
 def act_deterministic(setting: bool | None, meta: dict[str, Any]) -> bool:
@@ -66,22 +75,52 @@ def _read_json(path: Path, required: bool) -> dict[str, Any]:
     return data
 
 
+def _plan_file(path: Path) -> Path | None:
+    """The ``.npz`` of a ClusterPlan-v0 policy at ``path`` (a file or a directory holding
+    ``policy.npz``), else ``None``."""
+    if path.is_dir() and (path / _NPZ).is_file():
+        return path / _NPZ
+    return path if path.suffix == ".npz" else None
+
+
+@functools.lru_cache(maxsize=4)
+def _load_plan(path: str) -> PlanPolicy:
+    """A saved plan policy (its ``env`` the inner env config), loaded once per process."""
+    from agents.plan_policy import PlanPolicy
+
+    return PlanPolicy.load(path)
+
+
+def _plan_meta(policy: PlanPolicy) -> dict[str, Any]:
+    return {**(policy.meta or {}), "env": policy.env, "plans": list(policy.plans)}
+
+
 def checkpoint_meta(path: Path) -> dict[str, Any]:
-    """The metadata of a policy checkpoint (the layouts :func:`load_policy` accepts), read
-    without loading the network; :class:`ConfigError` for a missing or unknown layout."""
+    """The metadata of a policy checkpoint (the layouts :func:`load_policy` accepts, or a
+    plan policy's ``.npz``), without loading an SB3 network; :class:`ConfigError` for a
+    missing or unknown layout."""
+    plan = _plan_file(path)
+    if plan is not None:
+        if not plan.is_file():
+            raise ConfigError(f"policy file {str(plan)!r} not found")
+        return _plan_meta(_load_plan(str(plan)))
     if path.is_dir():
         if (path / "model.zip").is_file():
             return _read_json(path / "meta.json", required=False)
         if (path / "policy.pt").is_file():
             return _read_json(path / "policy.json", required=True)
-        raise ConfigError(f"policy {path}: neither a checkpoint (model.zip) nor policy.pt")
+        raise ConfigError(
+            f"policy {path}: neither a checkpoint (model.zip) nor policy.pt nor policy.npz"
+        )
     if not path.is_file():
         raise ConfigError(f"policy checkpoint {str(path)!r} not found")
     if path.suffix == ".zip":
         return _read_json(path.parent / "meta.json", required=False)
     if path.suffix == ".pt":
         return _read_json(path.with_suffix(".json"), required=True)
-    raise ConfigError(f"policy {path}: expected a checkpoint directory, model.zip or policy.pt")
+    raise ConfigError(
+        f"policy {path}: expected a checkpoint directory, model.zip, policy.pt or policy.npz"
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -92,6 +131,17 @@ def _load(path: str) -> tuple[NumpyPolicy, dict[str, Any]]:
 
     policy, meta = load_policy(path)
     return NumpyPolicy(getattr(policy, "policy", policy)), meta
+
+
+def _plan_actor(policy: PlanPolicy, deterministic: bool, sample_seed: int, spec: str) -> Any:
+    def make(env: ClusterEnv, seed: int) -> Actor:
+        rng = np.random.default_rng([sample_seed, seed])
+        try:
+            return policy.actor(env, deterministic, rng)
+        except ConfigError as exc:
+            raise ConfigError(f"{spec}: {exc}") from None
+
+    return make
 
 
 def _actor(fast: NumpyPolicy, deterministic: bool, sample_seed: int, spec: str) -> Any:
@@ -130,10 +180,17 @@ class PolicyKind:
         from evaluation.env_runs import run_in_env
 
         path = policy_path(task.arg)
-        fast, meta = _load(str(path))
         pe = task.policy_eval
-        deterministic = act_deterministic(pe.deterministic, meta)
-        make = _actor(fast, deterministic, pe.sample_seed, task.scheduler)
+        plan = _plan_file(path)
+        if plan is not None:
+            policy = _load_plan(str(plan))
+            meta = _plan_meta(policy)
+            deterministic = act_deterministic(pe.deterministic, meta)
+            make = _plan_actor(policy, deterministic, pe.sample_seed, task.scheduler)
+        else:
+            fast, meta = _load(str(path))
+            deterministic = act_deterministic(pe.deterministic, meta)
+            make = _actor(fast, deterministic, pe.sample_seed, task.scheduler)
         info = {
             "policy": {
                 "path": str(path),

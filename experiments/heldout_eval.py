@@ -10,7 +10,8 @@ same env (:func:`evaluation.heldout.run_schedulers`) on the same test workloads,
 31-bit seeds) and ``--windows`` trace windows of the *held-out* Philly VCs
 (:data:`envs.gym.workloads.TEST_VCS`, drawn with ``--window-seed``).  ``--policy NAME=GLOB``:
 one learned scheduler, a glob of run directories (one per training seed; their
-``checkpoints/final``) or pretraining outputs (``.../pretrain`` holding ``policy.pt``).
+``checkpoints/final``), pretraining outputs (``.../pretrain`` holding ``policy.pt``) or
+``dlsched/ClusterPlan-v0`` policies (a ``policy.npz`` or a directory holding one).
 Prints one Markdown table per workload set: mean avg JCT (slots) with its 95% Student-t CI
 over workloads (a learned policy: averaged over its training seeds per workload first), the
 paired difference against the best heuristic of that set and against DRF, the per-training-
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agents.checkpoint import load_policy  # noqa: E402
+from agents.plan_policy import PlanPolicy  # noqa: E402
 from envs.gym.factory import EnvConfig  # noqa: E402
 from evaluation.heldout import Table, heldout_workloads, paired, run_schedulers  # noqa: E402
 from evaluation.stats import mean_ci95  # noqa: E402
@@ -43,9 +45,13 @@ def _policies(spec: str) -> tuple[str, list[object]]:
     paths = sorted(glob.glob(pattern))
     if not paths:
         sys.exit(f"--policy {name}: nothing matches {pattern!r}")
-    out = []
+    out: list[object] = []
     for p in map(Path, paths):
         target = p / "checkpoints" / "final" if (p / "checkpoints" / "final").is_dir() else p
+        npz = target if target.suffix == ".npz" else target / "policy.npz"
+        if npz.is_file():  # a ClusterPlan-v0 policy (train.py +agent=plan_pg)
+            out.append(PlanPolicy.load(npz))
+            continue
         if not ((target / "model.zip").is_file() or (target / "policy.pt").is_file()):
             print(f"--policy {name}: skipping {p} (no final checkpoint yet)", file=sys.stderr)
             continue

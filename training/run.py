@@ -123,6 +123,10 @@ def _check_resume(cfg: TrainConfig) -> None:
 
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """Run one training job into ``out``; its summary."""
+    if cfg.agent.algo == "plan_pg":  # one action per slot: its own loop (training/plan.py)
+        from training.plan import train_plan
+
+        return train_plan(cfg, out, resolved)
     th.set_num_threads(max(int(cfg.torch_threads), 1))
     th.manual_seed(cfg.seed)
     write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))

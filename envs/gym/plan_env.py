@@ -18,8 +18,8 @@ as one action").
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import gymnasium as gym
@@ -28,12 +28,20 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.factory import EnvConfig, coerce_env_config, gym_make, make_env
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim.elastic.allocators import make_allocator
-from envs.sim.elastic.simulator import SlotRecord
 from envs.sim.errors import ConfigError
 
-__all__ = ["DEFAULT_PLANS", "GLOBAL_FEATURES", "PLAN_ENV_ID", "PlanEnv", "plan_label"]
+__all__ = [
+    "DEFAULT_PLANS",
+    "GLOBAL_FEATURES",
+    "PLAN_ENV_ID",
+    "PlanActor",
+    "PlanEnv",
+    "SlotPlanner",
+    "plan_label",
+]
 
 PLAN_ENV_ID = "dlsched/ClusterPlan-v0"
 
@@ -61,6 +69,95 @@ def plan_label(name: str, options: Mapping[str, Any]) -> str:
     return f"{name}({', '.join(f'{k}={v}' for k, v in sorted(options.items()))})"
 
 
+#: the EnvConfig keys PlanEnv takes as keyword arguments
+_CONFIG_KEYS = frozenset(f.name for f in fields(EnvConfig))
+
+PlanSpec = str | tuple[str, Mapping[str, Any]] | Sequence[Any]
+
+
+def _normalise(plans: Sequence[PlanSpec] | None) -> tuple[tuple[str, dict[str, Any]], ...]:
+    norm: list[tuple[str, dict[str, Any]]] = []
+    for p in DEFAULT_PLANS if plans is None else plans:
+        if isinstance(p, str):
+            norm.append((p, {}))
+            continue
+        if len(p) != 2 or not isinstance(p[0], str) or not isinstance(p[1], Mapping):
+            raise ConfigError(f"a plan is a name or a (name, options) pair, got {p!r}")
+        norm.append((p[0], dict(p[1])))
+    if not norm:
+        raise ConfigError("plans must name at least one allocator")
+    return tuple(norm)
+
+
+class SlotPlanner:
+    """The plans of one :class:`ClusterEnv` and the plan observation: what
+    :class:`PlanEnv` steps through and what :class:`PlanActor` acts with in the plain env.
+
+    ``drivers[k]`` is a :class:`HeuristicDriver` of plan ``k`` on ``env``; :meth:`observe`
+    is the inner observation plus :data:`GLOBAL_FEATURES`, read from the env's state at the
+    slot's start."""
+
+    def __init__(self, env: ClusterEnv, plans: Sequence[PlanSpec] | None = None) -> None:
+        self.env = env
+        self.plans = _normalise(plans)
+        self.labels = tuple(plan_label(n, o) for n, o in self.plans)
+        self.drivers = [HeuristicDriver(make_allocator(n, o), env) for n, o in self.plans]
+        self.K = len(self.plans)
+        self.inner_size = int(np.prod(env.observation_space.shape))  # type: ignore[arg-type]
+        self.obs_size = self.inner_size + len(GLOBAL_FEATURES)
+
+    def observe(self, inner_obs: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        env = self.env
+        J = env.J
+        n_jobs = max(env._num_jobs, 1)
+        window = len(env._window)
+        beyond = len(env._views) - window
+        t = float(env._t)
+        last = env._require_sim().last_utilisation
+        free_cpu, free_gpu = (1.0, 1.0) if last is None else (1.0 - last[0], 1.0 - last[1])
+        feats = (
+            window / J,
+            min(1.0, beyond / J),
+            free_gpu,
+            free_cpu,
+            t / (t + 100.0),
+            env._finished / n_jobs,
+        )
+        out = np.empty(self.obs_size, dtype=np.float32)
+        n = inner_obs.shape[0]
+        out[:n] = inner_obs
+        out[n:] = np.clip(feats, 0.0, 1.0)
+        return out
+
+
+class PlanActor:
+    """A plan policy acting in the plain :class:`ClusterEnv` (one inner step per call):
+    at each slot's start ``choose(plan observation)`` picks the plan, whose driver then acts
+    until the slot closes, exactly as :class:`PlanEnv` steps.  ``(env, obs) -> action``, the
+    actor signature of :mod:`agents.evaluation`; make one per episode."""
+
+    def __init__(
+        self,
+        env: ClusterEnv,
+        choose: Callable[[npt.NDArray[np.float32]], int],
+        plans: Sequence[PlanSpec] | None = None,
+    ) -> None:
+        self.planner = SlotPlanner(env, plans)
+        self.choose = choose
+        self.chosen: list[int] = []  # the plan of every slot so far
+        self._slot: tuple[Any, int] | None = None
+
+    def __call__(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
+        slot = (env.sim, env._t)
+        if self._slot is None or slot[0] is not self._slot[0] or slot[1] != self._slot[1]:
+            k = int(self.choose(self.planner.observe(obs)))
+            if not 0 <= k < self.planner.K:
+                raise ConfigError(f"plan {k} out of range [0, {self.planner.K})")
+            self.chosen.append(k)
+            self._slot = slot
+        return self.planner.drivers[self.chosen[-1]].act()
+
+
 @dataclass(frozen=True)
 class _Clock:
     now: float
@@ -69,12 +166,15 @@ class _Clock:
 class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
     """One step per slot: ``Discrete(K)`` over ``plans`` (see the module docstring).
 
-    ``env``: the inner :class:`ClusterEnv` (default: ``gymnasium.make("dlsched/Cluster-v0",
-    setting=setting, seed=seed, **env_kwargs)``'s, i.e. :func:`envs.gym.factory.gym_make`,
-    ``reward="jct"`` by default); ``plans``: ``(name, options)`` pairs for
-    :func:`~envs.sim.elastic.allocators.make_allocator` (a bare name means no options).
+    The inner :class:`ClusterEnv`: ``env``, or ``config`` (an
+    :class:`~envs.gym.factory.EnvConfig` or a mapping of its fields), or ``setting`` and
+    ``env_kwargs`` (``gymnasium.make("dlsched/Cluster-v0", setting=setting, seed=seed,
+    **env_kwargs)``'s, ``reward="jct"`` by default).  ``plans``: ``(name, options)`` pairs
+    for :func:`~envs.sim.elastic.allocators.make_allocator` (a bare name means no options).
     ``reset(seed=s)`` uses workload seed ``s``, as the inner env does.  An action that is not
-    an integer in ``[0, K)`` raises :class:`ConfigError`.
+    an integer in ``[0, K)`` raises :class:`ConfigError`.  :attr:`config` is the inner env's
+    config when it is known (not for ``env=``): :meth:`policy_layout` records it with a
+    saved policy.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
@@ -84,38 +184,37 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         setting: str = "small",
         *,
         seed: int = 0,
-        plans: Sequence[str | tuple[str, Mapping[str, Any]]] | None = None,
+        plans: Sequence[PlanSpec] | None = None,
         env: ClusterEnv | None = None,
+        config: EnvConfig | Mapping[str, Any] | None = None,
         **env_kwargs: Any,
     ) -> None:
-        if env is None:
-            from envs.gym.factory import gym_make
-
-            env = gym_make(setting, seed=seed, **env_kwargs)
-        elif env_kwargs:
-            raise ConfigError(f"give env= or env keyword arguments, not both: {sorted(env_kwargs)}")
+        self.config: EnvConfig | None = None
+        if (env is not None) + (config is not None) + bool(env_kwargs) > 1:
+            raise ConfigError(
+                "give one of env=, config= or env keyword arguments, not several: "
+                f"{sorted(env_kwargs)}"
+            )
+        if config is not None:
+            self.config = coerce_env_config(config)
+            env = make_env(self.config, seed)
+        elif env is None:
+            if isinstance(setting, str) and set(env_kwargs) <= _CONFIG_KEYS:
+                self.config = coerce_env_config({"setting": setting, "reward": "jct", **env_kwargs})
+                env = make_env(self.config, seed)
+            else:
+                env = gym_make(setting, seed=seed, **env_kwargs)
         base = env.unwrapped if isinstance(env, gym.Env) else env
         if not isinstance(base, ClusterEnv):
             raise ConfigError(f"PlanEnv wraps a ClusterEnv, got {type(base).__name__}")
         self.inner: ClusterEnv = base
-        norm: list[tuple[str, dict[str, Any]]] = []
-        for p in DEFAULT_PLANS if plans is None else plans:
-            name, opts = (p, {}) if isinstance(p, str) else (p[0], dict(p[1]))
-            norm.append((str(name), opts))
-        if not norm:
-            raise ConfigError("plans must name at least one allocator")
-        self.plans = tuple(norm)
-        self.labels = tuple(plan_label(n, o) for n, o in self.plans)
-        self.drivers = [HeuristicDriver(make_allocator(n, o), base) for n, o in self.plans]
-        self.K = len(self.plans)
+        self.planner = SlotPlanner(base, plans)
+        self.plans, self.labels, self.K = self.planner.plans, self.planner.labels, self.planner.K
+        self.drivers = self.planner.drivers
+        self.obs_size = self.planner.obs_size
         self.action_space = spaces.Discrete(self.K)
-        inner_n = int(np.prod(base.observation_space.shape))  # type: ignore[arg-type]
-        self.observation_space = spaces.Box(
-            0.0, 1.0, shape=(inner_n + len(GLOBAL_FEATURES),), dtype=np.float32
-        )
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(self.obs_size,), dtype=np.float32)
         self._masks = np.ones(self.K, dtype=bool)
-        self.obs_size = inner_n + len(GLOBAL_FEATURES)
-        self._last_free = (1.0, 1.0)
         self._ended = True
         self.slots = 0  # decisions (slots planned) in this episode
 
@@ -129,35 +228,19 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         """Every plan is always valid (all true, ``K`` entries)."""
         return self._masks.copy()
 
-    def _on_slot(self, record: SlotRecord) -> None:
-        spec = self.inner.cluster_spec
-        gpus = spec.num_nodes * spec.gpu_slots
-        cpus = spec.num_nodes * spec.cpu_slots
-        self._last_free = (
-            1.0 - record.used_gpu / gpus if gpus else 0.0,
-            1.0 - record.used_cpu / cpus if cpus else 0.0,
-        )
-
-    def _observe(self, inner_obs: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        env = self.inner
-        J = env.J
-        n_jobs = max(env._num_jobs, 1)
-        window = len(env._window)
-        beyond = len(env._views) - window
-        t = float(env._t)
-        feats = (
-            window / J,
-            min(1.0, beyond / J),
-            self._last_free[0],
-            self._last_free[1],
-            t / (t + 100.0),
-            env._finished / n_jobs,
-        )
-        out = np.empty(self.obs_size, dtype=np.float32)
-        n = inner_obs.shape[0]
-        out[:n] = inner_obs
-        out[n:] = np.clip(feats, 0.0, 1.0)
-        return out
+    def policy_layout(self) -> dict[str, Any]:
+        """What a saved policy of this env needs to act again: the env id, the inner env's
+        config (:meth:`EnvConfig.as_dict`) and the plans."""
+        if self.config is None:
+            raise ConfigError(
+                "this PlanEnv wraps a given env= whose config is unknown; build it with config= "
+                "(or a setting and EnvConfig keys) to save a policy of it"
+            )
+        return {
+            "id": PLAN_ENV_ID,
+            "env": self.config.as_dict(),
+            "plans": [[n, dict(o)] for n, o in self.plans],
+        }
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -165,12 +248,9 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
     ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
         super().reset(seed=seed)
         obs, info = self.inner.reset(seed=seed, options=options)
-        sim = self.inner._require_sim()
-        sim.on_slot = self._on_slot
-        self._last_free = (1.0, 1.0)
         self._ended = False
         self.slots = 0
-        return self._observe(obs), info
+        return self.planner.observe(obs), info
 
     def step(
         self, action: Any
@@ -198,4 +278,4 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         self.slots += 1
         self._ended = bool(term or trunc)
         info = {**info, "plan": self.labels[k], "inner_steps": steps}
-        return self._observe(obs), total, bool(term), bool(trunc), info
+        return self.planner.observe(obs), total, bool(term), bool(trunc), info

@@ -150,5 +150,5 @@ def test_bad_actions_and_options() -> None:
         PlanEnv("tiny", plans=["nonsense"])
     with pytest.raises(ConfigError, match="at least one"):
         PlanEnv("tiny", plans=[])
-    with pytest.raises(ConfigError, match="not both"):
+    with pytest.raises(ConfigError, match="not several"):
         PlanEnv(env=make_env(EnvConfig(setting="tiny")), reward="jct")

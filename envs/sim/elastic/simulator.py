@@ -246,6 +246,13 @@ class SlotSimulator:
         self._in_slot = False
 
     @property
+    def last_utilisation(self) -> tuple[float, float] | None:
+        """``(cpu, gpu)`` utilisation of the last simulated slot (``None`` before the first)."""
+        if not self._cpu_util:
+            return None
+        return self._cpu_util[-1], self._gpu_util[-1]
+
+    @property
     def done(self) -> bool:
         """Every job has finished."""
         return self._done == len(self._runs)

@@ -1,0 +1,92 @@
+"""A trained ``dlsched/ClusterPlan-v0`` policy: its network, plans and training env, acting in
+the plain ``Cluster-v0`` env.
+
+:class:`PlanPolicy` is what every consumer of a plan policy uses: training's validation
+(:mod:`training.plan`), ``evaluate.py``'s ``policy:<path>`` kind (:mod:`evaluation.policy`) and
+the held-out tables (:mod:`evaluation.heldout`).  :meth:`PlanPolicy.actor` wraps it in a
+:class:`~envs.gym.plan_env.PlanActor`, so each of them runs the policy through the same env,
+with the same per-increment decisions, as the heuristics it is compared with.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch as th
+
+from agents.episode_pg import MaskedMLP, load_episode_pg
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.plan_env import PLAN_ENV_ID, PlanActor
+from envs.sim.errors import ConfigError
+
+__all__ = ["PlanPolicy"]
+
+
+@dataclass
+class PlanPolicy:
+    """``net`` (plan observation -> logits over ``plans``), the ``plans`` it picks from, the
+    inner env config it was trained in (``env``, :meth:`EnvConfig.as_dict`; ``None`` if
+    unknown) and the saved file's metadata (``meta``; empty for a policy in training)."""
+
+    net: MaskedMLP
+    plans: Sequence[Any]
+    env: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> PlanPolicy:
+        """A policy saved by :func:`agents.episode_pg.save_episode_pg` from a ``PlanEnv``; a
+        policy of another env is a :class:`ConfigError` that says how to evaluate it."""
+        net, meta = load_episode_pg(path)
+        layout = meta.get("env")
+        if not isinstance(layout, dict) or layout.get("id") != PLAN_ENV_ID:
+            raise ConfigError(
+                f"{path}: not a {PLAN_ENV_ID} policy (a dlsched/Contention-v0 policy is "
+                "evaluated as contention:<path>)"
+            )
+        if not isinstance(layout.get("env"), dict) or not isinstance(layout.get("plans"), list):
+            raise ConfigError(f"{path}: its layout lacks the inner env config or the plans")
+        plans = [(str(n), dict(o)) for n, o in layout["plans"]]
+        return cls(net, plans, dict(layout["env"]), meta)
+
+    def chooser(
+        self, deterministic: bool = True, rng: np.random.Generator | None = None
+    ) -> Callable[[npt.NDArray[np.float32]], int]:
+        """Plan observation -> plan: the argmax, or a draw from the softmax with ``rng``."""
+        if not deterministic and rng is None:
+            raise ConfigError("a sampling plan policy needs a seeded generator (rng)")
+        net = self.net
+
+        def choose(obs: npt.NDArray[np.float32]) -> int:
+            with th.no_grad():
+                logits = net.net(th.as_tensor(obs)[None])[0].double()
+            if deterministic:
+                return int(logits.argmax())
+            assert rng is not None
+            p = th.softmax(logits, -1).numpy()
+            return int(rng.choice(len(p), p=p / p.sum()))
+
+        return choose
+
+    def actor(
+        self,
+        env: ClusterEnv,
+        deterministic: bool = True,
+        rng: np.random.Generator | None = None,
+    ) -> PlanActor:
+        """A fresh :class:`PlanActor` for one episode of ``env``; a plan observation of
+        another size than the network's input is a :class:`ConfigError`."""
+        actor = PlanActor(env, self.chooser(deterministic, rng), self.plans)
+        first = self.net.net[0]
+        assert isinstance(first, th.nn.Linear)
+        if actor.planner.obs_size != first.in_features:
+            raise ConfigError(
+                f"the plan policy takes {first.in_features} inputs, the env's plan observation "
+                f"has {actor.planner.obs_size} (window J={env.J}, features {env.features!r})"
+            )
+        return actor

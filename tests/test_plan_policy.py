@@ -1,0 +1,210 @@
+"""A ``dlsched/ClusterPlan-v0`` policy from training to evaluation: :class:`PlanActor` in the
+plain Cluster-v0 env acts exactly as :class:`PlanEnv` steps; a saved ``policy.npz`` records
+its env and plans and ``evaluate.py`` runs it as ``policy:<path>`` with the same figures;
+``train.py +agent=plan_pg`` (training/plan.py) writes its curve, checkpoints and record and is
+reproducible; bad configs are one clear error."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch as th
+
+from agents.episode_pg import MaskedMLP, load_episode_pg, run_episode, save_episode_pg
+from agents.evaluation import evaluate_allocator
+from agents.evaluation import run_episode as run_cluster_episode
+from envs.gym.factory import EnvConfig, make_env
+from envs.gym.plan_env import PLAN_ENV_ID, PlanActor, PlanEnv
+from envs.sim import ConfigError
+from envs.sim.elastic.allocators import make_allocator
+from evaluation.config import EnvSection, EvaluateConfig, WorkloadConfig
+from evaluation.pipeline import evaluate
+from tests.cli import run_script
+from training.plan import validate_plan
+
+TINY = EnvConfig(setting="tiny", reward="jct")
+
+
+def _net(env: PlanEnv, seed: int = 0) -> MaskedMLP:
+    th.manual_seed(seed)
+    return MaskedMLP(env.obs_size, env.K, 16)
+
+
+def test_plan_actor_in_the_plain_env_is_the_plan_env() -> None:
+    """Per slot the same observation, plan and inner decisions, so the same episode."""
+    pattern = [0, 4, 5, 2, 1, 3, 4]
+    for seed in (3, 7):
+        env = PlanEnv(config=TINY)
+        obs, _ = env.reset(seed=seed)
+        seen, chosen, total_inner = [obs], [], 0
+        while True:
+            k = pattern[len(chosen) % len(pattern)]
+            chosen.append(k)
+            obs, _, term, trunc, info = env.step(k)
+            total_inner += info["inner_steps"]
+            if term or trunc:
+                break
+            seen.append(obs)
+        expected = info["avg_jct_slots"]
+
+        plain = make_env(TINY)
+        observed: list[np.ndarray] = []
+
+        def choose(o: np.ndarray, observed: list[np.ndarray] = observed) -> int:
+            observed.append(o.copy())
+            return pattern[(len(observed) - 1) % len(pattern)]
+
+        actor = PlanActor(plain, choose)
+        result = run_cluster_episode(plain, actor, seed)
+        assert actor.chosen == chosen
+        assert result.decisions == total_inner
+        assert result.avg_jct == pytest.approx(expected, rel=0, abs=0)
+        np.testing.assert_array_equal(np.array(observed), np.array(seen))
+
+
+def test_constant_plans_are_their_allocators_through_the_actor() -> None:
+    for k, name in ((0, "esrtf"), (4, "optimus"), (5, "drf")):
+        plain = make_env(TINY)
+        mine = run_cluster_episode(plain, PlanActor(plain, lambda _o, k=k: k), 5)
+        (ref,) = evaluate_allocator(lambda name=name: make_allocator(name), TINY, [5])
+        assert mine.avg_jct == ref.avg_jct and mine.decisions == ref.decisions
+
+
+def test_saved_plan_policy_records_its_env_and_acts_alike(tmp_path: Path) -> None:
+    env = PlanEnv(config=TINY)
+    net = _net(env)
+    path = save_episode_pg(tmp_path / "p" / "policy.npz", net, env, {"seed": 0}, act="sampled")
+    again, meta = load_episode_pg(path)
+    assert meta["act"] == "sampled"
+    assert meta["env"]["id"] == PLAN_ENV_ID
+    assert meta["env"]["env"] == TINY.as_dict()
+    assert [p[0] for p in meta["env"]["plans"]] == [p[0] for p in env.plans]
+    a = run_episode(env, 4, net).info["avg_jct_slots"]
+    b = run_episode(PlanEnv(config=meta["env"]["env"]), 4, again).info["avg_jct_slots"]
+    assert a == b
+    with pytest.raises(ConfigError, match="act must be"):
+        save_episode_pg(tmp_path / "q.npz", net, env, {}, act="greedy")
+    wrapped = PlanEnv(env=make_env(TINY))
+    with pytest.raises(ConfigError, match="config is unknown"):
+        save_episode_pg(tmp_path / "r.npz", _net(wrapped), wrapped, {})
+    with pytest.raises(ConfigError, match="does not fit"):
+        save_episode_pg(tmp_path / "s.npz", MaskedMLP(env.obs_size, 3, 16), env, {})
+
+
+def test_evaluate_runs_a_plan_policy_as_policy_kind(tmp_path: Path) -> None:
+    """``policy:<dir with policy.npz>`` in evaluate.py: the training env comes from the
+    file, and each seed's avg JCT is the plan env's argmax episode's (and validate_plan's)."""
+    env = PlanEnv(config=TINY)
+    net = _net(env, 1)
+    save_episode_pg(tmp_path / "pol" / "policy.npz", net, env, {"seed": 1})
+    cfg = EvaluateConfig(
+        workload=WorkloadConfig(kind="env", env=EnvSection()),
+        stacks=[f"policy:{tmp_path / 'pol'}", "elastic:esrtf"],
+        seeds=[0, 2],
+        workers=1,
+        plot=False,
+    )
+    rows = evaluate(cfg, tmp_path / "run", {})
+    mine = {r["seed"]: r for r in rows if r["stack"].startswith("policy:")}  # seeds are str
+    slot_s = env.inner.cluster_spec.slot_s
+    for seed in (0, 2):
+        want = run_episode(env, seed, net).info["avg_jct_slots"]
+        assert mine[str(seed)]["avg_jct_s"] == pytest.approx(want * slot_s, rel=1e-12)
+    assert validate_plan(net, env, [0, 2])["avg_jct"] == pytest.approx(
+        np.mean([mine[s]["avg_jct_s"] / slot_s for s in ("0", "2")]), rel=1e-12
+    )
+
+
+def test_each_kind_refuses_the_other_envs_policy(tmp_path: Path) -> None:
+    from envs.gym.contention_env import ContentionEnv
+
+    plan_env = PlanEnv(config=TINY)
+    plan = save_episode_pg(tmp_path / "plan.npz", _net(plan_env), plan_env, {})
+    cont_env = ContentionEnv(comm="srsf1", J=4)
+    cont = save_episode_pg(
+        tmp_path / "cont.npz",
+        MaskedMLP(cont_env.obs_size, cont_env.wait_action + 1, 8),
+        cont_env,
+        {},
+    )
+    base = ["workers=1", "plot=false", f"out_dir={tmp_path / 'x'}", "seeds=[0]"]
+    proc = run_script("evaluate.py", "workload=env", f"stacks=[policy:{cont}]", *base)
+    assert proc.returncode == 2 and "contention:<path>" in proc.stderr
+    proc = run_script(
+        "evaluate.py", "workload=generated_paper_scale", f"stacks=[contention:{plan}]", *base
+    )
+    assert proc.returncode == 2 and "policy:<path>" in proc.stderr
+    proc = run_script("evaluate.py", "workload=env", f"stacks=[policy:{tmp_path}/none.npz]", *base)
+    assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def _train(tmp_path: Path, name: str, *extra: str) -> tuple[int, str, Path]:
+    out = tmp_path / name
+    proc = run_script(
+        "train.py", "+agent=plan_pg", "env=tiny", "env.reward=jct", "pretrain=esrtf",
+        "pretrain.num_workloads=2", "agent.plan.iterations=2", "agent.plan.val_every=1",
+        "agent.plan.groups=2", "agent.plan.group_size=2", "agent.plan.hidden=16",
+        "eval.deterministic=true", "eval.seeds=[100,101]", "eval.baselines=[drf,esrtf]",
+        f"hydra.run.dir={out}", *extra, timeout=600,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr, out
+
+
+def test_train_py_plan_pg_writes_a_reproducible_run(tmp_path: Path) -> None:
+    rc, text, out = _train(tmp_path, "a")
+    assert rc == 0, text[-3000:]
+    with open(out / "learning_curve.csv", newline="") as f:
+        curve = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in curve] == [0, 1, 2]
+    assert int(curve[0]["timesteps"]) == 0 < int(curve[1]["timesteps"]) < int(curve[2]["timesteps"])
+    summary = json.loads((out / "summary.json").read_text())
+    esrtf = summary["baselines_avg_jct"]["esrtf"]
+    # the clone of plan 0 acts as EfficientSRTF on the validation workloads
+    assert float(curve[0]["avg_jct"]) == pytest.approx(esrtf)
+    assert float(curve[0]["ratio_to_esrtf"]) == pytest.approx(1.0)
+    assert summary["pretrain"]["teacher"] == "esrtf"
+    assert "| esrtf |" in text and "learned (final)" in text
+    run = json.loads((out / "run.json").read_text())
+    assert run["seed"] == 0 and run["git"]["commit"]
+    assert any((out / "tb").rglob("events.out.tfevents.*"))
+    # the best checkpoint acts as recorded, through evaluate.py's policy kind
+    best = summary["best"]
+    net, meta = load_episode_pg(out / "checkpoints" / "best" / "policy.npz")
+    assert meta["training"]["iteration"] == best["iteration"]
+    assert meta["act"] == "argmax"
+    env = PlanEnv(config=meta["env"]["env"])
+    assert validate_plan(net, env, [100, 101])["avg_jct"] == pytest.approx(best["avg_jct"])
+    rc2, _, out2 = _train(tmp_path, "b")
+    assert rc2 == 0
+    _assert_same_curve(out / "learning_curve.csv", out2 / "learning_curve.csv")
+
+
+def _assert_same_curve(a: Path, b: Path) -> None:
+    """The same learning curve bit for bit, but for the wall time."""
+    with open(a, newline="") as fa, open(b, newline="") as fb:
+        ra, rb = list(csv.DictReader(fa)), list(csv.DictReader(fb))
+    for x, y in zip(ra, rb, strict=True):
+        x.pop("wall_s")
+        y.pop("wall_s")
+        assert x == y
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("env.reward=dl2", "env.reward=jct"),
+        ("pretrain=srtf", "not one of the plans"),
+        ("agent.plan.iterations=0", "agent.plan.iterations must be >= 1"),
+        ("agent.plan.bc_smoothing=1.0", "bc_smoothing"),
+        ("pretrain.seed_offset=100", "include validation seeds"),
+        ("mixture=dl2_philly", "mixture.enabled"),
+    ],
+)
+def test_plan_pg_bad_configs_are_one_error(tmp_path: Path, override: str, words: str) -> None:
+    rc, text, _ = _train(tmp_path, "bad", override)
+    assert rc == 2, text[-2000:]
+    assert words in text and "Traceback" not in text

@@ -1,0 +1,274 @@
+"""``python train.py +agent=plan_pg``: SL + RL over the slot's plan (``dlsched/ClusterPlan-v0``).
+
+Why: in Cluster-v0's per-increment actions RL does not improve on the EfficientSRTF clone;
+with the slot's plan as ONE action (:class:`~envs.gym.plan_env.PlanEnv`: which allocator, or
+EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heuristics.md,
+"One decision per slot").  Steps:
+
+1. Record the run (``run.json``).  Evaluate ``eval.baselines`` through the env on the
+   validation workloads ``eval.seeds`` (:func:`training.run.baseline_jcts`).
+2. Clone ``pretrain.teacher``'s plan (the always-the-same action: ``pretrain=esrtf`` is
+   plan 0) into :class:`~agents.episode_pg.MaskedMLP` on workloads ``pretrain.seed_offset +
+   i`` (``i < pretrain.num_workloads``), with label smoothing ``agent.plan.bc_smoothing``;
+   ``pretrain=none`` starts from random weights.
+3. ``agent.plan.iterations`` of :class:`~agents.episode_pg.EpisodePG` (``agent.learning_rate``,
+   ``agent.ent_coef``, ``agent.plan.*``) on workloads it draws from [10,000, 2^31).  Every
+   ``agent.plan.val_every`` iterations the policy acts on the validation workloads through the
+   same Cluster-v0 env as the baselines (:class:`~envs.gym.plan_env.PlanActor`; argmax when
+   ``eval.deterministic``, else sampled with ``eval.sample_seed``).
+
+Writes ``learning_curve.csv`` (decisions, iteration, avg JCT, ratio to each baseline),
+TensorBoard scalars (``tb/``), ``checkpoints/best/policy.npz`` (the best validation point)
+and ``checkpoints/final/policy.npz`` (the last), each usable as ``policy:<dir>`` in
+``evaluate.py``, and ``summary.json``.  Ctrl-C stops between iterations and still saves.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from agents.config import AgentConfig, PlanPGConfig
+from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save_episode_pg
+from agents.evaluation import aggregate, run_episode
+from agents.plan_policy import PlanPolicy
+from envs.gym.plan_env import PlanEnv
+from envs.sim.errors import ConfigError
+from training.config import TrainConfig
+from training.runinfo import git_commit, package_versions, run_record, write_run_record
+
+__all__ = ["check_plan_config", "train_plan", "validate_plan"]
+
+
+def check_plan_config(cfg: TrainConfig) -> None:
+    """Clear errors for what ``plan_pg`` does not take or cannot use."""
+    p: PlanPGConfig = cfg.agent.plan
+    for key in ("iterations", "groups", "val_every", "bc_epochs", "hidden"):
+        if int(getattr(p, key)) < 1:
+            raise ConfigError(f"agent.plan.{key} must be >= 1, got {getattr(p, key)}")
+    if not 0.0 <= float(p.bc_smoothing) < 1.0:
+        raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
+    if cfg.env.reward != "jct":
+        raise ConfigError(
+            f"plan_pg minimises avg JCT: it needs env.reward=jct (got {cfg.env.reward!r}; DL²'s "
+            "reward returns the number of jobs whatever the policy)"
+        )
+    unsupported = {
+        "federated.mode": cfg.federated.mode != "none",
+        "resume": bool(cfg.resume),
+        "mixture.enabled": bool(cfg.mixture.enabled),
+    }
+    bad = [k for k, v in unsupported.items() if v]
+    if bad:
+        raise ConfigError(
+            f"plan_pg does not support {', '.join(bad)}; leave them at their defaults"
+        )
+    if cfg.pretrain.enabled:
+        seeds = set(
+            range(cfg.pretrain.seed_offset, cfg.pretrain.seed_offset + cfg.pretrain.num_workloads)
+        )
+        overlap = sorted(seeds & {int(s) for s in cfg.eval.seeds})
+        if overlap:
+            raise ConfigError(
+                f"the clone's workloads (pretrain.seed_offset..) include validation seeds {overlap}"
+            )
+
+
+def _teacher_plan(teacher: str, env: PlanEnv) -> int:
+    name = str(teacher).lower()
+    if name not in env.labels:
+        raise ConfigError(
+            f"pretrain.teacher={teacher!r} is not one of the plans {list(env.labels)}; plan_pg "
+            "clones one plan (e.g. pretrain=esrtf) or none (pretrain=none)"
+        )
+    return env.labels.index(name)
+
+
+def validate_plan(
+    net: MaskedMLP,
+    env: PlanEnv,
+    seeds: list[int],
+    *,
+    deterministic: bool = True,
+    sample_seed: int = 0,
+) -> dict[str, float]:
+    """The plan policy on ``seeds`` through ``env``'s inner Cluster-v0 env, as the baselines
+    run (:func:`agents.evaluation.aggregate` of the episodes: ``avg_jct``, ``unfinished``...)."""
+    policy = PlanPolicy(net, env.plans)
+    results = [
+        run_episode(
+            env.inner,
+            policy.actor(env.inner, deterministic, np.random.default_rng([sample_seed, s])),
+            s,
+        )
+        for s in seeds
+    ]
+    return aggregate(results)
+
+
+class _Log:
+    """The learning curve (CSV), TensorBoard scalars and console lines of one run."""
+
+    def __init__(self, out: Path, baselines: dict[str, float]) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.baselines = baselines
+        self.tb_dir = out / "tb"
+        self.writer = SummaryWriter(str(self.tb_dir / "plan_pg_1"))
+        self.curve_path = out / "learning_curve.csv"
+        cols = ["timesteps", "iteration", "avg_jct", "p95_jct", "unfinished", "wall_s"]
+        self.cols = cols + [f"ratio_to_{b}" for b in baselines]
+        with self.curve_path.open("w", newline="") as f:
+            csv.writer(f).writerow(self.cols)
+        self.rows: list[dict[str, float]] = []
+
+    def validation(self, decisions: int, iteration: int, m: dict[str, float], wall: float) -> None:
+        row = {
+            "timesteps": decisions,
+            "iteration": iteration,
+            "avg_jct": m["avg_jct"],
+            "p95_jct": m["p95_jct"],
+            "unfinished": m["unfinished"],
+            "wall_s": round(wall, 1),
+        }
+        row.update({f"ratio_to_{b}": m["avg_jct"] / v for b, v in self.baselines.items()})
+        self.rows.append(row)
+        with self.curve_path.open("a", newline="") as f:
+            csv.writer(f).writerow([row[c] for c in self.cols])
+        for key in ("avg_jct", "p95_jct", "unfinished", *(c for c in row if c.startswith("ratio"))):
+            self.writer.add_scalar(f"eval/{key}", row[key], decisions)
+        self.writer.flush()
+        ratios = ", ".join(f"{b} {row[f'ratio_to_{b}']:.3f}" for b in self.baselines)
+        print(
+            f"[plan_pg] iteration {iteration}: validation avg JCT {m['avg_jct']:.2f} slots "
+            f"(ratio to {ratios}) after {decisions:,} decisions, {wall:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def iteration(
+        self, decisions: int, i: int, total: int, st: dict[str, float], wall: float
+    ) -> None:
+        for key in ("return", "entropy", "loss", "clipped"):
+            self.writer.add_scalar(f"train/{key}", st[key], decisions)
+        print(
+            f"[plan_pg] iteration {i}/{total}: return {st['return']:.1f}, entropy "
+            f"{st['entropy']:.3f}, {decisions:,} decisions, {wall:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
+    """One ``plan_pg`` run into ``out`` (see the module docstring); its summary."""
+    from training.run import baseline_jcts
+
+    agent: AgentConfig = cfg.agent
+    p: PlanPGConfig = agent.plan
+    check_plan_config(cfg)
+    th.set_num_threads(max(int(cfg.torch_threads), 1))
+    th.manual_seed(cfg.seed)
+    write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
+    env, val = PlanEnv(config=cfg.env), PlanEnv(config=cfg.env)
+    net = MaskedMLP(env.obs_size, env.K, p.hidden)
+    summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "plans": list(env.labels)}
+    if cfg.pretrain.enabled:
+        k = _teacher_plan(str(cfg.pretrain.teacher), env)
+        seeds = [cfg.pretrain.seed_offset + i for i in range(cfg.pretrain.num_workloads)]
+        t0 = time.perf_counter()
+        loss = clone(net, env, lambda _e: k, seeds, epochs=p.bc_epochs, seed=cfg.seed,
+                     smoothing=p.bc_smoothing)  # fmt: skip
+        summary["pretrain"] = {"teacher": env.labels[k], "workloads": seeds, "loss": loss}
+        summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
+    ev = cfg.eval
+    seeds_val = [int(s) for s in ev.seeds]
+    t0 = time.perf_counter()
+    baselines = baseline_jcts(list(ev.baselines), cfg.env, seeds_val)
+    summary["baselines_avg_jct"] = baselines
+    summary["baselines_s"] = round(time.perf_counter() - t0, 1)
+    log = _Log(out, baselines)
+    pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
+                             epsilon=p.epsilon, lr=agent.learning_rate,
+                             ent_coef=agent.ent_coef, hidden=p.hidden)  # fmt: skip
+    pg = EpisodePG(env, net, pg_cfg)
+    record = {
+        "command": " ".join(sys.argv),
+        "config": resolved,
+        "seed": cfg.seed,
+        "versions": package_versions(),
+        "git": git_commit(),
+    }
+    act = "argmax" if ev.deterministic else "sampled"
+
+    def save(name: str, state: dict[str, th.Tensor], extra: dict[str, Any]) -> Path:
+        keep = {k: v.clone() for k, v in net.state_dict().items()}
+        net.load_state_dict(state)
+        path = save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
+                               {**record, **extra}, act=act)  # fmt: skip
+        net.load_state_dict(keep)
+        return path
+
+    decisions = 0
+    t_train = time.perf_counter()
+
+    def validate(iteration: int) -> dict[str, float]:
+        m = validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
+                          sample_seed=ev.sample_seed)  # fmt: skip
+        log.validation(decisions, iteration, m, time.perf_counter() - t_train)
+        return m
+
+    best = (validate(0)["avg_jct"], 0, _state(net))
+
+    def on_iteration(i: int, st: dict[str, float]) -> None:
+        nonlocal decisions, best
+        decisions += int(st["decisions"])
+        log.iteration(decisions, i, p.iterations, st, time.perf_counter() - t_train)
+        if i % p.val_every and i != p.iterations:
+            return
+        v = validate(i)["avg_jct"]
+        if v < best[0]:
+            best = (v, i, _state(net))
+            save("best", best[2], {"iteration": i, "val_avg_jct": v})
+
+    save("best", best[2], {"iteration": 0, "val_avg_jct": best[0]})
+    interrupted = False
+    try:
+        pg.learn(p.iterations, on_iteration)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"[plan_pg] interrupted after {pg.iteration} iteration(s); saving", file=sys.stderr)
+    final = save("final", _state(net), {"iteration": pg.iteration})
+    log.writer.close()
+    curve = log.rows
+    summary.update(
+        {
+            "timesteps": decisions,
+            "iterations": pg.iteration,
+            "interrupted": interrupted,
+            "train_s": round(time.perf_counter() - t_train, 1),
+            "initial": curve[0],
+            "final": curve[-1],
+            "best": {**next(r for r in curve if r["iteration"] == best[1])},
+            "best_avg_jct": best[0],
+            "tensorboard": str(log.tb_dir),
+            "checkpoint": str(final.parent),
+            "best_checkpoint": str(out / "checkpoints" / "best"),
+            "agent_config": asdict(p),
+        }
+    )
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def _state(net: MaskedMLP) -> dict[str, th.Tensor]:
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
