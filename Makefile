@@ -27,11 +27,12 @@ lint: setup
 bench:
 	$(VPY) benchmarks/bench_sim.py
 
-# The main job: the best recipe on DL2's small setting, a few minutes: clone EfficientSRTF into
-# the per-job network, then fine-tune with the group learner on the JCT reward.
+# The main job: the best recipe on DL2's small setting with DL2's bundle backlog, about 3 min:
+# one action per slot picks the allocator that plans it (dlsched/ClusterPlan-v0); clone
+# EfficientSRTF's plan, then 24 iterations of the episode policy gradient on the JCT reward.
 demo: setup
-	$(VPY) train.py +agent=gppo pretrain=esrtf agent.policy.arch=per_job env.reward=jct \
-	    total_timesteps=1000000 eval.every=250000
+	$(VPY) train.py +agent=plan_pg env=small env.backlog=bundle env.reward=jct pretrain=esrtf \
+	    eval.deterministic=true agent.plan.val_every=2
 
 evaluate: setup
 	$(VPY) evaluate.py

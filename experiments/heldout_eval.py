@@ -8,7 +8,8 @@ One command for the evaluation standard of the learner issue: every scheduler ru
 same env (:func:`evaluation.heldout.run_schedulers`) on the same test workloads, generator seeds
 ``--seeds`` (default 300-319: validation uses 100-102, pretraining 1000-1007, training draws
 31-bit seeds) and ``--windows`` trace windows of the *held-out* Philly VCs
-(:data:`envs.gym.workloads.TEST_VCS`, drawn with ``--window-seed``).  ``--policy NAME=GLOB``:
+(:data:`envs.gym.workloads.TEST_VCS`, drawn with ``--window-seed``; ``--split validation``:
+the training VCs' validation days instead, for choosing among runs).  ``--policy NAME=GLOB``:
 one learned scheduler, a glob of run directories (one per training seed; their
 ``checkpoints/final``), pretraining outputs (``.../pretrain`` holding ``policy.pt``) or
 ``dlsched/ClusterPlan-v0`` policies (a ``policy.npz`` or a directory holding one).
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from agents.checkpoint import load_policy  # noqa: E402
 from agents.plan_policy import PlanPolicy  # noqa: E402
 from envs.gym.factory import EnvConfig  # noqa: E402
+from envs.gym.workloads import TRAIN_VCS, VALIDATION_DAYS, TraceWindows  # noqa: E402
 from evaluation.heldout import Table, heldout_workloads, paired, run_schedulers  # noqa: E402
 from evaluation.stats import mean_ci95  # noqa: E402
 
@@ -97,6 +99,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, nargs="*", default=list(range(300, 320)))
     ap.add_argument("--windows", type=int, default=0)
     ap.add_argument("--window-seed", type=int, default=12345)
+    ap.add_argument(
+        "--split",
+        choices=("test", "validation"),
+        default="test",
+        help="trace windows of the held-out VCs (test) or of the training VCs' validation days "
+        "(for choosing among runs without touching the test windows)",
+    )
     ap.add_argument("--policy", action="append", default=[])
     ap.add_argument("--heuristics", nargs="+", default=list(HEURISTICS))
     ap.add_argument("--sampled", action="store_true", help="sample actions (default argmax)")
@@ -110,11 +119,18 @@ def main(argv: list[str] | None = None) -> None:
     policies = dict(_policies(s) for s in args.policy)
     mode = "sampled" if args.sampled else "argmax"
     sets = [("generator", heldout_workloads(config, args.seeds))]
+    trace = (
+        TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS))
+        if args.split == "validation"
+        else None
+    )
     if args.windows:
         sets.append(
             (
                 "trace windows",
-                heldout_workloads(config, (), windows=args.windows, window_seed=args.window_seed),
+                heldout_workloads(
+                    config, (), windows=args.windows, window_seed=args.window_seed, trace=trace
+                ),
             )
         )
     for title, workloads in sets:
@@ -131,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
         if title == "generator":
             head += f" (seeds {args.seeds[0]}-{args.seeds[-1]})"
         else:
-            head += f" (held-out VCs, window seed {args.window_seed})"
+            where = "held-out VCs" if args.split == "test" else "training VCs, validation days"
+            head += f" ({where}, window seed {args.window_seed})"
         print(report(table, f"{head}; learned policies {mode}", args.versus) + "\n", flush=True)
 
 

@@ -12,13 +12,23 @@ from pathlib import Path
 import pytest
 
 from agents.checkpoint import load_policy
+from agents.episode_pg import load_episode_pg
 from agents.evaluation import evaluate_allocator, evaluate_policy
-from envs.gym.factory import coerce_env_config
-from envs.sim.elastic.allocators import DRF
+from agents.plan_policy import PlanPolicy
+from envs.gym.factory import coerce_env_config, make_env
+from envs.gym.plan_env import PLAN_ENV_ID
+from envs.sim.elastic.allocators import DRF, make_allocator
 from tests.cli import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = sorted(p.parent for p in (ROOT / "policies").glob("*/policy.pt"))
+#: ``dlsched/ClusterPlan-v0`` policies (``train.py +agent=plan_pg``); the other ``policy.npz``
+#: files are Contention-v0 policies (tests/test_evaluation_contention.py)
+PLAN_POLICIES = sorted(
+    p.parent
+    for p in (ROOT / "policies").glob("*/policy.npz")
+    if load_episode_pg(p)[1]["env"].get("id") == PLAN_ENV_ID
+)
 TRACE = ROOT / "envs" / "sim" / "data" / "traces" / "philly_vc_6c71a0_public.csv"
 
 
@@ -43,6 +53,59 @@ def test_released_policy_acts_and_beats_drf(path: Path) -> None:
     assert learned[0].unfinished == 0
     assert learned[0].decisions > 0
     assert learned[0].avg_jct < drf[0].avg_jct
+
+
+def test_plan_policies_are_shipped_small_and_documented() -> None:
+    assert len(PLAN_POLICIES) >= 2
+    listed = (ROOT / "policies" / "README.md").read_text()
+    for path in PLAN_POLICIES:
+        assert (path / "policy.npz").stat().st_size < 1_000_000
+        _, meta = load_episode_pg(path / "policy.npz")
+        record = meta["training"]
+        assert record["command"].startswith("train.py") and "+agent=plan_pg" in record["command"]
+        assert record["config"]["seed"] == record["seed"] and record["git"]["commit"]
+        assert f"`{path.name}`" in listed
+
+
+@pytest.mark.parametrize("path", PLAN_POLICIES, ids=[p.name for p in PLAN_POLICIES])
+def test_released_plan_policy_acts_and_beats_drf_and_optimus(path: Path) -> None:
+    """On a validation workload (never a test one), argmax as released: every job finishes,
+    and the policy is below DRF and Optimus through the same env."""
+    from agents.evaluation import run_episode
+
+    policy = PlanPolicy.load(path / "policy.npz")
+    assert policy.env is not None
+    env_config = coerce_env_config(policy.env)
+    env = make_env(env_config)
+    actor = policy.actor(env)
+    mine = run_episode(env, actor, 100)
+    assert mine.unfinished == 0 and len(actor.chosen) > 0
+    for name in ("drf", "optimus"):
+        (ref,) = evaluate_allocator(lambda name=name: make_allocator(name), env_config, [100])
+        assert mine.avg_jct < ref.avg_jct, name
+
+
+@pytest.mark.parametrize("path", PLAN_POLICIES, ids=[p.name for p in PLAN_POLICIES])
+def test_evaluate_py_runs_a_released_plan_policy_on_a_trace(path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    proc = run_script(
+        "evaluate.py",
+        "workload=env",
+        f"workload.env.trace={TRACE}",
+        f"stacks=[policy:{path},elastic:optimus]",
+        "seeds=[0]",
+        "workers=1",
+        "plot=false",
+        f"out_dir={out}",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "summary.csv", newline="") as f:
+        rows = {r["stack"]: r for r in csv.DictReader(f) if r["seed"] == "0"}
+    assert set(rows) == {f"policy:{path}", "elastic:optimus"}
+    for row in rows.values():
+        assert float(row["jobs"]) > 0
+        assert 0 < float(row["avg_jct_s"]) < float("inf")
 
 
 def test_evaluate_py_runs_a_released_policy_on_a_trace(tmp_path: Path) -> None:
