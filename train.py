@@ -38,8 +38,18 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     curve = out / "learning_curve.csv"
     if curve.is_file():
         rows = list(csv.DictReader(curve.open()))
-        lines += ["| decisions | avg JCT (slots) |", "|---|---|"]
-        lines += [f"| {float(r['timesteps']):,.0f} | {float(r['avg_jct']):.2f} |" for r in rows]
+        if rows and "iteration" in rows[0]:  # plan_pg: iterations of one decision per slot
+            lines += [
+                "| iteration | decisions (slots planned) | avg JCT (slots) |",
+                "|---|---|---|",
+            ]
+            lines += [
+                f"| {r['iteration']} | {float(r['timesteps']):,.0f} | {float(r['avg_jct']):.2f} |"
+                for r in rows
+            ]
+        else:
+            lines += ["| decisions | avg JCT (slots) |", "|---|---|"]
+            lines += [f"| {float(r['timesteps']):,.0f} | {float(r['avg_jct']):.2f} |" for r in rows]
         lines.append("")
     final = summary["final"]
     assert isinstance(final, dict)

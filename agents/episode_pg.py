@@ -253,18 +253,22 @@ class EpisodePG:
         self.rng = np.random.default_rng([config.seed, 1])
         self.gen = th.Generator().manual_seed(config.seed)
         self.iteration = 0
+        #: ``rng -> (env, workload seed)`` for each group (e.g. a workload mixture's scenario in
+        #: its own env); ``None``: ``env`` with a seed drawn from [10,000, 2^31)
+        self.draw_workload: Callable[[np.random.Generator], tuple[Any, int]] | None = None
 
     def collect(self) -> list[list[Episode]]:
         cfg = self.cfg
         groups = []
         for _ in range(cfg.groups):
-            wseed = int(self.rng.integers(10_000, 2**31))
+            if self.draw_workload is None:
+                env, wseed = self.env, int(self.rng.integers(10_000, 2**31))
+            else:
+                env, wseed = self.draw_workload(self.rng)
             eps = []
             for _ in range(cfg.group_size):
                 roll = np.random.default_rng(self.rng.integers(2**63))
-                eps.append(
-                    run_episode(self.env, wseed, self.net, roll, cfg.temperature, cfg.epsilon)
-                )
+                eps.append(run_episode(env, wseed, self.net, roll, cfg.temperature, cfg.epsilon))
             groups.append(eps)
         return groups
 

@@ -201,7 +201,7 @@ def _assert_same_curve(a: Path, b: Path) -> None:
         ("agent.plan.iterations=0", "agent.plan.iterations must be >= 1"),
         ("agent.plan.bc_smoothing=1.0", "bc_smoothing"),
         ("pretrain.seed_offset=100", "include validation seeds"),
-        ("mixture=dl2_philly", "mixture.enabled"),
+        ("resume=somewhere", "resume"),
     ],
 )
 def test_plan_pg_bad_configs_are_one_error(tmp_path: Path, override: str, words: str) -> None:

@@ -12,7 +12,9 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
    i`` (``i < pretrain.num_workloads``), with label smoothing ``agent.plan.bc_smoothing``;
    ``pretrain=none`` starts from random weights.
 3. ``agent.plan.iterations`` of :class:`~agents.episode_pg.EpisodePG` (``agent.learning_rate``,
-   ``agent.ent_coef``, ``agent.plan.*``) on workloads it draws from [10,000, 2^31).  Every
+   ``agent.ent_coef``, ``agent.plan.*``) on workloads it draws from [10,000, 2^31), or, with
+   ``mixture=...``, on each group's scenario of the workload mixture (:mod:`envs.gym.workloads`:
+   generator workloads and Philly windows of the training VCs, cluster sizes drawn).  Every
    ``agent.plan.val_every`` iterations the policy acts on the validation workloads through the
    same Cluster-v0 env as the baselines (:class:`~envs.gym.plan_env.PlanActor`; argmax when
    ``eval.deterministic``, else sampled with ``eval.sample_seed``).
@@ -29,6 +31,7 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,9 @@ from agents.config import AgentConfig, PlanPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save_episode_pg
 from agents.evaluation import aggregate, run_episode
 from agents.plan_policy import PlanPolicy
+from envs.gym.factory import EnvConfig
 from envs.gym.plan_env import PlanEnv
+from envs.gym.workloads import Mixture, scenario_envs
 from envs.sim.errors import ConfigError
 from training.config import TrainConfig
 from training.runinfo import git_commit, package_versions, run_record, write_run_record
@@ -64,7 +69,7 @@ def check_plan_config(cfg: TrainConfig) -> None:
     unsupported = {
         "federated.mode": cfg.federated.mode != "none",
         "resume": bool(cfg.resume),
-        "mixture.enabled": bool(cfg.mixture.enabled),
+        "pretrain.on_mixture": bool(cfg.pretrain.on_mixture),
     }
     bad = [k for k, v in unsupported.items() if v]
     if bad:
@@ -199,6 +204,9 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
                              epsilon=p.epsilon, lr=agent.learning_rate,
                              ent_coef=agent.ent_coef, hidden=p.hidden)  # fmt: skip
     pg = EpisodePG(env, net, pg_cfg)
+    if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
+        pg.draw_workload = _mixture_draw(Mixture(cfg.mixture, cfg.env), cfg.env, env)
+        summary["mixture"] = asdict(cfg.mixture)
     record = {
         "command": " ".join(sys.argv),
         "config": resolved,
@@ -268,6 +276,19 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     if interrupted:
         raise KeyboardInterrupt
     return summary
+
+
+def _mixture_draw(
+    mixture: Mixture, env_config: EnvConfig, env: PlanEnv
+) -> Callable[[np.random.Generator], tuple[PlanEnv, int]]:
+    """``rng -> (PlanEnv, seed)``: a scenario of ``mixture`` in a plan env of its own."""
+
+    def draw(rng: np.random.Generator) -> tuple[PlanEnv, int]:
+        scenario = mixture.draw(rng)
+        inner = scenario_envs(env_config, scenario, 1)[0]
+        return PlanEnv(env=inner, plans=env.plans), scenario.seed
+
+    return draw
 
 
 def _state(net: MaskedMLP) -> dict[str, th.Tensor]:

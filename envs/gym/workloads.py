@@ -165,11 +165,23 @@ def _starts(path: str, vcs: tuple[str, ...], lo: float, hi: float) -> dict[str, 
     }
 
 
+@functools.lru_cache(maxsize=8)
+def _corpus_vcs(path: str) -> frozenset[str]:
+    return frozenset(j.vc for j in _corpus(path).jobs)
+
+
 def usable_vcs(windows: TraceWindows, num_jobs: int) -> list[str]:
     """The VCs of ``windows`` that can give a window of ``num_jobs`` jobs (at least ``max(2,
-    num_jobs // 2)`` submissions in its days); none is a :class:`ConfigError`."""
+    num_jobs // 2)`` submissions in its days); none is a :class:`ConfigError`, and so is a VC
+    the trace does not have (e.g. a YAML ``6214e9`` read as a number: quote it)."""
     windows.check()
     path = str(windows.path or PHILLY_CORPUS)
+    unknown = sorted(set(windows.vcs) - _corpus_vcs(path))
+    if unknown:
+        raise ConfigError(
+            f"{path}: no job of VC(s) {unknown} in the trace (windows.vcs); its VCs: "
+            f"{sorted(_corpus_vcs(path))}"
+        )
     need = max(2, num_jobs // 2)
     starts = _starts(path, tuple(windows.vcs), windows.days[0] * _DAY, windows.days[1] * _DAY)
     usable = [vc for vc, s in starts.items() if len(s) >= need]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,10 +67,31 @@ def test_mixture_draws_are_seeded_and_follow_the_config() -> None:
 
 def test_no_usable_window_is_a_config_error() -> None:
     cfg = MixtureConfig(
-        enabled=True, trace_share=1.0, windows=TraceWindows(vcs=["nosuchvc"], days=[0, 1])
+        enabled=True, trace_share=1.0, windows=TraceWindows(vcs=[TRAIN_VCS[0]], days=[0, 0.01])
     )
     with pytest.raises(ConfigError, match="no usable trace window"):
         Mixture(cfg, SMALL).draw(np.random.default_rng(0))
+
+
+def test_a_vc_the_trace_lacks_is_an_error_not_a_silent_drop() -> None:
+    """A VC name that is not in the corpus (e.g. YAML reading ``6214e9`` as the number
+    6214000000000.0) names itself; it is not skipped while the others are drawn."""
+    vcs = [*TRAIN_VCS[1:], "6214000000000.0"]
+    cfg = MixtureConfig(enabled=True, trace_share=1.0, windows=TraceWindows(vcs=vcs))
+    with pytest.raises(ConfigError, match=r"no job of VC\(s\) \['6214000000000.0'\]"):
+        Mixture(cfg, SMALL).draw(np.random.default_rng(0))
+
+
+def test_the_shipped_mixture_config_names_every_training_vc() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from training.config import register_configs
+
+    register_configs()
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("train", overrides=["+agent=gppo", "mixture=dl2_philly"])
+    assert list(cfg.mixture.windows.vcs) == list(TRAIN_VCS)
     with pytest.raises(ConfigError, match="trace_share"):
         Mixture(MixtureConfig(trace_share=1.5), SMALL)
     with pytest.raises(ConfigError, match="nodes"):
