@@ -208,3 +208,43 @@ def test_plan_pg_bad_configs_are_one_error(tmp_path: Path, override: str, words:
     rc, text, _ = _train(tmp_path, "bad", override)
     assert rc == 2, text[-2000:]
     assert words in text and "Traceback" not in text
+
+
+def test_ctrl_c_stops_plan_pg_between_iterations_and_saves(tmp_path: Path) -> None:
+    """SIGINT during RL: exit status 130, one line saying where the run is, the last state
+    saved as ``checkpoints/final`` and the summary marked interrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    args = [sys.executable, "train.py", "+agent=plan_pg", "env=tiny", "env.reward=jct",
+            "pretrain=none", "agent.plan.iterations=100000", "agent.plan.val_every=1",
+            "agent.plan.groups=2", "agent.plan.group_size=2", "agent.plan.hidden=16",
+            "eval.deterministic=true", "eval.seeds=[100]", "eval.baselines=[drf]",
+            f"hydra.run.dir={out}"]  # fmt: skip
+    proc = subprocess.Popen(
+        args,
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a shell that backgrounds the tests makes children ignore SIGINT: restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    curve = out / "learning_curve.csv"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if curve.is_file() and len(curve.read_text().splitlines()) >= 3:  # 2 validations
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["iterations"] >= 1
+    _, meta = load_episode_pg(out / "checkpoints" / "final" / "policy.npz")
+    assert meta["training"]["iteration"] == summary["iterations"]
