@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--env", default="medium")
     ap.add_argument("--features", default="dl2")
     ap.add_argument("--reward", default="jct")
+    ap.add_argument("--backlog", default="none", help="env.backlog (e.g. bundle: DL²'s)")
     ap.add_argument("--seeds", type=int, nargs="*", default=list(range(300, 320)))
     ap.add_argument("--windows", type=int, default=0)
     ap.add_argument("--window-seed", type=int, default=12345)
@@ -115,7 +116,9 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--versus {args.versus} must be one of --heuristics")
     if "drf" not in args.heuristics:
         ap.error("--heuristics must include drf (the table's paired column against DRF)")
-    config = EnvConfig(setting=args.env, reward=args.reward, features=args.features)
+    config = EnvConfig(
+        setting=args.env, reward=args.reward, features=args.features, backlog=args.backlog
+    )
     policies = dict(_policies(s) for s in args.policy)
     mode = "sampled" if args.sampled else "argmax"
     sets = [("generator", heldout_workloads(config, args.seeds))]
@@ -143,7 +146,10 @@ def main(argv: list[str] | None = None) -> None:
             policies=policies,
             deterministic=not args.sampled,
         )
-        head = f"{args.env} ({args.features} features), {title}: {len(workloads)} workloads"
+        backlog = f", backlog {args.backlog}" if args.backlog != "none" else ""
+        head = (
+            f"{args.env} ({args.features} features{backlog}), {title}: {len(workloads)} workloads"
+        )
         if title == "generator":
             head += f" (seeds {args.seeds[0]}-{args.seeds[-1]})"
         else:

@@ -130,7 +130,7 @@ def test_held_out_windows_share_no_vc_day_or_job_with_training() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "msg"),
     [
-        ({"trace": {"vcs": ["nosuchvc"]}}, "no usable trace window"),
+        ({"trace": {"vcs": ["nosuchvc"]}}, "no job of VC"),
         ({"trace": {"vcs": "6c71a0"}}, "VC names"),
         ({"trace": {"bogus": 1}}, "unknown keys"),
         ({"trace": "philly"}, "must be a TraceWindows"),
