@@ -248,3 +248,31 @@ def test_ctrl_c_stops_plan_pg_between_iterations_and_saves(tmp_path: Path) -> No
     assert summary["interrupted"] is True and summary["iterations"] >= 1
     _, meta = load_episode_pg(out / "checkpoints" / "final" / "policy.npz")
     assert meta["training"]["iteration"] == summary["iterations"]
+
+
+def test_plan_pg_trains_on_a_workload_mixture(tmp_path: Path) -> None:
+    rc, text, out = _train(tmp_path, "mix", "mixture=dl2_philly", "mixture.nodes=[4,6]")
+    assert rc == 0, text[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mixture"]["enabled"] is True and summary["iterations"] == 2
+
+
+def test_heldout_tables_run_a_plan_policy_as_validation_does() -> None:
+    """``evaluation.heldout.run_schedulers`` with a :class:`PlanPolicy`: the same avg JCT per
+    generator workload as training's validation, and one row per training seed."""
+    from agents.plan_policy import PlanPolicy
+    from evaluation.heldout import heldout_workloads, run_schedulers
+
+    env = PlanEnv(config=TINY)
+    nets = [_net(env, s) for s in (0, 1)]
+    workloads = heldout_workloads(TINY, [300, 301])
+    table = run_schedulers(
+        TINY,
+        workloads,
+        heuristics=["esrtf"],
+        policies={"p": [PlanPolicy(n, env.plans) for n in nets]},
+    )
+    assert table.avg_jct["p"].shape == (2, 2)
+    for row, net in zip(table.avg_jct["p"], nets, strict=True):
+        for value, seed in zip(row, (300, 301), strict=True):
+            assert value == validate_plan(net, env, [seed])["avg_jct"]
