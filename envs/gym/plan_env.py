@@ -11,8 +11,9 @@ steps, so an episode's return is the inner env's for the same increments; always
 (EfficientSRTF) reproduces EfficientSRTF through the env exactly.  Observation: the inner
 observation at the slot's start plus :data:`GLOBAL_FEATURES` (in [0, 1]); every action is
 always valid (``action_masks()`` is all true).  Learners that read ``env.sim.now`` (e.g.
-:mod:`agents.episode_pg`) get the slot index.  Design: docs/design/envs.md ("The slot's plan
-as one action").
+:mod:`agents.episode_pg`) get the slot index.  :class:`PlanActor` acts the same way in a
+plain ``Cluster-v0`` env (how trained plan policies are validated and evaluated, beside the
+heuristics).  Design: docs/design/envs.md ("The slot's plan as one action").
 """
 
 from __future__ import annotations
