@@ -216,13 +216,10 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     }
     act = "argmax" if ev.deterministic else "sampled"
 
-    def save(name: str, state: dict[str, th.Tensor], extra: dict[str, Any]) -> Path:
-        keep = {k: v.clone() for k, v in net.state_dict().items()}
-        net.load_state_dict(state)
-        path = save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
+    def save(name: str, extra: dict[str, Any]) -> Path:
+        """The network's current weights as ``checkpoints/<name>/policy.npz``."""
+        return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
                                {**record, **extra}, act=act)  # fmt: skip
-        net.load_state_dict(keep)
-        return path
 
     decisions = 0
     t_train = time.perf_counter()
@@ -233,7 +230,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
         log.validation(decisions, iteration, m, time.perf_counter() - t_train)
         return m
 
-    best = (validate(0)["avg_jct"], 0, _state(net))
+    best = (validate(0)["avg_jct"], 0)  # (validation avg JCT, iteration)
 
     def on_iteration(i: int, st: dict[str, float]) -> None:
         nonlocal decisions, best
@@ -243,17 +240,17 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
             return
         v = validate(i)["avg_jct"]
         if v < best[0]:
-            best = (v, i, _state(net))
-            save("best", best[2], {"iteration": i, "val_avg_jct": v})
+            best = (v, i)
+            save("best", {"iteration": i, "val_avg_jct": v})
 
-    save("best", best[2], {"iteration": 0, "val_avg_jct": best[0]})
+    save("best", {"iteration": 0, "val_avg_jct": best[0]})
     interrupted = False
     try:
         pg.learn(p.iterations, on_iteration)
     except KeyboardInterrupt:
         interrupted = True
         print(f"[plan_pg] interrupted after {pg.iteration} iteration(s); saving", file=sys.stderr)
-    final = save("final", _state(net), {"iteration": pg.iteration})
+    final = save("final", {"iteration": pg.iteration})
     log.writer.close()
     curve = log.rows
     summary.update(
@@ -289,7 +286,3 @@ def _mixture_draw(
         return PlanEnv(env=inner, plans=env.plans), scenario.seed
 
     return draw
-
-
-def _state(net: MaskedMLP) -> dict[str, th.Tensor]:
-    return {k: v.detach().clone() for k, v in net.state_dict().items()}
