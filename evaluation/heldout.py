@@ -90,8 +90,21 @@ def _driver_actor(driver: HeuristicDriver) -> Actor:
     return lambda _env, _obs: driver.act()
 
 
-def _policy_actor(fast: Any, deterministic: bool, rng: np.random.Generator) -> Actor:
-    return lambda env, obs: fast.act(obs, env.action_masks(), deterministic=deterministic, rng=rng)
+def _policy_actors(
+    policy: Any, deterministic: bool
+) -> Callable[[ClusterEnv, np.random.Generator], Actor]:
+    """``(env, rng) -> actor`` for one episode of ``policy``: a
+    :class:`~agents.plan_policy.PlanPolicy` through its :class:`~envs.gym.plan_env.PlanActor`,
+    else an SB3 policy (or its ``.policy``) as a numpy network on the env's observations."""
+    from agents.plan_policy import PlanPolicy
+    from agents.policy import NumpyPolicy
+
+    if isinstance(policy, PlanPolicy):
+        return lambda env, rng: policy.actor(env, deterministic, rng)
+    fast = NumpyPolicy(getattr(policy, "policy", policy))
+    return lambda _env, rng: (
+        lambda env, obs: fast.act(obs, env.action_masks(), deterministic=deterministic, rng=rng)
+    )
 
 
 def run_schedulers(
@@ -107,9 +120,6 @@ def run_schedulers(
     workloads; a :class:`~agents.plan_policy.PlanPolicy` acts through
     :class:`~envs.gym.plan_env.PlanActor`).  Unfinished jobs count as finishing at the
     horizon (as everywhere in :mod:`agents.evaluation`); callers flag truncated runs."""
-    from agents.plan_policy import PlanPolicy
-    from agents.policy import NumpyPolicy
-
     out = Table({}, {})
     for name in heuristics:
         factory = functools.partial(make_allocator, name)
@@ -124,20 +134,11 @@ def run_schedulers(
         rows = []
         missing = 0
         for policy in seeds_policies:
-            fast = (
-                None
-                if isinstance(policy, PlanPolicy)
-                else NumpyPolicy(getattr(policy, "policy", policy))
-            )
+            actors = _policy_actors(policy, deterministic)
             vals = []
             for k, w in enumerate(workloads):
                 env = w.env(config)
-                rng = np.random.default_rng(k)
-                actor = (
-                    _policy_actor(fast, deterministic, rng)
-                    if fast is not None
-                    else policy.actor(env, deterministic, rng)
-                )
+                actor = actors(env, np.random.default_rng(k))
                 vals.append(_run(env, actor, w.scenario.seed))
             rows.append([v[0] for v in vals])
             missing += sum(v[1] for v in vals)

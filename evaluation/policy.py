@@ -17,7 +17,8 @@ network once (:func:`agents.checkpoint.load_policy`) and acts with its numpy cop
 :func:`agents.episode_pg.save_episode_pg` (or a directory holding one) whose layout names
 that env.  It acts in the same ``Cluster-v0`` env as every other scheduler: at each slot's
 start it picks the allocator that plans the slot (:class:`envs.gym.plan_env.PlanActor`),
-exactly as in training.  Its recorded inner env config is its training env.
+exactly as in training.  Its recorded inner env config is its training env.  Its metadata
+lives inside the ``.npz``, so the parent process loads that network too (with torch).
 """
 
 from __future__ import annotations
