@@ -35,7 +35,9 @@ class PlanPGConfig:
     ``epsilon`` uniform; validation every ``val_every`` iterations (and at the start and the
     end); the clone of ``pretrain.teacher``'s plan: ``bc_epochs`` epochs, label smoothing
     ``bc_smoothing`` (so that rollouts still try the other plans); ``hidden``: the MLP's
-    widths."""
+    widths; ``plans``: the action set, one label per plan (``esrtf``,
+    ``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`); empty:
+    :data:`~envs.gym.plan_env.DEFAULT_PLANS`."""
 
     iterations: int = 24
     groups: int = 4
@@ -45,6 +47,7 @@ class PlanPGConfig:
     bc_epochs: int = 30
     bc_smoothing: float = 0.3
     hidden: int = 128
+    plans: list[str] = field(default_factory=list)
 
 
 @dataclass

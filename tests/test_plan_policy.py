@@ -18,7 +18,7 @@ from agents.episode_pg import MaskedMLP, load_episode_pg, run_episode, save_epis
 from agents.evaluation import evaluate_allocator
 from agents.evaluation import run_episode as run_cluster_episode
 from envs.gym.factory import EnvConfig, make_env
-from envs.gym.plan_env import PLAN_ENV_ID, PlanActor, PlanEnv
+from envs.gym.plan_env import PLAN_ENV_ID, PlanActor, PlanEnv, plan_label
 from envs.sim import ConfigError
 from envs.sim.elastic.allocators import make_allocator
 from evaluation.config import EnvSection, EvaluateConfig, WorkloadConfig
@@ -202,6 +202,8 @@ def _assert_same_curve(a: Path, b: Path) -> None:
         ("agent.plan.bc_smoothing=1.0", "bc_smoothing"),
         ("pretrain.seed_offset=100", "include validation seeds"),
         ("resume=somewhere", "resume"),
+        ("agent.plan.plans=[esrtf,nonsense]", "unknown allocator 'nonsense'"),
+        ("agent.plan.plans=[esrtf,'esrtf(efficiency=2)']", "efficiency must be in (0, 1]"),
     ],
 )
 def test_plan_pg_bad_configs_are_one_error(tmp_path: Path, override: str, words: str) -> None:
@@ -255,6 +257,25 @@ def test_plan_pg_trains_on_a_workload_mixture(tmp_path: Path) -> None:
     assert rc == 0, text[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mixture"]["enabled"] is True and summary["iterations"] == 2
+
+
+def test_plan_pg_trains_over_the_plan_set_it_is_given(tmp_path: Path) -> None:
+    """``agent.plan.plans`` is the action set: the saved policy records it and acts over it;
+    a label is also a heuristic of the held-out tables, equal to its constant plan."""
+    from agents.plan_policy import PlanPolicy
+    from evaluation.heldout import heldout_workloads, run_schedulers
+
+    labels = ["esrtf", "esrtf(efficiency=0.7)", "drf"]
+    rc, text, out = _train(tmp_path, "set", f"agent.plan.plans=[esrtf,'{labels[1]}',drf]")
+    assert rc == 0, text[-3000:]
+    assert json.loads((out / "summary.json").read_text())["plans"] == labels
+    policy = PlanPolicy.load(out / "checkpoints" / "final" / "policy.npz")
+    assert [plan_label(n, o) for n, o in policy.plans] == labels
+    workloads = heldout_workloads(TINY, [300])
+    table = run_schedulers(TINY, workloads, heuristics=[labels[1]])
+    env = make_env(TINY)
+    const = run_cluster_episode(env, PlanActor(env, lambda _obs: 1, policy.plans), 300)
+    assert table.avg_jct[labels[1]][0] == const.avg_jct
 
 
 def test_heldout_tables_run_a_plan_policy_as_validation_does() -> None:

@@ -44,7 +44,7 @@ from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save
 from agents.evaluation import aggregate, run_episode
 from agents.plan_policy import PlanPolicy
 from envs.gym.factory import EnvConfig
-from envs.gym.plan_env import PlanEnv
+from envs.gym.plan_env import PlanEnv, plan_specs
 from envs.gym.workloads import Mixture, scenario_envs
 from envs.sim.errors import ConfigError
 from training.config import TrainConfig
@@ -59,6 +59,7 @@ def check_plan_config(cfg: TrainConfig) -> None:
     for key in ("iterations", "groups", "val_every", "bc_epochs", "hidden"):
         if int(getattr(p, key)) < 1:
             raise ConfigError(f"agent.plan.{key} must be >= 1, got {getattr(p, key)}")
+    plan_specs([str(x) for x in p.plans] or None)
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
     if cfg.env.reward != "jct":
@@ -182,7 +183,8 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     th.set_num_threads(max(int(cfg.torch_threads), 1))
     th.manual_seed(cfg.seed)
     write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
-    env, val = PlanEnv(config=cfg.env), PlanEnv(config=cfg.env)
+    plans = [str(x) for x in p.plans] or None
+    env, val = PlanEnv(config=cfg.env, plans=plans), PlanEnv(config=cfg.env, plans=plans)
     net = MaskedMLP(env.obs_size, env.K, p.hidden)
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "plans": list(env.labels)}
     if cfg.pretrain.enabled:

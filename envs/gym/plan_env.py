@@ -18,7 +18,10 @@ heuristics).  Design: docs/design/envs.md ("The slot's plan as one action").
 
 from __future__ import annotations
 
+import ast
+import math
 import numbers
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -41,7 +44,9 @@ __all__ = [
     "PlanActor",
     "PlanEnv",
     "SlotPlanner",
+    "parse_plan",
     "plan_label",
+    "plan_specs",
 ]
 
 PLAN_ENV_ID = "dlsched/ClusterPlan-v0"
@@ -70,23 +75,65 @@ def plan_label(name: str, options: Mapping[str, Any]) -> str:
     return f"{name}({', '.join(f'{k}={v}' for k, v in sorted(options.items()))})"
 
 
+_LABEL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(?:\((.*)\))?\s*$")
+
+
+def parse_plan(label: str) -> tuple[str, dict[str, Any]]:
+    """The inverse of :func:`plan_label`: ``"esrtf(efficiency=0.8)"`` -> ``("esrtf",
+    {"efficiency": 0.8})``, a bare name -> no options.  Values are Python literals (numbers,
+    booleans, quoted strings); anything else is a :class:`ConfigError` naming the label."""
+    m = _LABEL.match(label)
+    if m is None:
+        raise ConfigError(f"plan {label!r}: expected NAME or NAME(key=value, ...)")
+    name, body = m.group(1), m.group(2)
+    options: dict[str, Any] = {}
+    for part in [] if body is None or not body.strip() else body.split(","):
+        key, eq, raw = part.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ConfigError(f"plan {label!r}: option {part.strip()!r} is not key=value")
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            raise ConfigError(f"plan {label!r}: option {key}'s value {raw.strip()!r} is not a "
+                              "number, boolean or quoted string") from None  # fmt: skip
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"plan {label!r}: option {key} must be finite, got {value}")
+        if key in options:
+            raise ConfigError(f"plan {label!r}: option {key} given twice")
+        options[key] = value
+    return name, options
+
+
 #: the EnvConfig keys PlanEnv takes as keyword arguments
 _CONFIG_KEYS = frozenset(f.name for f in fields(EnvConfig))
 
 PlanSpec = str | tuple[str, Mapping[str, Any]] | Sequence[Any]
 
 
-def _normalise(plans: Sequence[PlanSpec] | None) -> tuple[tuple[str, dict[str, Any]], ...]:
+def plan_specs(plans: Sequence[PlanSpec] | None) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """``plans`` (labels, names or ``(name, options)`` pairs; ``None``: :data:`DEFAULT_PLANS`)
+    as ``(name, options)`` pairs, each checked by building its allocator; a malformed label,
+    an unknown allocator, a bad option or two equal plans is a :class:`ConfigError`."""
     norm: list[tuple[str, dict[str, Any]]] = []
     for p in DEFAULT_PLANS if plans is None else plans:
         if isinstance(p, str):
-            norm.append((p, {}))
+            norm.append(parse_plan(p))
             continue
         if len(p) != 2 or not isinstance(p[0], str) or not isinstance(p[1], Mapping):
             raise ConfigError(f"a plan is a name or a (name, options) pair, got {p!r}")
         norm.append((p[0], dict(p[1])))
     if not norm:
         raise ConfigError("plans must name at least one allocator")
+    labels = [plan_label(n, o) for n, o in norm]
+    twice = sorted({lab for lab in labels if labels.count(lab) > 1})
+    if twice:
+        raise ConfigError(f"plans must differ; given more than once: {', '.join(twice)}")
+    for (n, o), label in zip(norm, labels, strict=True):
+        try:
+            make_allocator(n, o)
+        except ConfigError as exc:
+            raise ConfigError(f"plan {label!r}: {exc}") from None
     return tuple(norm)
 
 
@@ -100,7 +147,7 @@ class SlotPlanner:
 
     def __init__(self, env: ClusterEnv, plans: Sequence[PlanSpec] | None = None) -> None:
         self.env = env
-        self.plans = _normalise(plans)
+        self.plans = plan_specs(plans)
         self.labels = tuple(plan_label(n, o) for n, o in self.plans)
         self.drivers = [HeuristicDriver(make_allocator(n, o), env) for n, o in self.plans]
         self.K = len(self.plans)

@@ -5,6 +5,7 @@ pickling, the checkers, and clear errors for bad actions."""
 from __future__ import annotations
 
 import pickle
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -15,7 +16,15 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs.gym  # noqa: F401  (registers the ids)
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
-from envs.gym.plan_env import DEFAULT_PLANS, GLOBAL_FEATURES, PLAN_ENV_ID, PlanEnv
+from envs.gym.plan_env import (
+    DEFAULT_PLANS,
+    GLOBAL_FEATURES,
+    PLAN_ENV_ID,
+    PlanEnv,
+    parse_plan,
+    plan_label,
+    plan_specs,
+)
 from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
 
@@ -32,9 +41,11 @@ def _plan_episode(env: PlanEnv, seed: int, choose) -> tuple[float, dict, list[in
             return total, info, actions
 
 
-def _driver_episode(setting: str, seed: int, name: str) -> tuple[float, dict]:
+def _driver_episode(
+    setting: str, seed: int, name: str, options: dict | None = None
+) -> tuple[float, dict]:
     env = make_env(EnvConfig(setting=setting, reward="jct"))
-    drv = HeuristicDriver(make_allocator(name), env)
+    drv = HeuristicDriver(make_allocator(name, options), env)
     env.reset(seed=seed)
     total = 0.0
     while True:
@@ -152,3 +163,32 @@ def test_bad_actions_and_options() -> None:
         PlanEnv("tiny", plans=[])
     with pytest.raises(ConfigError, match="not several"):
         PlanEnv(env=make_env(EnvConfig(setting="tiny")), reward="jct")
+
+
+def test_plan_labels_parse_back_and_bad_labels_name_the_cause() -> None:
+    """``parse_plan`` inverts ``plan_label``; a label plan is the allocator it names."""
+    for name, options in (*DEFAULT_PLANS, ("esrtf_load", {"light": 2, "eff_heavy": 0.6})):
+        assert parse_plan(plan_label(name, options)) == (name, dict(options))
+    env = PlanEnv("tiny", reward="jct", plans=["esrtf", "esrtf(efficiency=0.85)", "drf"])
+    assert env.labels == ("esrtf", "esrtf(efficiency=0.85)", "drf")
+    assert env.drivers[1].allocator.efficiency == 0.85  # type: ignore[attr-defined]
+    # a constant label plan is its allocator through the env, as for DEFAULT_PLANS
+    ret, info, _ = _plan_episode(env, 3, lambda _i: 1)
+    ret2, info2 = _driver_episode("tiny", 3, "esrtf", {"efficiency": 0.85})
+    assert info["avg_jct_slots"] == info2["avg_jct_slots"]
+    assert ret == pytest.approx(ret2, rel=1e-12, abs=1e-12)
+    cases = {
+        "esrtf(0.8)": "not key=value",
+        "esrtf(efficiency=x)": "not a number",
+        "esrtf(efficiency=1e999)": "finite",
+        "esrtf(efficiency=0.8, efficiency=0.7)": "given twice",
+        "es trf": "expected NAME",
+        "esrtf(efficiency=1.5)": "efficiency must be in (0, 1]",
+        "esrtf(speed=2)": "bad options",
+    }
+    for label, words in cases.items():
+        with pytest.raises(ConfigError, match=re.escape(words)) as info:
+            plan_specs([label])
+        assert label in str(info.value)
+    with pytest.raises(ConfigError, match="more than once: esrtf"):
+        plan_specs(["esrtf", "esrtf()"])
