@@ -171,7 +171,11 @@ class EfficientSRTF(AllocatorBase):
     arrival, id); each gets workers and PSs towards its target, the role further behind its
     target share first (ties: worker), each on the least-loaded node.  A task that does not
     fit ends the job's growth; a job left without a worker or a PS releases its tasks.
-    ``stop_at_first_failure`` ends the slot at the first task that does not fit.
+    ``stop_at_first_failure`` ends the slot at the first task that does not fit.  ``head``
+    (default 0): the first ``head`` jobs of that order get their target at
+    ``head_efficiency`` instead (e.g. the shortest job at full speed, the rest efficient: SRTF's
+    argument for finishing the shortest first, with the cluster's throughput kept for the
+    others); the order itself stays the one at ``efficiency``.
 
     ``efficiency = 0.92`` was chosen on the pretraining workloads of DL²'s small setting
     (seeds 1000-1005, through the env: 0.80 / 0.85 / 0.90 / 0.92 / 0.95 / 0.97 give avg JCT
@@ -184,20 +188,41 @@ class EfficientSRTF(AllocatorBase):
         self,
         efficiency: float = 0.92,
         *,
+        head: int = 0,
+        head_efficiency: float = 1.0,
         oracle_speed_factor: bool = False,
         stop_at_first_failure: bool = False,
     ) -> None:
         super().__init__(stop_at_first_failure=stop_at_first_failure)
-        if not 0.0 < efficiency <= 1.0:
-            raise ConfigError(f"EfficientSRTF: efficiency must be in (0, 1], got {efficiency}")
+        for key, eff in (("efficiency", efficiency), ("head_efficiency", head_efficiency)):
+            if (
+                isinstance(eff, bool)
+                or not isinstance(eff, int | float)
+                or not math.isfinite(eff)
+                or not 0.0 < eff <= 1.0
+            ):
+                raise ConfigError(f"EfficientSRTF: {key} must be in (0, 1], got {eff!r}")
+        if isinstance(head, bool) or not isinstance(head, int) or head < 0:
+            raise ConfigError(
+                f"EfficientSRTF: head must be an integer >= 0 (a job count), got {head!r}"
+            )
         self.efficiency = float(efficiency)
+        self.head = int(head)
+        self.head_efficiency = float(head_efficiency)
         self.oracle_speed_factor = oracle_speed_factor
         self._targets: dict[tuple[int, int, int], tuple[float, int, int]] = {}
         self._targets_of: SpeedModel | None = None  # the speed model the cache is for
+        # the first ``head`` jobs' targets (same order, another efficiency)
+        self._head = (
+            EfficientSRTF(head_efficiency, oracle_speed_factor=oracle_speed_factor)
+            if head
+            else None
+        )
 
     def __repr__(self) -> str:
+        head = f"head={self.head}, head_efficiency={self.head_efficiency}, " if self.head else ""
         return (
-            f"EfficientSRTF(efficiency={self.efficiency}, "
+            f"EfficientSRTF(efficiency={self.efficiency}, {head}"
             f"oracle_speed_factor={self.oracle_speed_factor}, "
             f"stop_at_first_failure={self.stop_at_first_failure})"
         )
@@ -241,8 +266,9 @@ class EfficientSRTF(AllocatorBase):
             return slots_to_finish(job.remaining_epochs, per_slot)
 
         order = sorted(by_id.values(), key=lambda j: (remaining_slots(j), j.arrival, j.job_id))
-        for job in order:
-            _, tw, tp = self.target(job, speed)
+        for rank, job in enumerate(order):
+            plan = self._head if self._head is not None and rank < self.head else self
+            _, tw, tp = plan.target(job, speed)
             c = counts[job.job_id]
             placed: list[Decision] = []
             while c[0] < tw or c[1] < tp:

@@ -61,6 +61,34 @@ def test_order_and_ratio_and_all_or_nothing() -> None:
     assert c.used_cpu == 8 and c.used_gpu == 8
 
 
+def test_head_jobs_get_their_target_at_head_efficiency() -> None:
+    # speed = min(w, 4) + 0.5 min(p, 4): target (4, 4) at efficiency 1.0, (4, 1) at 0.75 (as
+    # above).  Order (same speed): job 1 (1 epoch left), job 0 (10), job 2 (20).  With head=1
+    # job 1 alone runs at (4, 4); head=0 is plain EfficientSRTF(0.75); head >= 3 is all (4, 4).
+    ty = jtype(worker=(1, 1), ps=(1, 0), model="m")
+    speed = StandInSpeed({"m": (1.0, 4)})
+
+    def jobs() -> list[JobState]:
+        return [
+            JobState(ElasticJob(i, ty, i, e, e, max_workers=8, max_ps=8))
+            for i, e in enumerate((10.0, 1.0, 20.0))
+        ]
+
+    def alloc(**kw: Any) -> dict[int, tuple[int, int]]:
+        return EfficientSRTF(0.75, **kw).allocate(jobs(), cluster(cpu=32, gpu=32), speed, SLOT_S)
+
+    assert alloc() == alloc(head=0) == {0: (4, 1), 1: (4, 1), 2: (4, 1)}
+    assert alloc(head=1) == {0: (4, 1), 1: (4, 4), 2: (4, 1)}
+    assert alloc(head=2) == {0: (4, 4), 1: (4, 4), 2: (4, 1)}
+    assert alloc(head=5) == {0: (4, 4), 1: (4, 4), 2: (4, 4)}
+    assert alloc(head=1, head_efficiency=0.75) == alloc()
+    assert "head=1" in repr(EfficientSRTF(head=1)) and "head" not in repr(EfficientSRTF())
+    for bad in ({"head": -1}, {"head": 1.5}, {"head": True}, {"head_efficiency": 0.0},
+                {"head_efficiency": float("nan")}):  # fmt: skip
+        with pytest.raises(ConfigError, match="head"):
+            EfficientSRTF(**bad)
+
+
 def test_registered_and_bad_options() -> None:
     assert ALLOCATORS["esrtf"] is EfficientSRTF
     assert isinstance(make_allocator("esrtf"), EfficientSRTF)
