@@ -49,6 +49,23 @@ def optimus_utility(remaining_epochs: float, eps_now: float, eps_next: float) ->
     return now - nxt
 
 
+def _check_efficiency(owner: str, key: str, value: object) -> None:
+    """An EfficientSRTF efficiency: a finite number in (0, 1], else a :class:`ConfigError`."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0.0 < value <= 1.0
+    ):
+        raise ConfigError(f"{owner}: {key} must be in (0, 1], got {value!r}")
+
+
+def _check_job_count(owner: str, key: str, value: object) -> None:
+    """A job count: an integer >= 0, else a :class:`ConfigError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{owner}: {key} must be an integer >= 0 (a job count), got {value!r}")
+
+
 class Optimus(AllocatorBase):
     """Optimus' marginal-gain greedy on the speed model (DL² reference ``optimus_env.py``).
 
@@ -194,18 +211,9 @@ class EfficientSRTF(AllocatorBase):
         stop_at_first_failure: bool = False,
     ) -> None:
         super().__init__(stop_at_first_failure=stop_at_first_failure)
-        for key, eff in (("efficiency", efficiency), ("head_efficiency", head_efficiency)):
-            if (
-                isinstance(eff, bool)
-                or not isinstance(eff, int | float)
-                or not math.isfinite(eff)
-                or not 0.0 < eff <= 1.0
-            ):
-                raise ConfigError(f"EfficientSRTF: {key} must be in (0, 1], got {eff!r}")
-        if isinstance(head, bool) or not isinstance(head, int) or head < 0:
-            raise ConfigError(
-                f"EfficientSRTF: head must be an integer >= 0 (a job count), got {head!r}"
-            )
+        _check_efficiency("EfficientSRTF", "efficiency", efficiency)
+        _check_efficiency("EfficientSRTF", "head_efficiency", head_efficiency)
+        _check_job_count("EfficientSRTF", "head", head)
         self.efficiency = float(efficiency)
         self.head = int(head)
         self.head_efficiency = float(head_efficiency)
@@ -323,21 +331,12 @@ class LoadAwareESRTF(AllocatorBase):
         stop_at_first_failure: bool = False,
     ) -> None:
         super().__init__(stop_at_first_failure=stop_at_first_failure)
-        for key, value in (("light", light), ("heavy", heavy)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(
-                    f"LoadAwareESRTF: {key} must be an integer >= 0 (a job count), got {value!r}"
-                )
+        _check_job_count("LoadAwareESRTF", "light", light)
+        _check_job_count("LoadAwareESRTF", "heavy", heavy)
         if light > heavy:
             raise ConfigError(f"LoadAwareESRTF: light ({light}) must be <= heavy ({heavy})")
-        for key, eff in (("eff_light", eff_light), ("eff_heavy", eff_heavy)):
-            if (
-                isinstance(eff, bool)
-                or not isinstance(eff, int | float)
-                or not math.isfinite(eff)
-                or not 0.0 < eff <= 1.0
-            ):
-                raise ConfigError(f"LoadAwareESRTF: {key} must be in (0, 1], got {eff!r}")
+        _check_efficiency("LoadAwareESRTF", "eff_light", eff_light)
+        _check_efficiency("LoadAwareESRTF", "eff_heavy", eff_heavy)
         self.light, self.heavy = int(light), int(heavy)
         self.oracle_speed_factor = oracle_speed_factor
 
