@@ -34,7 +34,7 @@ from gymnasium import spaces
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, coerce_env_config, gym_make, make_env
 from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import make_allocator
+from envs.sim.elastic.allocators import Allocator, make_allocator
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -115,6 +115,13 @@ def plan_specs(plans: Sequence[PlanSpec] | None) -> tuple[tuple[str, dict[str, A
     """``plans`` (labels, names or ``(name, options)`` pairs; ``None``: :data:`DEFAULT_PLANS`)
     as ``(name, options)`` pairs, each checked by building its allocator; a malformed label,
     an unknown allocator, a bad option or two equal plans is a :class:`ConfigError`."""
+    return _plan_allocators(plans)[0]
+
+
+def _plan_allocators(
+    plans: Sequence[PlanSpec] | None,
+) -> tuple[tuple[tuple[str, dict[str, Any]], ...], list[Allocator]]:
+    """:func:`plan_specs` and the allocator it built for each plan."""
     norm: list[tuple[str, dict[str, Any]]] = []
     for p in DEFAULT_PLANS if plans is None else plans:
         if isinstance(p, str):
@@ -129,12 +136,13 @@ def plan_specs(plans: Sequence[PlanSpec] | None) -> tuple[tuple[str, dict[str, A
     twice = sorted({lab for lab in labels if labels.count(lab) > 1})
     if twice:
         raise ConfigError(f"plans must differ; given more than once: {', '.join(twice)}")
+    allocators = []
     for (n, o), label in zip(norm, labels, strict=True):
         try:
-            make_allocator(n, o)
+            allocators.append(make_allocator(n, o))
         except ConfigError as exc:
             raise ConfigError(f"plan {label!r}: {exc}") from None
-    return tuple(norm)
+    return tuple(norm), allocators
 
 
 class SlotPlanner:
@@ -147,9 +155,9 @@ class SlotPlanner:
 
     def __init__(self, env: ClusterEnv, plans: Sequence[PlanSpec] | None = None) -> None:
         self.env = env
-        self.plans = plan_specs(plans)
+        self.plans, allocators = _plan_allocators(plans)
         self.labels = tuple(plan_label(n, o) for n, o in self.plans)
-        self.drivers = [HeuristicDriver(make_allocator(n, o), env) for n, o in self.plans]
+        self.drivers = [HeuristicDriver(a, env) for a in allocators]
         self.K = len(self.plans)
         self.inner_size = int(np.prod(env.observation_space.shape))  # type: ignore[arg-type]
         self.obs_size = self.inner_size + len(GLOBAL_FEATURES)
