@@ -183,6 +183,38 @@ def test_train_py_plan_pg_writes_a_reproducible_run(tmp_path: Path) -> None:
     _assert_same_curve(out / "learning_curve.csv", out2 / "learning_curve.csv")
 
 
+def test_plan_pg_validates_on_trace_windows_too(tmp_path: Path) -> None:
+    """``eval.windows=2``: two Philly windows of the training VCs' validation days join the
+    validation workloads; the baselines and the policy are each the mean over the two seeds
+    and the two windows, as evaluation.heldout computes them through the same envs."""
+    from envs.gym.workloads import TRAIN_VCS, VALIDATION_DAYS, TraceWindows
+    from evaluation.heldout import heldout_workloads, run_schedulers
+
+    rc, text, out = _train(tmp_path, "w", "eval.windows=2", "eval.window_seed=5")
+    assert rc == 0, text[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    labels = summary["validation_windows"]
+    assert len(labels) == 2 and all(lab.startswith("philly:") for lab in labels)
+    assert not {lab.split(":")[1].split("@")[0] for lab in labels} - set(TRAIN_VCS)
+    config = EnvConfig(setting="tiny", reward="jct")
+    workloads = heldout_workloads(
+        config, [100, 101], windows=2, window_seed=5,
+        trace=TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS)),
+    )  # fmt: skip
+    assert [w.label for w in workloads[2:]] == labels
+    table = run_schedulers(config, workloads, heuristics=["drf", "esrtf"])
+    for name in ("drf", "esrtf"):
+        assert summary["baselines_avg_jct"][name] == pytest.approx(table.avg_jct[name].mean())
+    with open(out / "learning_curve.csv", newline="") as f:
+        curve = list(csv.DictReader(f))
+    # the clone of plan 0 is EfficientSRTF on the windows too
+    assert float(curve[0]["avg_jct"]) == pytest.approx(table.avg_jct["esrtf"].mean())
+    # the other learners refuse it (one clear error)
+    proc = run_script("train.py", "+agent=ppo", "env=tiny", "eval.windows=2", "total_timesteps=8",
+                      f"hydra.run.dir={tmp_path / 'ppo'}", timeout=600)  # fmt: skip
+    assert proc.returncode == 2 and "plan_pg only" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def _assert_same_curve(a: Path, b: Path) -> None:
     """The same learning curve bit for bit, but for the wall time."""
     with open(a, newline="") as fa, open(b, newline="") as fb:
@@ -204,6 +236,8 @@ def _assert_same_curve(a: Path, b: Path) -> None:
         ("resume=somewhere", "resume"),
         ("agent.plan.plans=[esrtf,nonsense]", "unknown allocator 'nonsense'"),
         ("agent.plan.plans=[esrtf,'esrtf(efficiency=2)']", "efficiency must be in (0, 1]"),
+        ("agent.plan.plans=[esrtf,'esrtf(backfill=1)']", "backfill must be true or false"),
+        ("eval.windows=-1", "eval.windows must be an integer in [0, 10000]"),
     ],
 )
 def test_plan_pg_bad_configs_are_one_error(tmp_path: Path, override: str, words: str) -> None:

@@ -32,7 +32,12 @@ class EvalConfig:
     every ``every`` decisions (0: only at start and end), masked argmax (``deterministic``)
     or sampling with ``sample_seed`` (DL²'s validation samples); ``baselines``: allocators
     (names of :data:`envs.sim.elastic.allocators.ALLOCATORS`) evaluated once at start, each
-    logged as ``eval/ratio_to_<name>``."""
+    logged as ``eval/ratio_to_<name>``.  ``windows`` (``plan_pg`` only; default 0): as many
+    Philly trace windows of the training VCs' validation days
+    (:data:`~envs.gym.workloads.VALIDATION_DAYS`, drawn with ``window_seed``) join the
+    validation workloads, so that the best checkpoint is chosen on real-trace windows too
+    (never on the held-out VCs).  The validation figure is the mean over all of them of each
+    workload's avg JCT."""
 
     seeds: list[int] = field(default_factory=lambda: [100, 101, 102])
     every: int = 20000
@@ -41,6 +46,8 @@ class EvalConfig:
     baselines: list[str] = field(
         default_factory=lambda: ["drf", "srtf", "optimus", "esrtf", "adasrsf"]
     )
+    windows: int = 0
+    window_seed: int = 777
 
 
 @dataclass
@@ -111,6 +118,15 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"torch_threads must be >= 1, got {cfg.torch_threads}")
     if not cfg.eval.seeds:
         raise ConfigError("eval.seeds must list at least one validation workload seed")
+    if isinstance(cfg.eval.windows, bool) or not 0 <= int(cfg.eval.windows) <= 10_000:
+        raise ConfigError(f"eval.windows must be an integer in [0, 10000], got {cfg.eval.windows}")
+    if not 0 <= int(cfg.eval.window_seed) < 2**63:
+        raise ConfigError(f"eval.window_seed must be in [0, 2**63), got {cfg.eval.window_seed}")
+    if cfg.eval.windows and getattr(cfg.agent, "algo", None) != "plan_pg":
+        raise ConfigError(
+            "eval.windows (trace-window validation) is supported by agent.algo=plan_pg only, "
+            f"got {getattr(cfg.agent, 'algo', None)!r}; set eval.windows=0"
+        )
     if cfg.eval.every < 0:
         raise ConfigError(
             f"eval.every must be >= 0 (0: only at start and end), got {cfg.eval.every}"

@@ -31,7 +31,7 @@ import csv
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -43,9 +43,16 @@ from agents.config import AgentConfig, PlanPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save_episode_pg
 from agents.evaluation import aggregate, run_episode
 from agents.plan_policy import PlanPolicy
+from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig
 from envs.gym.plan_env import PlanEnv, plan_specs
-from envs.gym.workloads import Mixture, scenario_envs
+from envs.gym.workloads import (
+    TRAIN_VCS,
+    VALIDATION_DAYS,
+    Mixture,
+    TraceWindows,
+    scenario_envs,
+)
 from envs.sim.errors import ConfigError
 from training.config import TrainConfig
 from training.runinfo import git_commit, package_versions, run_record, write_run_record
@@ -105,19 +112,40 @@ def validate_plan(
     *,
     deterministic: bool = True,
     sample_seed: int = 0,
+    extra: Sequence[tuple[ClusterEnv, int]] = (),
 ) -> dict[str, float]:
     """The plan policy on ``seeds`` through ``env``'s inner Cluster-v0 env, as the baselines
-    run (:func:`agents.evaluation.aggregate` of the episodes: ``avg_jct``, ``unfinished``...)."""
+    run, then on each ``(env, seed)`` of ``extra`` (e.g. the trace windows of ``eval.windows``,
+    each env holding its window's jobs): :func:`agents.evaluation.aggregate` of all the
+    episodes (``avg_jct``, ``unfinished``...)."""
     policy = PlanPolicy(net, env.plans)
+    runs = [(env.inner, int(s)) for s in seeds] + [(e, int(s)) for e, s in extra]
     results = [
-        run_episode(
-            env.inner,
-            policy.actor(env.inner, deterministic, np.random.default_rng([sample_seed, s])),
-            s,
-        )
-        for s in seeds
+        run_episode(e, policy.actor(e, deterministic, np.random.default_rng([sample_seed, s])), s)
+        for e, s in runs
     ]
     return aggregate(results)
+
+
+def _validation_windows(
+    cfg: TrainConfig,
+) -> tuple[list[tuple[ClusterEnv, int]], dict[str, float], list[str]]:
+    """``eval.windows`` trace windows of the training VCs' validation days (drawn with
+    ``eval.window_seed``): their ``(env, seed)`` pairs, each baseline's summed avg JCT over
+    them (through the same envs) and their labels."""
+    from evaluation.heldout import heldout_workloads, run_schedulers
+
+    ev = cfg.eval
+    if not ev.windows:
+        return [], {}, []
+    trace = TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS))
+    workloads = heldout_workloads(
+        cfg.env, (), windows=int(ev.windows), window_seed=int(ev.window_seed), trace=trace
+    )
+    table = run_schedulers(cfg.env, workloads, heuristics=[str(b) for b in ev.baselines])
+    sums = {name: float(v.sum()) for name, v in table.avg_jct.items()}
+    pairs = [(w.env(cfg.env), w.scenario.seed) for w in workloads]
+    return pairs, sums, [w.label for w in workloads]
 
 
 class _Log:
@@ -199,6 +227,11 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     seeds_val = [int(s) for s in ev.seeds]
     t0 = time.perf_counter()
     baselines = baseline_jcts(list(ev.baselines), cfg.env, seeds_val)
+    windows, window_sums, window_labels = _validation_windows(cfg)
+    if windows:  # the mean over generator seeds and windows together
+        n = len(seeds_val) + len(windows)
+        baselines = {b: (v * len(seeds_val) + window_sums[b]) / n for b, v in baselines.items()}
+        summary["validation_windows"] = window_labels
     summary["baselines_avg_jct"] = baselines
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
     log = _Log(out, baselines)
@@ -228,7 +261,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
 
     def validate(iteration: int) -> dict[str, float]:
         m = validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
-                          sample_seed=ev.sample_seed)  # fmt: skip
+                          sample_seed=ev.sample_seed, extra=windows)  # fmt: skip
         log.validation(decisions, iteration, m, time.perf_counter() - t_train)
         return m
 

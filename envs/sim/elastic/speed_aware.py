@@ -115,6 +115,22 @@ class Optimus(AllocatorBase):
         slot_s: float,
     ) -> dict[int, tuple[int, int]]:
         by_id, counts = self._start(jobs)
+        self.fill(by_id, counts, cluster, speed, slot_s)
+        return self._result(counts)
+
+    def fill(
+        self,
+        by_id: dict[int, JobState],
+        counts: dict[int, list[int]],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> None:
+        """The greedy from ``counts`` (``job_id -> [workers, ps]``, tasks already placed in
+        ``cluster``; updated in place), appending to ``last_decisions``: from all-zero counts
+        it is :meth:`allocate`; from another allocator's counts it hands out what that
+        allocator left free (:class:`EfficientSRTF`'s ``backfill``).  Only tasks placed here
+        are released when a job's first worker or PS does not fit."""
         dropped: set[tuple[int, str]] = set()
         placed: dict[int, list[tuple[int, int, int]]] = {jid: [] for jid in by_id}
         # Heap entries: (tier, -utility, arrival, job_id, role); tier 0 = first worker/PS.
@@ -172,7 +188,6 @@ class Optimus(AllocatorBase):
             c[0 if role == "worker" else 1] += 1
             self.last_decisions.append((jid, role, node))
             push(job)
-        return self._result(counts)
 
 
 class EfficientSRTF(AllocatorBase):
@@ -192,7 +207,11 @@ class EfficientSRTF(AllocatorBase):
     (default 0): the first ``head`` jobs of that order get their target at
     ``head_efficiency`` instead (e.g. the shortest job at full speed, the rest efficient: SRTF's
     argument for finishing the shortest first, with the cluster's throughput kept for the
-    others); the order itself stays the one at ``efficiency``.
+    others); the order itself stays the one at ``efficiency``.  ``backfill`` (default
+    ``False``): what the targets leave free is then handed out by :class:`Optimus`'s
+    marginal-gain greedy (:meth:`Optimus.fill`, from these counts), so that a lightly loaded
+    cluster is not left idle (the targets alone are not work-conserving: with few jobs they
+    stop at ``efficiency`` of the best speed with the rest of the cluster free).
 
     ``efficiency = 0.92`` was chosen on the pretraining workloads of DL²'s small setting
     (seeds 1000-1005, through the env: 0.80 / 0.85 / 0.90 / 0.92 / 0.95 / 0.97 give avg JCT
@@ -207,10 +226,13 @@ class EfficientSRTF(AllocatorBase):
         *,
         head: int = 0,
         head_efficiency: float = 1.0,
+        backfill: bool = False,
         oracle_speed_factor: bool = False,
         stop_at_first_failure: bool = False,
     ) -> None:
         super().__init__(stop_at_first_failure=stop_at_first_failure)
+        if not isinstance(backfill, bool):
+            raise ConfigError(f"EfficientSRTF: backfill must be true or false, got {backfill!r}")
         _check_efficiency("EfficientSRTF", "efficiency", efficiency)
         _check_efficiency("EfficientSRTF", "head_efficiency", head_efficiency)
         _check_job_count("EfficientSRTF", "head", head)
@@ -218,6 +240,15 @@ class EfficientSRTF(AllocatorBase):
         self.head = int(head)
         self.head_efficiency = float(head_efficiency)
         self.oracle_speed_factor = oracle_speed_factor
+        self.backfill = backfill
+        self._filler = (
+            Optimus(
+                oracle_speed_factor=oracle_speed_factor,
+                stop_at_first_failure=stop_at_first_failure,
+            )
+            if backfill
+            else None
+        )
         self._targets: dict[tuple[int, int, int], tuple[float, int, int]] = {}
         self._targets_of: SpeedModel | None = None  # the speed model the cache is for
         # the first ``head`` jobs' targets (same order, another efficiency)
@@ -229,6 +260,8 @@ class EfficientSRTF(AllocatorBase):
 
     def __repr__(self) -> str:
         head = f"head={self.head}, head_efficiency={self.head_efficiency}, " if self.head else ""
+        if self.backfill:
+            head += "backfill=True, "
         return (
             f"EfficientSRTF(efficiency={self.efficiency}, {head}"
             f"oracle_speed_factor={self.oracle_speed_factor}, "
@@ -298,6 +331,10 @@ class EfficientSRTF(AllocatorBase):
                 c[0] = c[1] = 0
             if failed and self.stop_at_first_failure:
                 break
+        if self._filler is not None:
+            self._filler.last_decisions = self.last_decisions
+            self._filler.fill(by_id, counts, cluster, speed, slot_s)
+            self.last_decisions = self._filler.last_decisions
         return self._result(counts)
 
 

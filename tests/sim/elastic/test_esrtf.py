@@ -89,6 +89,44 @@ def test_head_jobs_get_their_target_at_head_efficiency() -> None:
             EfficientSRTF(**bad)
 
 
+def test_backfill_hands_what_the_targets_leave_to_optimus_greedy() -> None:
+    # speed = min(w, 4) + 0.5 min(p, 4); workers (1 CPU, 1 GPU), PS (1 CPU, 0 GPU).  At 0.75
+    # every target is (4, 1): 12 GPUs and 15 CPUs of 32 / 32.  Backfill: another worker saves
+    # nothing (min(w, 4)), another PS saves rem (1/4.5 - 1/5) x c slots, then (1/5 - 1/5.5),
+    # (1/5.5 - 1/6): largest remaining work first (job 2: 20 epochs, 0: 10, 1: 1), each job
+    # re-scored after its PS (job 2's third PS, 20 x 0.0152, still beats job 0's first, 10 x
+    # 0.0222); at (4, 4) nothing saves a slot and the greedy stops: 9 PS, all jobs (4, 4).
+    ty = jtype(worker=(1, 1), ps=(1, 0), model="m")
+    speed = StandInSpeed({"m": (1.0, 4)})
+
+    def jobs() -> list[JobState]:
+        return [
+            JobState(ElasticJob(i, ty, i, e, e, max_workers=8, max_ps=8))
+            for i, e in enumerate((10.0, 1.0, 20.0))
+        ]
+
+    plain = EfficientSRTF(0.75)
+    assert plain.allocate(jobs(), cluster(cpu=32, gpu=32), speed, SLOT_S) == {
+        0: (4, 1), 1: (4, 1), 2: (4, 1)
+    }  # fmt: skip
+    filled = EfficientSRTF(0.75, backfill=True)
+    c = cluster(cpu=32, gpu=32)
+    assert filled.allocate(jobs(), c, speed, SLOT_S) == {0: (4, 4), 1: (4, 4), 2: (4, 4)}
+    assert c.used_cpu == 24 and c.used_gpu == 12
+    decisions = [(j, r) for j, r, _ in filled.last_decisions]
+    assert decisions[:15] == [(j, r) for j, r, _ in plain.last_decisions]
+    assert decisions[15:] == [(2, "ps")] * 3 + [(0, "ps")] * 3 + [(1, "ps")] * 3
+    # a cluster the targets fill leaves nothing to hand out: the same slot as without
+    full = cluster(cpu=15, gpu=12)
+    assert EfficientSRTF(0.75, backfill=True).allocate(jobs(), full, speed, SLOT_S) == {
+        0: (4, 1), 1: (4, 1), 2: (4, 1)
+    }  # fmt: skip
+    assert "backfill=True" in repr(filled) and "backfill" not in repr(plain)
+    for bad in (1, "yes", None):
+        with pytest.raises(ConfigError, match="backfill must be true or false"):
+            EfficientSRTF(backfill=bad)  # type: ignore[arg-type]
+
+
 def test_registered_and_bad_options() -> None:
     assert ALLOCATORS["esrtf"] is EfficientSRTF
     assert isinstance(make_allocator("esrtf"), EfficientSRTF)
