@@ -9,7 +9,8 @@ same env (:func:`evaluation.heldout.run_schedulers`) on the same test workloads,
 ``--seeds`` (default 300-319: validation uses 100-102, pretraining 1000-1007, training draws
 31-bit seeds) and ``--windows`` trace windows of the *held-out* Philly VCs
 (:data:`envs.gym.workloads.TEST_VCS`, drawn with ``--window-seed``; ``--split validation``:
-the training VCs' validation days instead, for choosing among runs).  ``--policy NAME=GLOB``:
+the training VCs' validation days instead, for choosing among runs; ``--split time``:
+the training VCs' test days, a split in time).  ``--policy NAME=GLOB``:
 one learned scheduler, a glob of run directories (one per training seed; their
 ``checkpoints/final``), pretraining outputs (``.../pretrain`` holding ``policy.pt``) or
 ``dlsched/ClusterPlan-v0`` policies (a ``policy.npz`` or a directory holding one).
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from agents.checkpoint import load_policy  # noqa: E402
 from agents.plan_policy import PlanPolicy  # noqa: E402
 from envs.gym.factory import EnvConfig  # noqa: E402
-from envs.gym.workloads import TRAIN_VCS, VALIDATION_DAYS, TraceWindows  # noqa: E402
+from envs.gym.workloads import TEST_DAYS, TRAIN_VCS, VALIDATION_DAYS, TraceWindows  # noqa: E402
 from evaluation.heldout import Table, heldout_workloads, paired, run_schedulers  # noqa: E402
 from evaluation.stats import mean_ci95  # noqa: E402
 
@@ -102,10 +103,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--window-seed", type=int, default=12345)
     ap.add_argument(
         "--split",
-        choices=("test", "validation"),
+        choices=("test", "time", "validation"),
         default="test",
-        help="trace windows of the held-out VCs (test) or of the training VCs' validation days "
-        "(for choosing among runs without touching the test windows)",
+        help="trace windows of the held-out VCs (test, any day), of the training VCs' test days "
+        "(time: a split in time, days 90-120) or of the training VCs' validation days (for "
+        "choosing among runs without touching the test windows)",
     )
     ap.add_argument("--policy", action="append", default=[])
     ap.add_argument("--heuristics", nargs="+", default=list(HEURISTICS))
@@ -122,11 +124,10 @@ def main(argv: list[str] | None = None) -> None:
     policies = dict(_policies(s) for s in args.policy)
     mode = "sampled" if args.sampled else "argmax"
     sets = [("generator", heldout_workloads(config, args.seeds))]
-    trace = (
-        TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS))
-        if args.split == "validation"
-        else None
-    )
+    trace = {
+        "validation": TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS)),
+        "time": TraceWindows(vcs=list(TRAIN_VCS), days=list(TEST_DAYS)),
+    }.get(args.split)
     if args.windows:
         sets.append(
             (
@@ -153,7 +154,11 @@ def main(argv: list[str] | None = None) -> None:
         if title == "generator":
             head += f" (seeds {args.seeds[0]}-{args.seeds[-1]})"
         else:
-            where = "held-out VCs" if args.split == "test" else "training VCs, validation days"
+            where = {
+                "test": "held-out VCs",
+                "time": "training VCs, test days",
+                "validation": "training VCs, validation days",
+            }[args.split]
             head += f" ({where}, window seed {args.window_seed})"
         print(report(table, f"{head}; learned policies {mode}", args.versus) + "\n", flush=True)
 
