@@ -293,7 +293,8 @@ class Tetris(AllocatorBase):
 #: ``tetris``     :class:`Tetris` packing
 #: ``optimus``    :class:`Optimus`'s marginal-gain greedy on the speed model
 #: ``esrtf``      :class:`EfficientSRTF`: shortest estimated remaining time first, each job at
-#:                the smallest allocation within 92% of its best speed
+#:                the smallest allocation within 92% of its best speed (options
+#:                ``efficiency``, ``head``, ``backfill``: the rest to Optimus's greedy)
 #: ``esrtf_load`` :class:`~envs.sim.elastic.speed_aware.LoadAwareESRTF`: EfficientSRTF at
 #:                efficiency 1.0 with <= 3 active jobs, 0.92 with 4-5, 0.7 above (found by a
 #:                search on ``medium``'s training seeds)
