@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -69,19 +69,21 @@ def heldout_workloads(
 
 @dataclass
 class Table:
-    """Per-workload figures of each scheduler: ``avg_jct[name]`` (workloads, or training
-    seeds x workloads for a learned policy) and ``unfinished[name]`` (jobs unfinished at the
-    horizon, summed over its runs: those runs count such jobs as finishing there)."""
+    """Per-workload figures of each scheduler: ``avg_jct[name]`` and ``p95_jct[name]`` (each
+    workload's 95th-percentile JCT; workloads, or training seeds x workloads for a learned
+    policy) and ``unfinished[name]`` (jobs unfinished at the horizon, summed over its runs:
+    those runs count such jobs as finishing there)."""
 
     avg_jct: dict[str, np.ndarray]
     unfinished: dict[str, int]
+    p95_jct: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _run(
     env: ClusterEnv, actor: Callable[[ClusterEnv, np.ndarray], int], seed: int
-) -> tuple[float, int]:
+) -> tuple[float, int, float]:
     r = run_episode(env, actor, seed)
-    return r.avg_jct, r.unfinished
+    return r.avg_jct, r.unfinished, r.p95_jct
 
 
 Actor = Callable[[ClusterEnv, np.ndarray], int]
@@ -131,9 +133,10 @@ def run_schedulers(
             driver = HeuristicDriver(factory(), env)
             vals.append(_run(env, _driver_actor(driver), w.scenario.seed))
         out.avg_jct[name] = np.asarray([v[0] for v in vals])
+        out.p95_jct[name] = np.asarray([v[2] for v in vals])
         out.unfinished[name] = sum(v[1] for v in vals)
     for name, seeds_policies in (policies or {}).items():
-        rows = []
+        rows, p95 = [], []
         missing = 0
         for policy in seeds_policies:
             actors = _policy_actors(policy, deterministic)
@@ -143,8 +146,10 @@ def run_schedulers(
                 actor = actors(env, np.random.default_rng(k))
                 vals.append(_run(env, actor, w.scenario.seed))
             rows.append([v[0] for v in vals])
+            p95.append([v[2] for v in vals])
             missing += sum(v[1] for v in vals)
         out.avg_jct[name] = np.asarray(rows)
+        out.p95_jct[name] = np.asarray(p95)
         out.unfinished[name] = missing
     return out
 

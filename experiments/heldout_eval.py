@@ -17,7 +17,8 @@ one learned scheduler, a glob of run directories (one per training seed; their
 Prints one Markdown table per workload set: mean avg JCT (slots) with its 95% Student-t CI
 over workloads (a learned policy: averaged over its training seeds per workload first), the
 paired difference against the best heuristic of that set and against DRF, the per-training-
-seed means, and unfinished jobs (runs that hit the horizon count them as finishing there).
+seed means, the paired difference of p95 JCT (each workload's 95th percentile) against the
+best heuristic, and unfinished jobs (runs that hit the horizon count them as finishing there).
 ``--versus NAME`` adds a paired column against that heuristic.
 """
 
@@ -73,8 +74,8 @@ def report(table: Table, title: str, versus: str | None = None) -> str:
         f"**{title}** (best heuristic: {best})",
         "",
         f"| scheduler | avg JCT (slots) ± 95% CI | vs {best} (paired) | vs DRF (paired) |{extra} "
-        "per-training-seed means | unfinished jobs |",
-        "|---|---|---|---|" + ("---|" if versus else "") + "---|---|",
+        f"per-training-seed means | p95 JCT vs {best} (paired) | unfinished jobs |",
+        "|---|---|---|---|" + ("---|" if versus else "") + "---|---|---|",
     ]
     for name, v in table.avg_jct.items():
         mean, half = mean_ci95(list(v.mean(axis=0) if v.ndim == 2 else v))
@@ -85,9 +86,15 @@ def report(table: Table, title: str, versus: str | None = None) -> str:
             d_vs = "" if name == versus else "{:+.1f}% ± {:.1f}".format(*paired(v, heur[versus]))
             d_vs = f" {d_vs} |"
         seeds = ", ".join(f"{x:.2f}" for x in v.mean(axis=1)) if v.ndim == 2 else "-"
+        p95 = table.p95_jct
+        d_p95 = (
+            "{:+.1f}% ± {:.1f}".format(*paired(p95[name], p95[best]))
+            if name != best and name in p95 and best in p95
+            else ""
+        )
         lines.append(
             f"| {name} | {mean:.2f} ± {half:.2f} | {d_best} | {d_drf} |{d_vs} {seeds} "
-            f"| {table.unfinished[name]} |"
+            f"| {d_p95} | {table.unfinished[name]} |"
         )
     return "\n".join(lines)
 

@@ -38,12 +38,12 @@ def test_schedulers_on_generator_seeds_match_the_plain_paths() -> None:
         **policy_kwargs(PolicyConfig(), env.J),
     )
     table = run_schedulers(TINY, work, heuristics=["drf"], policies={"p": [policy]})
-    drf = [
-        r.avg_jct for r in evaluate_allocator(functools.partial(make_allocator, "drf"), TINY, seeds)
-    ]
-    np.testing.assert_array_equal(table.avg_jct["drf"], drf)
-    plain = [r.avg_jct for r in evaluate_policy(policy, TINY, seeds, deterministic=True)]
-    np.testing.assert_array_equal(table.avg_jct["p"][0], plain)
+    drf = evaluate_allocator(functools.partial(make_allocator, "drf"), TINY, seeds)
+    np.testing.assert_array_equal(table.avg_jct["drf"], [r.avg_jct for r in drf])
+    np.testing.assert_array_equal(table.p95_jct["drf"], [r.p95_jct for r in drf])
+    plain = evaluate_policy(policy, TINY, seeds, deterministic=True)
+    np.testing.assert_array_equal(table.avg_jct["p"][0], [r.avg_jct for r in plain])
+    np.testing.assert_array_equal(table.p95_jct["p"][0], [r.p95_jct for r in plain])
 
 
 def test_trace_windows_come_from_held_out_vcs() -> None:
