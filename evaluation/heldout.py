@@ -25,7 +25,7 @@ from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.plan_env import parse_plan
-from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, trace_window
+from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, window_scenarios
 from envs.sim.elastic.allocators import make_allocator
 from evaluation.stats import mean_ci95
 
@@ -58,12 +58,8 @@ def heldout_workloads(
     out = [Workload(f"seed {s}", Scenario(setting, int(s), None, f"seed {s}")) for s in seeds]
     if windows:
         spec = trace or TraceWindows(vcs=list(TEST_VCS), days=[0.0, 120.0])
-        rng = np.random.default_rng(window_seed)
-        for _ in range(windows):
-            jobs, label = trace_window(spec, setting, rng)
-            out.append(
-                Workload(label, Scenario(setting, int(rng.integers(2**31 - 1)), jobs, label))
-            )
+        drawn = window_scenarios(spec, setting, windows, window_seed)
+        out += [Workload(sc.label, sc) for sc in drawn]
     return out
 
 

@@ -44,15 +44,18 @@ from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save
 from agents.evaluation import aggregate, run_episode
 from agents.plan_policy import PlanPolicy
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.factory import EnvConfig
-from envs.gym.plan_env import PlanEnv, plan_specs
+from envs.gym.factory import EnvConfig, setting_of
+from envs.gym.heuristic import HeuristicDriver
+from envs.gym.plan_env import PlanEnv, parse_plan, plan_specs
 from envs.gym.workloads import (
     TRAIN_VCS,
     VALIDATION_DAYS,
     Mixture,
     TraceWindows,
     scenario_envs,
+    window_scenarios,
 )
+from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
 from training.config import TrainConfig
 from training.runinfo import git_commit, package_versions, run_record, write_run_record
@@ -132,20 +135,27 @@ def _validation_windows(
 ) -> tuple[list[tuple[ClusterEnv, int]], dict[str, float], list[str]]:
     """``eval.windows`` trace windows of the training VCs' validation days (drawn with
     ``eval.window_seed``): their ``(env, seed)`` pairs, each baseline's summed avg JCT over
-    them (through the same envs) and their labels."""
-    from evaluation.heldout import heldout_workloads, run_schedulers
-
+    them (through the same envs, as :mod:`evaluation.heldout` runs heuristics) and their
+    labels."""
     ev = cfg.eval
     if not ev.windows:
         return [], {}, []
     trace = TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS))
-    workloads = heldout_workloads(
-        cfg.env, (), windows=int(ev.windows), window_seed=int(ev.window_seed), trace=trace
-    )
-    table = run_schedulers(cfg.env, workloads, heuristics=[str(b) for b in ev.baselines])
-    sums = {name: float(v.sum()) for name, v in table.avg_jct.items()}
-    pairs = [(w.env(cfg.env), w.scenario.seed) for w in workloads]
-    return pairs, sums, [w.label for w in workloads]
+    scenarios = window_scenarios(trace, setting_of(cfg.env), int(ev.windows), int(ev.window_seed))
+    pairs = [(scenario_envs(cfg.env, sc, 1)[0], sc.seed) for sc in scenarios]
+    sums: dict[str, float] = {}
+    for name in ev.baselines:
+        total = 0.0
+        for env, seed in pairs:
+            driver = HeuristicDriver(make_allocator(*parse_plan(str(name))), env)
+            total += run_episode(env, _driver_actor(driver), seed).avg_jct
+        sums[str(name)] = total
+    return pairs, sums, [sc.label for sc in scenarios]
+
+
+def _driver_actor(driver: HeuristicDriver) -> Callable[[ClusterEnv, Any], int]:
+    """An actor that lets ``driver`` (a heuristic on the same env) pick each increment."""
+    return lambda _env, _obs: driver.act()
 
 
 class _Log:

@@ -56,6 +56,7 @@ __all__ = [
     "scenario_envs",
     "trace_window",
     "usable_vcs",
+    "window_scenarios",
 ]
 
 #: The public Philly corpus shipped with the package (gzip).
@@ -267,6 +268,20 @@ def trace_window(
         tries=tries,
     )
     return jobs, label
+
+
+def window_scenarios(
+    windows: TraceWindows, setting: DL2Setting, n: int, seed: int
+) -> list[Scenario]:
+    """``n`` trace windows of ``windows`` for ``setting``, drawn in turn from one generator
+    seeded ``seed`` (the same ``seed``, the same windows), each a :class:`Scenario` with a
+    workload seed drawn after its window."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        jobs, label = trace_window(windows, setting, rng)
+        out.append(Scenario(setting, int(rng.integers(2**31 - 1)), jobs, label))
+    return out
 
 
 def contention_window(
