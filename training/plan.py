@@ -6,7 +6,8 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
 "One decision per slot").  Steps:
 
 1. Record the run (``run.json``).  Evaluate ``eval.baselines`` through the env on the
-   validation workloads ``eval.seeds`` (:func:`training.run.baseline_jcts`).
+   validation workloads ``eval.seeds`` (:func:`training.run.baseline_jcts`) and ``eval.windows``
+   Philly windows of the training VCs' validation days (default none).
 2. Clone ``pretrain.teacher``'s plan (the always-the-same action: ``pretrain=esrtf`` is
    plan 0) into :class:`~agents.episode_pg.MaskedMLP` on workloads ``pretrain.seed_offset +
    i`` (``i < pretrain.num_workloads``), with label smoothing ``agent.plan.bc_smoothing``;
