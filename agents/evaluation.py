@@ -26,6 +26,7 @@ __all__ = [
     "EpisodeResult",
     "JobOutcome",
     "aggregate",
+    "driver_actor",
     "evaluate_allocator",
     "evaluate_policy",
     "run_episode",
@@ -95,7 +96,9 @@ def run_episode(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeResult:
             return _result(env, seed, n)
 
 
-def _driver_actor(driver: HeuristicDriver) -> Actor:
+def driver_actor(driver: HeuristicDriver) -> Actor:
+    """An actor that lets ``driver`` (a heuristic on the same env) pick every increment."""
+
     def actor(_env: ClusterEnv, _obs: np.ndarray) -> int:
         return driver.act()
 
@@ -110,7 +113,7 @@ def evaluate_allocator(
     out = []
     for seed in seeds:
         driver = HeuristicDriver(allocator_factory(), env)
-        out.append(run_episode(env, _driver_actor(driver), seed))
+        out.append(run_episode(env, driver_actor(driver), seed))
     return out
 
 

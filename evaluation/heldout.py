@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from agents.evaluation import run_episode
+from agents.evaluation import driver_actor, run_episode
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
@@ -72,7 +72,7 @@ class Table:
 
     avg_jct: dict[str, np.ndarray]
     unfinished: dict[str, int]
-    p95_jct: dict[str, np.ndarray] = field(default_factory=dict)
+    p95_jct: dict[str, np.ndarray]
 
 
 def _run(
@@ -83,10 +83,6 @@ def _run(
 
 
 Actor = Callable[[ClusterEnv, np.ndarray], int]
-
-
-def _driver_actor(driver: HeuristicDriver) -> Actor:
-    return lambda _env, _obs: driver.act()
 
 
 def _policy_actors(
@@ -120,14 +116,14 @@ def run_schedulers(
     workloads; a :class:`~agents.plan_policy.PlanPolicy` acts through
     :class:`~envs.gym.plan_env.PlanActor`).  Unfinished jobs count as finishing at the
     horizon (as everywhere in :mod:`agents.evaluation`); callers flag truncated runs."""
-    out = Table({}, {})
+    out = Table({}, {}, {})
     for name in heuristics:
         factory = functools.partial(make_allocator, *parse_plan(name))
         vals = []
         for w in workloads:
             env = w.env(config)
             driver = HeuristicDriver(factory(), env)
-            vals.append(_run(env, _driver_actor(driver), w.scenario.seed))
+            vals.append(_run(env, driver_actor(driver), w.scenario.seed))
         out.avg_jct[name] = np.asarray([v[0] for v in vals])
         out.p95_jct[name] = np.asarray([v[2] for v in vals])
         out.unfinished[name] = sum(v[1] for v in vals)

@@ -87,11 +87,7 @@ def report(table: Table, title: str, versus: str | None = None) -> str:
             d_vs = f" {d_vs} |"
         seeds = ", ".join(f"{x:.2f}" for x in v.mean(axis=1)) if v.ndim == 2 else "-"
         p95 = table.p95_jct
-        d_p95 = (
-            "{:+.1f}% ± {:.1f}".format(*paired(p95[name], p95[best]))
-            if name != best and name in p95 and best in p95
-            else ""
-        )
+        d_p95 = "" if name == best else "{:+.1f}% ± {:.1f}".format(*paired(p95[name], p95[best]))
         lines.append(
             f"| {name} | {mean:.2f} ± {half:.2f} | {d_best} | {d_drf} |{d_vs} {seeds} "
             f"| {d_p95} | {table.unfinished[name]} |"

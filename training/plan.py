@@ -42,7 +42,7 @@ import torch as th
 
 from agents.config import AgentConfig, PlanPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save_episode_pg
-from agents.evaluation import aggregate, run_episode
+from agents.evaluation import aggregate, driver_actor, run_episode
 from agents.plan_policy import PlanPolicy
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
@@ -149,14 +149,9 @@ def _validation_windows(
         total = 0.0
         for env, seed in pairs:
             driver = HeuristicDriver(make_allocator(*parse_plan(str(name))), env)
-            total += run_episode(env, _driver_actor(driver), seed).avg_jct
+            total += run_episode(env, driver_actor(driver), seed).avg_jct
         sums[str(name)] = total
     return pairs, sums, [sc.label for sc in scenarios]
-
-
-def _driver_actor(driver: HeuristicDriver) -> Callable[[ClusterEnv, Any], int]:
-    """An actor that lets ``driver`` (a heuristic on the same env) pick each increment."""
-    return lambda _env, _obs: driver.act()
 
 
 class _Log:

@@ -61,21 +61,28 @@ def test_order_and_ratio_and_all_or_nothing() -> None:
     assert c.used_cpu == 8 and c.used_gpu == 8
 
 
+#: speed = min(w, 4) + 0.5 min(p, 4)
+_SPEED_4 = StandInSpeed({"m": (1.0, 4)})
+
+
+def _three_jobs() -> list[JobState]:
+    """Jobs 0, 1, 2 with 10, 1 and 20 epochs left (arrivals 0, 1, 2), caps 8 / 8; workers
+    (1 CPU, 1 GPU), PS (1 CPU, 0 GPU)."""
+    ty = jtype(worker=(1, 1), ps=(1, 0), model="m")
+    return [
+        JobState(ElasticJob(i, ty, i, e, e, max_workers=8, max_ps=8))
+        for i, e in enumerate((10.0, 1.0, 20.0))
+    ]
+
+
 def test_head_jobs_get_their_target_at_head_efficiency() -> None:
     # speed = min(w, 4) + 0.5 min(p, 4): target (4, 4) at efficiency 1.0, (4, 1) at 0.75 (as
     # above).  Order (same speed): job 1 (1 epoch left), job 0 (10), job 2 (20).  With head=1
     # job 1 alone runs at (4, 4); head=0 is plain EfficientSRTF(0.75); head >= 3 is all (4, 4).
-    ty = jtype(worker=(1, 1), ps=(1, 0), model="m")
-    speed = StandInSpeed({"m": (1.0, 4)})
-
-    def jobs() -> list[JobState]:
-        return [
-            JobState(ElasticJob(i, ty, i, e, e, max_workers=8, max_ps=8))
-            for i, e in enumerate((10.0, 1.0, 20.0))
-        ]
-
     def alloc(**kw: Any) -> dict[int, tuple[int, int]]:
-        return EfficientSRTF(0.75, **kw).allocate(jobs(), cluster(cpu=32, gpu=32), speed, SLOT_S)
+        return EfficientSRTF(0.75, **kw).allocate(
+            _three_jobs(), cluster(cpu=32, gpu=32), _SPEED_4, SLOT_S
+        )
 
     assert alloc() == alloc(head=0) == {0: (4, 1), 1: (4, 1), 2: (4, 1)}
     assert alloc(head=1) == {0: (4, 1), 1: (4, 4), 2: (4, 1)}
@@ -96,15 +103,7 @@ def test_backfill_hands_what_the_targets_leave_to_optimus_greedy() -> None:
     # (1/5.5 - 1/6): largest remaining work first (job 2: 20 epochs, 0: 10, 1: 1), each job
     # re-scored after its PS (job 2's third PS, 20 x 0.0152, still beats job 0's first, 10 x
     # 0.0222); at (4, 4) nothing saves a slot and the greedy stops: 9 PS, all jobs (4, 4).
-    ty = jtype(worker=(1, 1), ps=(1, 0), model="m")
-    speed = StandInSpeed({"m": (1.0, 4)})
-
-    def jobs() -> list[JobState]:
-        return [
-            JobState(ElasticJob(i, ty, i, e, e, max_workers=8, max_ps=8))
-            for i, e in enumerate((10.0, 1.0, 20.0))
-        ]
-
+    jobs, speed = _three_jobs, _SPEED_4
     plain = EfficientSRTF(0.75)
     assert plain.allocate(jobs(), cluster(cpu=32, gpu=32), speed, SLOT_S) == {
         0: (4, 1), 1: (4, 1), 2: (4, 1)
