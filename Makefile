@@ -10,7 +10,7 @@ setup: $(STAMP)
 
 # torch is installed FIRST from the local CPU wheel: anything that depends on torch
 # installed before it would pull the multi-GB CUDA build.
-$(STAMP): pyproject.toml setup.py envs/sim/_native.c
+$(STAMP): pyproject.toml setup.py envs/sim/_native.c envs/sim/elastic/_alloc_native.c
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install torch==2.13.0
 	$(VPY) -m pip install -e '.[dev]'

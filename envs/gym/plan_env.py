@@ -271,6 +271,10 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         self.action_space = spaces.Discrete(self.K)
         self.observation_space = spaces.Box(0.0, 1.0, shape=(self.obs_size,), dtype=np.float32)
         self._masks = np.ones(self.K, dtype=bool)
+        #: whether a step plans its slot in one call (``ClusterEnv.plan_slot``, the default)
+        #: or replays the plan's increments through the inner env's ``step`` (the reference
+        #: path; the same results, tested bit for bit)
+        self.slot_at_once = True
         self._ended = True
         self.slots = 0  # decisions (slots planned) in this episode
 
@@ -298,6 +302,15 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
             "plans": [[n, dict(o)] for n, o in self.plans],
         }
 
+    def _refuse(self, k: int, slot: int, what: str) -> None:
+        """A plan that could not be applied whole: an error, never a silent partial slot."""
+        self._ended = True
+        raise ConfigError(
+            f"plan {self.labels[k]!r} could not be applied whole in slot {slot}: {what} fit on "
+            f"no node under the env's {self.inner.placement.value!r} placement (the allocator "
+            "placed them on nodes of its own); the episode is over, call reset()"
+        )
+
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -322,15 +335,27 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         k = int(action)
         if not 0 <= k < self.K:
             raise ConfigError(f"action {k} out of range [0, {self.K}) ({', '.join(self.labels)})")
-        env, driver = self.inner, self.drivers[k]
-        total = 0.0
-        steps = 0
-        while True:
-            obs, r, term, trunc, info = env.step(driver.act())
-            total += float(r)
-            steps += 1
-            if term or trunc or info["slot_ended"]:
-                break
+        env = self.inner
+        if self.slot_at_once and env.slot_untouched():
+            obs, total, term, trunc, info, steps = env.plan_slot(self.drivers[k].allocator)
+            if env.last_shortfalls:
+                jid, role, cpu, gpu = env.last_shortfalls[0]
+                what = f"job {jid}'s {role} ({cpu} CPU, {gpu} GPU slots)"
+                self._refuse(k, info["closed_slot"], what)
+        else:  # the plan's increments one env step at a time (the reference path)
+            driver = self.drivers[k]
+            short = driver.shortfalls
+            total = 0.0
+            steps = 0
+            while True:
+                obs, r, term, trunc, info = env.step(driver.act())
+                total += float(r)
+                steps += 1
+                if term or trunc or info["slot_ended"]:
+                    break
+            if driver.shortfalls != short:
+                what = f"{driver.shortfalls - short} of its increments"
+                self._refuse(k, info["closed_slot"], what)
         self.slots += 1
         self._ended = bool(term or trunc)
         info = {**info, "plan": self.labels[k], "inner_steps": steps}

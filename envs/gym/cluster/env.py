@@ -272,6 +272,8 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         self._invalid = 0
         self._empty_total = 0
         self._finished = 0
+        #: the increments of the last :meth:`plan_slot` that could not be placed
+        self.last_shortfalls: list[tuple[int, str, int, int]] = []
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -370,6 +372,116 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
                 )
             return self._step_end(True)  # placed, and no non-void action is valid any more
         return self._step_end(a == void)  # void closes the slot; anything else is invalid
+
+    def plan_slot(self, allocator: Allocator) -> tuple[Obs, float, bool, bool, dict[str, Any], int]:
+        """The open slot planned by ``allocator`` and closed, in one call: the same outcome as
+        a :class:`~envs.gym.heuristic.HeuristicDriver` of ``allocator`` stepping this env
+        until the slot closes (same placements in the same order, same counts, same
+        observation, reward and ``info`` of the closing step), plus the number of env steps
+        that takes (increments placed, and the void that closes the slot unless the last
+        placement left nothing valid).  The slot must have nothing placed yet.
+
+        How: the allocator plans the window on the env's own (empty) cluster, which is what
+        replaying its increments one by one by the placement rule gives as long as it placed
+        every task by the rule and released none (``SlotCluster.off_rule`` unchanged: every
+        increment then fits, in caps, when the env places it).  Otherwise (Optimus'
+        and EfficientSRTF's released first tasks, Tetris' chosen nodes) the cluster is emptied
+        and the increments are replayed by the rule, skipping those the env's mask would
+        refuse, exactly as the driver does; :attr:`last_shortfalls` lists those
+        (``(job_id, role, cpu, gpu)``; empty when the plan was applied whole).  Design:
+        docs/design/envs.md ("A slot in one call")."""
+        if not self._slot_open:
+            if self._ended:
+                self._require_sim()
+                raise ResetNeeded("the episode has ended; call reset()")
+            raise ConfigError("plan_slot needs an open slot")
+        cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
+        if not self.slot_untouched():
+            raise ConfigError("plan_slot needs a slot with nothing placed yet")
+        window = self._window
+        off_rule = cluster.off_rule
+        target = allocator.allocate(window, cluster, self.speed, self.cluster_spec.slot_s)
+        decisions = allocator.last_decisions  # type: ignore[attr-defined]
+        self.last_shortfalls = []
+        if cluster.off_rule == off_rule:
+            for jid, c in self._alloc.items():
+                c[0], c[1] = target[jid]
+            placed = len(decisions)
+        else:
+            cluster.release_all()
+            placed = self._replay(decisions)
+        steps = placed + (not placed or self._any_valid())
+        obs, reward, term, trunc, info = self._step_end(True)
+        return obs, reward, term, trunc, info, steps
+
+    def slot_untouched(self) -> bool:
+        """Whether a slot is open with nothing placed in it yet."""
+        cluster = self._cluster
+        return (
+            self._slot_open
+            and cluster is not None
+            and cluster.is_empty()
+            and not any(c[0] or c[1] for c in self._counts)
+        )
+
+    def _replay(self, decisions: Sequence[tuple[int, str, int]]) -> int:
+        """Place ``decisions`` (``(job_id, role, node)``, the node ignored) one by one by the
+        placement rule on the empty cluster, skipping the increments the mask refuses (a cap
+        reached, or no node for it) and stopping where no action is valid any more (the env
+        closes the slot there); the increments placed."""
+        cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
+        rows = {job.job_id: j for j, job in enumerate(self._window)}
+        kinds = {"worker": 0, "ps": 1, "bundle": 2}
+        placed = 0
+        self.last_shortfalls = []
+        for jid, role, _node in decisions:
+            j = rows[jid]
+            kind = kinds[role]
+            row = self._rows[j]
+            counts = self._counts[j]
+            w, p = counts
+            cpu, gpu = row.acts[kind]
+            if (kind != 1 and w >= row.max_w) or (kind != 0 and p >= row.max_p):
+                self.last_shortfalls.append((jid, role, cpu, gpu))
+                continue
+            if cluster.take(cpu, gpu) < 0:
+                self.last_shortfalls.append((jid, role, cpu, gpu))
+                continue
+            if kind != 1:
+                counts[0] += 1
+            if kind != 0:
+                counts[1] += 1
+            placed += 1
+            if not self._any_valid():
+                break
+        return placed
+
+    def _any_valid(self) -> bool:
+        """Whether some non-void action is valid now (the mask's rule, from the counts and
+        the cluster; the mask buffers themselves are not kept up to date by
+        :meth:`plan_slot`)."""
+        cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
+        if self.strict_reference_placement:
+            find = cluster.find_node
+            for row, (w, p) in zip(self._rows, self._counts, strict=True):
+                w_ok, p_ok = w < row.max_w, p < row.max_p
+                if (
+                    (w_ok and find(row.wc, row.wg) is not None)
+                    or (p_ok and find(row.pc, row.pg) is not None)
+                    or (w_ok and p_ok and find(row.wc + row.pc, row.wg + row.pg) is not None)
+                ):
+                    return True
+            return False
+        occupied, masks = cluster.occupied, self._fit_masks
+        for row, (w, p) in zip(self._rows, self._counts, strict=True):
+            w_ok, p_ok = w < row.max_w, p < row.max_p
+            if (
+                (w_ok and occupied & masks[row.iw])
+                or (p_ok and occupied & masks[row.ip])
+                or (w_ok and p_ok and occupied & masks[row.ib])
+            ):
+                return True
+        return False
 
     def _step_end(self, close: bool) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
         """The step's outcome when it is not the hot path of :meth:`step`: with a slot open,

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocator_base import (
     Allocator,
     AllocatorBase,
@@ -102,6 +103,13 @@ class DRF(AllocatorBase):
         speed: SpeedModel,
         slot_s: float,
     ) -> dict[int, tuple[int, int]]:
+        if type(self) is DRF:  # the native slot, where built (envs.sim.elastic.native_alloc)
+            params = (self.stop_at_first_failure,)
+            out = native_alloc.allocate(
+                self, native_alloc.KIND_DRF, params, jobs, cluster, speed, slot_s
+            )
+            if out is not None:
+                return out
         by_id, counts = self._start(jobs)
         # Per job: its bundle demand (checked once by the cluster), caps and the worker/PS
         # demands for dominant_share() (its arithmetic, inlined below: this is the hot loop).

@@ -186,6 +186,12 @@ class SlotCluster:
         #: Read-only: the set (bits) of the free-state positions that hold a node; a task of
         #: ``(cpu, gpu)`` fits on some node iff ``occupied & fit_positions(cpu, gpu)``.
         self.occupied = 0
+        #: Read-only: how many changes did not go through the placement rule since the cluster
+        #: was built: releases (:meth:`release`, also those made inside a native allocator)
+        #: and placements on a given node (:meth:`place`, :meth:`place_bundle` with a node).
+        #: While it stays put, the cluster is what placing the same tasks one by one by the
+        #: rule gives (what ``ClusterEnv.plan_slot`` relies on to skip the replay).
+        self.off_rule = 0
         self.release_all()
 
     # ------------------------------------------------------------------ read-only views
@@ -289,6 +295,7 @@ class SlotCluster:
                 f"({self.cpu_capacity}, {self.gpu_capacity}) slots"
             )
         cpu, gpu = self._demands[(cpu, gpu)]
+        self.off_rule += 1
         self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
 
     def release(self, cpu: int, gpu: int, node: int) -> None:
@@ -302,6 +309,7 @@ class SlotCluster:
                 f"release of ({cpu} CPU, {gpu} GPU) from node {node} which uses only "
                 f"({used_cpu}, {used_gpu})"
             )
+        self.off_rule += 1
         self._set_free(node, self.free_cpu[node] + cpu, self.free_gpu[node] + gpu)
 
     def find_node(self, cpu: int, gpu: int) -> int | None:
@@ -402,6 +410,7 @@ class SlotCluster:
             return None if found < 0 else found
         if not self.can_place(cpu, gpu, node):
             return None
+        self.off_rule += 1
         self._set_free(node, self.free_cpu[node] - cpu, self.free_gpu[node] - gpu)
         return node
 
@@ -418,6 +427,56 @@ class SlotCluster:
         self._count = [0] * len(self._level_of)
         self._count[empty] = n
         self.occupied = self._bit[empty] if n else 0
+
+    def adopt(
+        self,
+        free_cpu: list[int],
+        free_gpu: list[int],
+        index: tuple[list[int], list[list[int]], list[int], int] | None = None,
+        *,
+        off_rule: int = 0,
+    ) -> None:
+        """Take ``free_cpu``/``free_gpu`` (lists of ``int``, one per node, within capacity:
+        not checked) as the cluster's state and rebuild the index from them: how the native
+        allocators (:mod:`envs.sim.elastic.native_alloc`) hand back the placements they made.
+        Every search afterwards answers as if the same tasks had been placed one by one.
+        ``index``: the index already built for these lists (``(state, buckets, count,
+        occupied)``, as :meth:`index_of` builds it); ``off_rule``: the changes among those
+        placements that did not follow the rule (releases: added to :attr:`off_rule`)."""
+        self.off_rule += off_rule
+        self.free_cpu, self.free_gpu = free_cpu, free_gpu
+        if index is None:
+            index = self.index_of(free_cpu, free_gpu)
+        state, buckets, count, occupied = index
+        self._state, self._buckets, self._count = state, buckets, count
+        self.occupied = occupied
+        self._synced = False
+
+    @property
+    def index_layout(self) -> tuple[tuple[int, ...], int, int]:
+        """``(position of every free state, stride, number of positions)``: the free state
+        ``(fc, fg)`` is at position ``pos_of[fc * stride + fg]`` (for an index built
+        elsewhere, :meth:`adopt`)."""
+        return self._pos_of, self._stride, len(self._bit)
+
+    def index_of(
+        self, free_cpu: list[int], free_gpu: list[int]
+    ) -> tuple[list[int], list[list[int]], list[int], int]:
+        """The index of a cluster in these free states: every node's position, the nodes of
+        every position (ascending: each list is a heap), the node count of every position and
+        the set of occupied positions (:attr:`occupied`)."""
+        pos_of, stride = self._pos_of, self._stride
+        state = [pos_of[c * stride + g] for c, g in zip(free_cpu, free_gpu, strict=True)]
+        buckets: list[list[int]] = [[] for _ in self._level_of]
+        for node, pos in enumerate(state):
+            buckets[pos].append(node)
+        count = [len(b) for b in buckets]
+        bit = self._bit
+        occupied = 0
+        for pos, c in enumerate(count):
+            if c:
+                occupied |= bit[pos]
+        return state, buckets, count, occupied
 
     # ------------------------------------------------------------------ the index
     def fit_positions(self, cpu: int, gpu: int) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocator_base import AllocatorBase, Decision, JobState
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.spec import SpeedModel
@@ -77,6 +78,17 @@ class FixedDemand(AllocatorBase):
             return (float(job.slots_run * self._demand(job)), job.arrival, job.job_id)
         return (0.0, job.arrival, job.job_id)
 
+    def _native_params(self) -> tuple[bool, int, int] | None:
+        """``(stop_at_first_failure, order code, workers)`` for the native slot (workers -1:
+        each job its ``max_workers``), or ``None`` where it does not apply (per-job requests,
+        a subclass of another demand)."""
+        order = self.ORDERS.index(self.order)
+        if type(self) is FixedDemand:
+            return None if self.requested else (self.stop_at_first_failure, order, -1)
+        if type(self) in _UNIFORM:
+            return (self.stop_at_first_failure, order, self.workers)  # type: ignore[attr-defined]
+        return None
+
     def allocate(
         self,
         jobs: Sequence[JobState],
@@ -84,6 +96,13 @@ class FixedDemand(AllocatorBase):
         speed: SpeedModel,
         slot_s: float,
     ) -> dict[int, tuple[int, int]]:
+        native = self._native_params()
+        if native is not None:  # the native slot, where built (envs.sim.elastic.native_alloc)
+            out = native_alloc.allocate(
+                self, native_alloc.KIND_FIXED, native, jobs, cluster, speed, slot_s
+            )
+            if out is not None:
+                return out
         by_id, counts = self._start(jobs)
         for job in sorted(by_id.values(), key=self._key):
             n = self._demand(job)
@@ -172,3 +191,8 @@ class TiresiasLAS(UniformDemand):
         self, workers: int = DEFAULT_FIXED_WORKERS, *, stop_at_first_failure: bool = False
     ) -> None:
         super().__init__(workers, order="las", stop_at_first_failure=stop_at_first_failure)
+
+
+#: the uniform-demand classes whose slot the native allocator runs (subclasses with their own
+#: ``_demand`` or ``_key`` run in Python)
+_UNIFORM = (UniformDemand, OneBundleEach, AdaSRSF, TiresiasLAS)

@@ -10,6 +10,7 @@ import heapq
 import math
 from collections.abc import Sequence
 
+from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocator_base import AllocatorBase, Decision, JobState
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.spec import SpeedModel
@@ -114,6 +115,13 @@ class Optimus(AllocatorBase):
         speed: SpeedModel,
         slot_s: float,
     ) -> dict[int, tuple[int, int]]:
+        if type(self) is Optimus:  # the native slot, where built (envs.sim.elastic.native_alloc)
+            params = (self.stop_at_first_failure, self.oracle_speed_factor)
+            out = native_alloc.allocate(
+                self, native_alloc.KIND_OPTIMUS, params, jobs, cluster, speed, slot_s
+            )
+            if out is not None:
+                return out
         by_id, counts = self._start(jobs)
         self.fill(by_id, counts, cluster, speed, slot_s)
         return self._result(counts)
@@ -249,7 +257,7 @@ class EfficientSRTF(AllocatorBase):
             if backfill
             else None
         )
-        self._targets: dict[tuple[int, int, int], tuple[float, int, int]] = {}
+        self._targets: dict[tuple[object, int, int], tuple[float, int, int]] = {}
         self._targets_of: SpeedModel | None = None  # the speed model the cache is for
         # the first ``head`` jobs' targets (same order, another efficiency)
         self._head = (
@@ -274,7 +282,9 @@ class EfficientSRTF(AllocatorBase):
         spec = job.spec
         if speed is not self._targets_of:
             self._targets, self._targets_of = {}, speed
-        key = (spec.type.index, spec.max_workers, spec.max_ps)
+        # keyed by the type itself: two types may share an index (a trace's types, or types
+        # built by hand) and still differ in speed
+        key = (spec.type, spec.max_workers, spec.max_ps)
         got = self._targets.get(key)
         if got is None:
             ty = spec.type
@@ -299,6 +309,14 @@ class EfficientSRTF(AllocatorBase):
         speed: SpeedModel,
         slot_s: float,
     ) -> dict[int, tuple[int, int]]:
+        if type(self) is EfficientSRTF:  # the native slot, where built (native_alloc)
+            params = (self.efficiency, self.head, self.head_efficiency, self.backfill,
+                      self.oracle_speed_factor, self.stop_at_first_failure)  # fmt: skip
+            out = native_alloc.allocate(
+                self, native_alloc.KIND_ESRTF, params, jobs, cluster, speed, slot_s
+            )
+            if out is not None:
+                return out
         by_id, counts = self._start(jobs)
 
         def remaining_slots(job: JobState) -> float:

@@ -1,0 +1,937 @@
+/* Native slot allocators of the elastic world (envs.sim.elastic._alloc_native).
+ *
+ * A port of the Python allocators DRF, FixedDemand (and its uniform-demand stacks: bundle,
+ * adasrsf, tiresias), Optimus (allocate and fill) and EfficientSRTF (every option: efficiency,
+ * head, head_efficiency, backfill, oracle_speed_factor, stop_at_first_failure) together with
+ * SlotCluster's four placement rules.  The Python classes (envs/sim/elastic/allocators.py,
+ * fixed_demand.py, speed_aware.py, cluster.py) are the specification: this file computes the
+ * same floating-point operations in the same order, so the counts, the decision log and the
+ * cluster's free slots are bit-identical (tests/sim/elastic/test_native_alloc.py cross-checks
+ * both on every allocator, option and placement rule).  The Python wrapper that chooses this
+ * path, caches the per-job rows and writes the results back is envs/sim/elastic/native_alloc.py.
+ *
+ * The cluster is two arrays of free CPU / GPU slots per node; a search scans the nodes (the
+ * Python class keeps an index so that its search does not grow with the nodes; in C a scan
+ * of a few hundred nodes is cheaper than maintaining one).  The rules, as in
+ * SlotCluster._search: least_loaded = the least (used CPU + used GPU) among the nodes the task
+ * fits on, ties by index; reference = the least-loaded node overall, if the task fits there;
+ * first_fit = the lowest index it fits on; packing = the most loaded node it fits on, ties by
+ * index.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DLSCHED_SOURCE_SHA256
+#define DLSCHED_SOURCE_SHA256 "unknown"
+#endif
+
+enum { RULE_LEAST = 0, RULE_REFERENCE = 1, RULE_FIRST_FIT = 2, RULE_PACKING = 3 };
+enum { KIND_DRF = 0, KIND_FIXED = 1, KIND_OPTIMUS = 2, KIND_ESRTF = 3 };
+enum { ROLE_WORKER = 0, ROLE_PS = 1, ROLE_BUNDLE = 2 };
+enum { ORDER_FIFO = 0, ORDER_SRSF = 1, ORDER_LAS = 2 };
+
+/* The packed static row of a job (native_alloc.py's ROW_FORMAT "<8q3d"). */
+typedef struct {
+    long long jid, arrival, wc, wg, pc, pg, maxw, maxp;
+    double num_epochs, speed_factor, ipe;
+} Row;
+
+typedef struct {
+    Row r;
+    const double *grid; /* speed[p * (maxw + 1) + w], or NULL */
+    PyObject *grid_obj; /* the bytes holding it (borrowed: the cache keeps it alive) */
+    double progress;
+    long long slots_run;
+    double rem; /* remaining declared epochs, max(num_epochs - progress, 0) */
+    long long w, p;
+    int pos; /* index in the input order */
+} Job;
+
+typedef struct {
+    Py_ssize_t n;
+    long long cap_c, cap_g;
+    int rule;
+    long long *fc, *fg;
+    long long released; /* releases made (SlotCluster.off_rule counts them) */
+} Cluster;
+
+typedef struct {
+    int job; /* index into jobs */
+    int role;
+    long long node;
+} Dec;
+
+typedef struct {
+    Dec *d;
+    Py_ssize_t len, cap;
+} Log;
+
+static PyObject *S_spec, *S_progress, *S_slots_run, *S_worker, *S_ps, *S_bundle;
+
+/* ------------------------------------------------------------------ the cluster */
+
+static long long cl_search(const Cluster *c, long long cpu, long long gpu) {
+    long long best = -1, best_level = 0;
+    const long long *fc = c->fc, *fg = c->fg;
+    long long tot = c->cap_c + c->cap_g;
+    switch (c->rule) {
+    case RULE_LEAST:
+        for (Py_ssize_t i = 0; i < c->n; i++) {
+            if (fc[i] >= cpu && fg[i] >= gpu) {
+                long long level = tot - fc[i] - fg[i];
+                if (best < 0 || level < best_level) {
+                    best = i;
+                    best_level = level;
+                }
+            }
+        }
+        return best;
+    case RULE_REFERENCE:
+        for (Py_ssize_t i = 0; i < c->n; i++) {
+            long long level = tot - fc[i] - fg[i];
+            if (best < 0 || level < best_level) {
+                best = i;
+                best_level = level;
+            }
+        }
+        if (best >= 0 && fc[best] >= cpu && fg[best] >= gpu) return best;
+        return -1;
+    case RULE_FIRST_FIT:
+        for (Py_ssize_t i = 0; i < c->n; i++)
+            if (fc[i] >= cpu && fg[i] >= gpu) return i;
+        return -1;
+    default: /* packing */
+        for (Py_ssize_t i = 0; i < c->n; i++) {
+            if (fc[i] >= cpu && fg[i] >= gpu) {
+                long long level = tot - fc[i] - fg[i];
+                if (best < 0 || level > best_level) {
+                    best = i;
+                    best_level = level;
+                }
+            }
+        }
+        return best;
+    }
+}
+
+static long long cl_take(Cluster *c, long long cpu, long long gpu) {
+    long long node = cl_search(c, cpu, gpu);
+    if (node >= 0) {
+        c->fc[node] -= cpu;
+        c->fg[node] -= gpu;
+    }
+    return node;
+}
+
+static void cl_release(Cluster *c, long long cpu, long long gpu, long long node) {
+    c->released++;
+    c->fc[node] += cpu;
+    c->fg[node] += gpu;
+}
+
+/* ------------------------------------------------------------------ the decision log */
+
+static int log_push(Log *l, int job, int role, long long node) {
+    if (l->len == l->cap) {
+        Py_ssize_t cap = l->cap ? 2 * l->cap : 64;
+        Dec *d = (Dec *)realloc(l->d, (size_t)cap * sizeof(Dec));
+        if (d == NULL) return -1;
+        l->d = d;
+        l->cap = cap;
+    }
+    l->d[l->len].job = job;
+    l->d[l->len].role = role;
+    l->d[l->len].node = node;
+    l->len++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ a binary heap of keys */
+
+/* Keys compare lexicographically: (tier, a, b, c) with a a double, b and c integers (and the
+ * job index as payload).  Every key in a heap is unique (the job id is part of it), so the
+ * pop order is the one of Python's heapq on the same tuples. */
+typedef struct {
+    long long tier;
+    double a;
+    long long b, c;
+    int job;
+    int role;
+} Key;
+
+typedef struct {
+    Key *k;
+    Py_ssize_t len, cap;
+} Heap;
+
+static int key_lt(const Key *x, const Key *y) {
+    if (x->tier != y->tier) return x->tier < y->tier;
+    if (x->a != y->a) return x->a < y->a;
+    if (x->b != y->b) return x->b < y->b;
+    if (x->c != y->c) return x->c < y->c;
+    return x->role < y->role; /* never reached with unique ids; "ps" < "worker" as in Python */
+}
+
+static int heap_push(Heap *h, Key key) {
+    if (h->len == h->cap) {
+        Py_ssize_t cap = h->cap ? 2 * h->cap : 32;
+        Key *k = (Key *)realloc(h->k, (size_t)cap * sizeof(Key));
+        if (k == NULL) return -1;
+        h->k = k;
+        h->cap = cap;
+    }
+    Py_ssize_t i = h->len++;
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) / 2;
+        if (!key_lt(&key, &h->k[parent])) break;
+        h->k[i] = h->k[parent];
+        i = parent;
+    }
+    h->k[i] = key;
+    return 0;
+}
+
+static Key heap_pop(Heap *h) {
+    Key top = h->k[0];
+    Key last = h->k[--h->len];
+    Py_ssize_t i = 0, n = h->len;
+    while (1) {
+        Py_ssize_t l = 2 * i + 1;
+        if (l >= n) break;
+        Py_ssize_t m = l;
+        if (l + 1 < n && key_lt(&h->k[l + 1], &h->k[l])) m = l + 1;
+        if (!key_lt(&h->k[m], &last)) break;
+        h->k[i] = h->k[m];
+        i = m;
+    }
+    if (n > 0) h->k[i] = last;
+    return top;
+}
+
+/* ------------------------------------------------------------------ shared arithmetic */
+
+/* slots_to_finish(): remaining / epochs_per_slot; 0 when nothing remains, inf at speed 0 */
+static double slots_to_finish(double rem, double eps) {
+    if (rem <= 0) return 0.0;
+    if (eps <= 0) return INFINITY;
+    return rem / eps;
+}
+
+/* optimus_utility(): slots saved going from eps_now to eps_next */
+static double utility(double rem, double now_eps, double next_eps) {
+    double now = slots_to_finish(rem, now_eps), nxt = slots_to_finish(rem, next_eps);
+    if (now == nxt) return 0.0;
+    return now - nxt;
+}
+
+/* _estimated_epochs_per_slot(): its * slot_s / iterations_per_epoch (x speed_factor first if
+ * oracle) */
+static double est_eps(const Job *j, double its, double slot_s, int oracle) {
+    if (oracle) its *= j->r.speed_factor;
+    return its * slot_s / j->r.ipe;
+}
+
+static double speed_at(const Job *j, long long p, long long w) {
+    return j->grid[p * (j->r.maxw + 1) + w];
+}
+
+/* Optimus.epochs_per_slot() */
+static double optimus_eps(const Job *j, double slot_s, int oracle, long long p, long long w) {
+    if (p <= 0 || w <= 0) return 0.0;
+    return est_eps(j, speed_at(j, p, w), slot_s, oracle);
+}
+
+/* ------------------------------------------------------------------ DRF */
+
+static int run_drf(Job *jobs, Py_ssize_t n, Cluster *c, Log *log, int stop) {
+    Heap h = {NULL, 0, 0};
+    long long total_cpu = (long long)c->n * c->cap_c, total_gpu = (long long)c->n * c->cap_g;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Job *j = &jobs[i];
+        if (0 < j->r.maxw && 0 < j->r.maxp) {
+            Key k = {0, 0.0, j->r.arrival, j->r.jid, (int)i, 0};
+            if (heap_push(&h, k) < 0) goto fail;
+        }
+    }
+    while (h.len) {
+        Key k = heap_pop(&h);
+        Job *j = &jobs[k.job];
+        long long node = cl_take(c, j->r.wc + j->r.pc, j->r.wg + j->r.pg);
+        if (node < 0) {
+            if (stop) break;
+            continue;
+        }
+        long long w = ++j->w, p = ++j->p;
+        if (log_push(log, k.job, ROLE_BUNDLE, node) < 0) goto fail;
+        if (w < j->r.maxw && p < j->r.maxp) {
+            double share = 0.0;
+            if (total_cpu > 0) share = (double)(w * j->r.wc + p * j->r.pc) / (double)total_cpu;
+            if (total_gpu > 0) {
+                double g = (double)(w * j->r.wg + p * j->r.pg) / (double)total_gpu;
+                if (g > share) share = g;
+            }
+            Key nk = {0, share, j->r.arrival, j->r.jid, k.job, 0};
+            if (heap_push(&h, nk) < 0) goto fail;
+        }
+    }
+    free(h.k);
+    return 0;
+fail:
+    free(h.k);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ sorting by a key */
+
+typedef struct {
+    double a;
+    long long b, c;
+    int job;
+} SortKey;
+
+static int sortkey_cmp(const void *x, const void *y) {
+    const SortKey *p = (const SortKey *)x, *q = (const SortKey *)y;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    if (p->b != q->b) return p->b < q->b ? -1 : 1;
+    if (p->c != q->c) return p->c < q->c ? -1 : 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ FixedDemand */
+
+/* workers < 0: each job requests its max_workers (FixedDemand without requests) */
+static int run_fixed(Job *jobs, Py_ssize_t n, Cluster *c, Log *log, int stop, int order,
+                     long long workers) {
+    SortKey *keys = (SortKey *)malloc((size_t)(n ? n : 1) * sizeof(SortKey));
+    if (keys == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Job *j = &jobs[i];
+        long long d = workers < 0 ? j->r.maxw : (workers < j->r.maxw ? workers : j->r.maxw);
+        double a = 0.0;
+        if (order == ORDER_SRSF) a = j->rem * (double)d;
+        else if (order == ORDER_LAS) a = (double)(j->slots_run * d);
+        keys[i].a = a;
+        keys[i].b = j->r.arrival;
+        keys[i].c = j->r.jid;
+        keys[i].job = (int)i;
+    }
+    qsort(keys, (size_t)n, sizeof(SortKey), sortkey_cmp);
+    for (Py_ssize_t r = 0; r < n; r++) {
+        Job *j = &jobs[keys[r].job];
+        long long d = workers < 0 ? j->r.maxw : (workers < j->r.maxw ? workers : j->r.maxw);
+        long long n_ps = d < j->r.maxp ? d : j->r.maxp;
+        Py_ssize_t start = log->len;
+        int ok = 1;
+        for (long long k = 0; k < d; k++) {
+            long long node;
+            int role;
+            if (k < n_ps) {
+                node = cl_take(c, j->r.wc + j->r.pc, j->r.wg + j->r.pg);
+                role = ROLE_BUNDLE;
+            } else {
+                node = cl_take(c, j->r.wc, j->r.wg);
+                role = ROLE_WORKER;
+            }
+            if (node < 0) {
+                ok = 0;
+                break;
+            }
+            if (log_push(log, keys[r].job, role, node) < 0) {
+                free(keys);
+                return -1;
+            }
+        }
+        if (ok) {
+            j->w = d;
+            j->p = n_ps;
+            continue;
+        }
+        for (Py_ssize_t q = start; q < log->len; q++) { /* all or nothing */
+            Dec *e = &log->d[q];
+            cl_release(c, j->r.wc, j->r.wg, e->node);
+            if (e->role == ROLE_BUNDLE) cl_release(c, j->r.pc, j->r.pg, e->node);
+        }
+        log->len = start;
+        if (stop) break;
+    }
+    free(keys);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ Optimus' greedy */
+
+typedef struct {
+    unsigned char drop_w, drop_p;
+} Drop;
+
+static int optimus_push(Heap *h, Job *jobs, int i, const Drop *dropped, double slot_s,
+                        int oracle) {
+    Job *j = &jobs[i];
+    long long w = j->w, p = j->p;
+    int can_w = w < j->r.maxw && !dropped[i].drop_w;
+    int can_p = p < j->r.maxp && !dropped[i].drop_p;
+    if (w == 0 || p == 0) {
+        int role = w == 0 ? ROLE_WORKER : ROLE_PS;
+        if (role == ROLE_WORKER ? can_w : can_p) {
+            Key k = {0, -INFINITY, j->r.arrival, j->r.jid, i, role};
+            return heap_push(h, k);
+        }
+        return 0;
+    }
+    double rem = j->rem;
+    double now = optimus_eps(j, slot_s, oracle, p, w);
+    double u_w = can_w ? utility(rem, now, optimus_eps(j, slot_s, oracle, p, w + 1)) : -INFINITY;
+    double u_p = can_p ? utility(rem, now, optimus_eps(j, slot_s, oracle, p + 1, w)) : -INFINITY;
+    if (!(can_w || can_p)) return 0;
+    int role;
+    double util;
+    if (u_p >= u_w) {
+        role = ROLE_PS;
+        util = u_p;
+    } else {
+        role = ROLE_WORKER;
+        util = u_w;
+    }
+    Key k = {1, -util, j->r.arrival, j->r.jid, i, role};
+    return heap_push(h, k);
+}
+
+/* Optimus.fill() from the jobs' counts; appends to the log. */
+static int run_optimus_fill(Job *jobs, Py_ssize_t n, Cluster *c, Log *log, int stop,
+                            int oracle, double slot_s) {
+    Heap h = {NULL, 0, 0};
+    Drop *dropped = (Drop *)calloc((size_t)(n ? n : 1), sizeof(Drop));
+    /* per job, the log entries placed here (for the release of a job without a first task):
+     * found by scanning the log from fill_start, as the placed list of the Python code */
+    SortKey *keys = (SortKey *)malloc((size_t)(n ? n : 1) * sizeof(SortKey));
+    Py_ssize_t fill_start = log->len;
+    if (dropped == NULL || keys == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        keys[i].a = 0.0;
+        keys[i].b = jobs[i].r.arrival;
+        keys[i].c = jobs[i].r.jid;
+        keys[i].job = (int)i;
+    }
+    qsort(keys, (size_t)n, sizeof(SortKey), sortkey_cmp);
+    for (Py_ssize_t r = 0; r < n; r++)
+        if (optimus_push(&h, jobs, keys[r].job, dropped, slot_s, oracle) < 0) goto fail;
+    while (h.len) {
+        Key k = heap_pop(&h);
+        if (k.tier == 1 && -k.a <= 0) break;
+        int i = k.job;
+        Job *j = &jobs[i];
+        long long cpu = k.role == ROLE_WORKER ? j->r.wc : j->r.pc;
+        long long gpu = k.role == ROLE_WORKER ? j->r.wg : j->r.pg;
+        long long node = cl_take(c, cpu, gpu);
+        if (node < 0) {
+            if (stop) break;
+            if (k.role == ROLE_WORKER) dropped[i].drop_w = 1;
+            else dropped[i].drop_p = 1;
+            if (k.tier == 0) { /* no first worker / PS: the job cannot run this slot */
+                Py_ssize_t out = 0, removed_before = 0;
+                for (Py_ssize_t q = 0; q < log->len; q++) {
+                    Dec *e = &log->d[q];
+                    if (e->job == i) { /* the Python code filters the whole log */
+                        if (q >= fill_start) { /* released: only the tasks placed here */
+                            if (e->role == ROLE_WORKER) cl_release(c, j->r.wc, j->r.wg, e->node);
+                            else cl_release(c, j->r.pc, j->r.pg, e->node);
+                        } else {
+                            removed_before++;
+                        }
+                        continue;
+                    }
+                    log->d[out++] = *e;
+                }
+                fill_start -= removed_before;
+                log->len = out;
+                j->w = j->p = 0;
+                continue;
+            }
+            if (optimus_push(&h, jobs, i, dropped, slot_s, oracle) < 0) goto fail;
+            continue;
+        }
+        if (k.role == ROLE_WORKER) j->w++;
+        else j->p++;
+        if (log_push(log, i, k.role, node) < 0) goto fail;
+        if (optimus_push(&h, jobs, i, dropped, slot_s, oracle) < 0) goto fail;
+    }
+    free(h.k);
+    free(dropped);
+    free(keys);
+    return 0;
+fail:
+    free(h.k);
+    free(dropped);
+    free(keys);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ EfficientSRTF */
+
+/* EfficientSRTF.target(): the smallest allocation (fewest tasks; ties: faster, then fewer
+ * workers) whose speed is >= efficiency x the best over the caps; (0.0, 1, 1) if the best
+ * is <= 0.  The caller checked maxw >= 1 and maxp >= 1. */
+static void esrtf_target(const Job *j, double eff, double *its, long long *tw, long long *tp) {
+    double top = 0.0;
+    int first = 1;
+    for (long long w = 1; w <= j->r.maxw; w++)
+        for (long long p = 1; p <= j->r.maxp; p++) {
+            double s = speed_at(j, p, w);
+            if (first || s > top) { /* Python's max(): the first of the largest */
+                top = s;
+                first = 0;
+            }
+        }
+    if (top <= 0) {
+        *its = 0.0;
+        *tw = 1;
+        *tp = 1;
+        return;
+    }
+    double bar = eff * top;
+    int found = 0;
+    double bs = 0.0;
+    long long bw = 0, bp = 0;
+    for (long long w = 1; w <= j->r.maxw; w++)
+        for (long long p = 1; p <= j->r.maxp; p++) {
+            double s = speed_at(j, p, w);
+            if (!(s >= bar)) continue;
+            /* min by (w + p, -s, w), the first minimal in grid order */
+            if (!found || w + p < bw + bp || (w + p == bw + bp && (-s < -bs || (-s == -bs && w < bw)))) {
+                found = 1;
+                bs = s;
+                bw = w;
+                bp = p;
+            }
+        }
+    *its = bs;
+    *tw = bw;
+    *tp = bp;
+}
+
+/* esrtf_target() through a memo: a target is a function of the speed grid and the efficiency
+ * only.  Open addressing on (grid object, efficiency); an entry holds a reference to its grid
+ * (its address cannot be reused while the entry lives); the table is emptied when full. */
+#define MEMO_SIZE 4096
+typedef struct {
+    PyObject *grid; /* NULL: empty */
+    double eff, its;
+    long long tw, tp;
+} Memo;
+static Memo memo[MEMO_SIZE];
+static Py_ssize_t memo_used;
+
+static void memo_clear(void) {
+    for (Py_ssize_t i = 0; i < MEMO_SIZE; i++) {
+        Py_CLEAR(memo[i].grid);
+    }
+    memo_used = 0;
+}
+
+static void cached_target(const Job *j, double eff, double *its, long long *tw, long long *tp) {
+    unsigned long long bits;
+    memcpy(&bits, &eff, sizeof bits);
+    unsigned long long h = ((unsigned long long)(size_t)j->grid_obj >> 4) * 0x9E3779B97F4A7C15ull;
+    h ^= bits * 0xC2B2AE3D27D4EB4Full;
+    Py_ssize_t i = (Py_ssize_t)(h >> 52) & (MEMO_SIZE - 1);
+    while (memo[i].grid != NULL) {
+        if (memo[i].grid == j->grid_obj && memo[i].eff == eff) {
+            *its = memo[i].its;
+            *tw = memo[i].tw;
+            *tp = memo[i].tp;
+            return;
+        }
+        i = (i + 1) & (MEMO_SIZE - 1);
+    }
+    esrtf_target(j, eff, its, tw, tp);
+    if (memo_used >= MEMO_SIZE / 2) {
+        memo_clear();
+        i = (Py_ssize_t)(h >> 52) & (MEMO_SIZE - 1);
+    }
+    memo[i].grid = Py_NewRef(j->grid_obj);
+    memo[i].eff = eff;
+    memo[i].its = *its;
+    memo[i].tw = *tw;
+    memo[i].tp = *tp;
+    memo_used++;
+}
+
+static int run_esrtf(Job *jobs, Py_ssize_t n, Cluster *c, Log *log, double slot_s, double eff,
+                     long long head, double head_eff, int backfill, int oracle, int stop) {
+    SortKey *keys = (SortKey *)malloc((size_t)(n ? n : 1) * sizeof(SortKey));
+    long long *tws = (long long *)malloc((size_t)(n ? n : 1) * 2 * sizeof(long long));
+    if (keys == NULL || tws == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Job *j = &jobs[i];
+        double its;
+        long long tw, tp;
+        cached_target(j, eff, &its, &tw, &tp);
+        tws[2 * i] = tw;
+        tws[2 * i + 1] = tp;
+        keys[i].a = slots_to_finish(j->rem, est_eps(j, its, slot_s, oracle));
+        keys[i].b = j->r.arrival;
+        keys[i].c = j->r.jid;
+        keys[i].job = (int)i;
+    }
+    qsort(keys, (size_t)n, sizeof(SortKey), sortkey_cmp);
+    for (Py_ssize_t rank = 0; rank < n; rank++) {
+        int i = keys[rank].job;
+        Job *j = &jobs[i];
+        long long tw = tws[2 * i], tp = tws[2 * i + 1];
+        if (head > 0 && rank < head) {
+            double its;
+            cached_target(j, head_eff, &its, &tw, &tp);
+        }
+        Py_ssize_t start = log->len;
+        long long cw = 0, cp = 0;
+        while (cw < tw || cp < tp) {
+            int worker = cp >= tp || (cw < tw && cw * tp <= cp * tw);
+            long long node = worker ? cl_take(c, j->r.wc, j->r.wg) : cl_take(c, j->r.pc, j->r.pg);
+            if (node < 0) break;
+            if (worker) cw++;
+            else cp++;
+            if (log_push(log, i, worker ? ROLE_WORKER : ROLE_PS, node) < 0) goto fail;
+        }
+        int failed = cw < tw || cp < tp;
+        if (cw && cp) {
+            j->w = cw;
+            j->p = cp;
+        } else { /* no worker or no PS: the job cannot run, its tasks are released */
+            for (Py_ssize_t q = start; q < log->len; q++) {
+                Dec *e = &log->d[q];
+                if (e->role == ROLE_WORKER) cl_release(c, j->r.wc, j->r.wg, e->node);
+                else cl_release(c, j->r.pc, j->r.pg, e->node);
+            }
+            log->len = start;
+            j->w = j->p = 0;
+        }
+        if (failed && stop) break;
+    }
+    free(keys);
+    free(tws);
+    if (backfill) return run_optimus_fill(jobs, n, c, log, stop, oracle, slot_s);
+    return 0;
+fail:
+    free(keys);
+    free(tws);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ the Python entry */
+
+static int read_free(PyObject *list, long long *out, Py_ssize_t n, const char *what) {
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) != n) {
+        PyErr_Format(PyExc_ValueError, "%s must be a list of %zd ints", what, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PyList_GET_ITEM(list, i));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        out[i] = v;
+    }
+    return 0;
+}
+
+static PyObject *free_list(const long long *v, Py_ssize_t n) {
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(allocate_doc,
+             "allocate(kind, params, views, cache, free_cpu, free_gpu, cap_cpu, cap_gpu, rule, "
+             "slot_s, need_grid)\n\n"
+             "One slot of an allocator (see native_alloc.py).  Returns None when a view's job "
+             "has no row in ``cache`` (id(spec) -> (spec, row bytes, grid bytes or None)) or "
+             "two views share a job id; else (counts dict, decisions list, free_cpu, "
+             "free_gpu, releases made).");
+
+static PyObject *py_allocate(PyObject *self, PyObject *args) {
+    int kind, rule, need_grid;
+    PyObject *params, *views, *cache, *free_cpu, *free_gpu;
+    long long cap_c, cap_g;
+    double slot_s;
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!LLidp", &kind, &PyTuple_Type, &params,
+                          &PyList_Type, &views, &PyDict_Type, &cache, &PyList_Type, &free_cpu,
+                          &PyList_Type, &free_gpu, &cap_c, &cap_g, &rule, &slot_s, &need_grid))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(views);
+    Py_ssize_t nodes = PyList_GET_SIZE(free_cpu);
+    Job *jobs = (Job *)calloc((size_t)(n ? n : 1), sizeof(Job));
+    long long *fc = (long long *)malloc((size_t)(nodes ? nodes : 1) * sizeof(long long));
+    long long *fg = (long long *)malloc((size_t)(nodes ? nodes : 1) * sizeof(long long));
+    Log log = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (jobs == NULL || fc == NULL || fg == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (read_free(free_cpu, fc, nodes, "free_cpu") < 0) goto done;
+    if (read_free(free_gpu, fg, nodes, "free_gpu") < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *view = PyList_GET_ITEM(views, i);
+        PyObject *spec = PyObject_GetAttr(view, S_spec);
+        if (spec == NULL) goto done;
+        PyObject *key = PyLong_FromVoidPtr(spec);
+        if (key == NULL) {
+            Py_DECREF(spec);
+            goto done;
+        }
+        PyObject *entry = PyDict_GetItemWithError(cache, key); /* borrowed */
+        Py_DECREF(key);
+        if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 ||
+            PyTuple_GET_ITEM(entry, 0) != spec) {
+            Py_DECREF(spec);
+            if (PyErr_Occurred()) goto done;
+            result = Py_NewRef(Py_None); /* a miss: the wrapper adds the rows and calls again */
+            goto done;
+        }
+        Py_DECREF(spec); /* the cache holds it */
+        PyObject *row = PyTuple_GET_ITEM(entry, 1), *grid = PyTuple_GET_ITEM(entry, 2);
+        if (!PyBytes_Check(row) || PyBytes_GET_SIZE(row) != (Py_ssize_t)sizeof(Row)) {
+            PyErr_SetString(PyExc_ValueError, "a cached row has the wrong size");
+            goto done;
+        }
+        memcpy(&jobs[i].r, PyBytes_AS_STRING(row), sizeof(Row));
+        if (need_grid) {
+            if (!PyBytes_Check(grid) || PyBytes_GET_SIZE(grid) != (Py_ssize_t)((jobs[i].r.maxw + 1) * (jobs[i].r.maxp + 1) * (long long)sizeof(double))) {
+                PyErr_SetString(PyExc_ValueError, "a cached speed grid has the wrong size");
+                goto done;
+            }
+            jobs[i].grid = (const double *)PyBytes_AS_STRING(grid);
+            jobs[i].grid_obj = grid;
+        }
+        PyObject *prog = PyObject_GetAttr(view, S_progress);
+        if (prog == NULL) goto done;
+        jobs[i].progress = PyFloat_AsDouble(prog);
+        Py_DECREF(prog);
+        if (jobs[i].progress == -1.0 && PyErr_Occurred()) goto done;
+        if (kind == KIND_FIXED) {
+            PyObject *sr = PyObject_GetAttr(view, S_slots_run);
+            if (sr == NULL) goto done;
+            jobs[i].slots_run = PyLong_AsLongLong(sr);
+            Py_DECREF(sr);
+            if (jobs[i].slots_run == -1 && PyErr_Occurred()) goto done;
+        }
+        double rem = jobs[i].r.num_epochs - jobs[i].progress;
+        jobs[i].rem = 0.0 > rem ? 0.0 : rem; /* max(rem, 0.0) */
+        jobs[i].pos = (int)i;
+        for (Py_ssize_t q = 0; q < i; q++) /* a job given twice: the Python path says so */
+            if (jobs[q].r.jid == jobs[i].r.jid) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+    }
+    Cluster c = {nodes, cap_c, cap_g, rule, fc, fg, 0};
+    int rc;
+    switch (kind) {
+    case KIND_DRF: {
+        int stop;
+        if (!PyArg_ParseTuple(params, "p", &stop)) goto done;
+        rc = run_drf(jobs, n, &c, &log, stop);
+        break;
+    }
+    case KIND_FIXED: {
+        int stop, order;
+        long long workers;
+        if (!PyArg_ParseTuple(params, "piL", &stop, &order, &workers)) goto done;
+        rc = run_fixed(jobs, n, &c, &log, stop, order, workers);
+        break;
+    }
+    case KIND_OPTIMUS: {
+        int stop, oracle;
+        if (!PyArg_ParseTuple(params, "pp", &stop, &oracle)) goto done;
+        rc = run_optimus_fill(jobs, n, &c, &log, stop, oracle, slot_s);
+        break;
+    }
+    case KIND_ESRTF: {
+        int stop, oracle, backfill;
+        double eff, head_eff;
+        long long head;
+        if (!PyArg_ParseTuple(params, "dLdppp", &eff, &head, &head_eff, &backfill, &oracle, &stop))
+            goto done;
+        rc = run_esrtf(jobs, n, &c, &log, slot_s, eff, head, head_eff, backfill, oracle, stop);
+        break;
+    }
+    default:
+        PyErr_Format(PyExc_ValueError, "unknown allocator kind %d", kind);
+        goto done;
+    }
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        PyObject *counts = PyDict_New(), *decisions = PyList_New(log.len);
+        PyObject *roles[3] = {S_worker, S_ps, S_bundle};
+        PyObject *ofc = NULL, *ofg = NULL;
+        if (counts == NULL || decisions == NULL) goto build_fail;
+        PyObject **ids = (PyObject **)calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+        if (ids == NULL) goto build_fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            ids[i] = PyLong_FromLongLong(jobs[i].r.jid);
+            PyObject *w = PyLong_FromLongLong(jobs[i].w), *p = PyLong_FromLongLong(jobs[i].p);
+            PyObject *v = (w && p) ? PyTuple_Pack(2, w, p) : NULL;
+            Py_XDECREF(w);
+            Py_XDECREF(p);
+            if (ids[i] == NULL || v == NULL || PyDict_SetItem(counts, ids[i], v) < 0) {
+                Py_XDECREF(v);
+                goto ids_fail;
+            }
+            Py_DECREF(v);
+        }
+        for (Py_ssize_t q = 0; q < log.len; q++) {
+            Dec *e = &log.d[q];
+            PyObject *t = PyTuple_New(3), *node = PyLong_FromLongLong(e->node);
+            if (t == NULL || node == NULL) {
+                Py_XDECREF(t);
+                Py_XDECREF(node);
+                goto ids_fail;
+            }
+            PyTuple_SET_ITEM(t, 0, Py_NewRef(ids[e->job]));
+            PyTuple_SET_ITEM(t, 1, Py_NewRef(roles[e->role]));
+            PyTuple_SET_ITEM(t, 2, node);
+            PyList_SET_ITEM(decisions, q, t);
+        }
+        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(ids[i]);
+        free(ids);
+        ids = NULL;
+        if (0) {
+        ids_fail:
+            for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(ids[i]);
+            free(ids);
+            goto build_fail;
+        }
+        ofc = free_list(fc, nodes);
+        ofg = free_list(fg, nodes);
+        if (ofc == NULL || ofg == NULL) goto build_fail;
+        PyObject *released = PyLong_FromLongLong(c.released);
+        if (released == NULL) goto build_fail;
+        result = PyTuple_Pack(5, counts, decisions, ofc, ofg, released);
+        Py_DECREF(released);
+    build_fail:
+        Py_XDECREF(counts);
+        Py_XDECREF(decisions);
+        Py_XDECREF(ofc);
+        Py_XDECREF(ofg);
+    }
+done:
+    free(jobs);
+    free(fc);
+    free(fg);
+    free(log.d);
+    return result;
+}
+
+PyDoc_STRVAR(index_doc,
+             "index(free_cpu, free_gpu, pos_of, stride, positions)\n\n"
+             "SlotCluster.adopt's index: (state, buckets, count, occupied) for the free slots "
+             "(pos_of[fc * stride + fg] the position of a node's free state).");
+
+static PyObject *py_index(PyObject *self, PyObject *args) {
+    PyObject *free_cpu, *free_gpu, *pos_of;
+    Py_ssize_t stride, npos;
+    if (!PyArg_ParseTuple(args, "O!O!O!nn", &PyList_Type, &free_cpu, &PyList_Type, &free_gpu,
+                          &PyTuple_Type, &pos_of, &stride, &npos))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(free_cpu), npo = PyTuple_GET_SIZE(pos_of);
+    if (PyList_GET_SIZE(free_gpu) != n || npos < 1) {
+        PyErr_SetString(PyExc_ValueError, "free_cpu and free_gpu differ in length");
+        return NULL;
+    }
+    PyObject *state = PyList_New(n), *buckets = PyList_New(npos), *count = PyList_New(npos);
+    PyObject *occupied = NULL, *result = NULL;
+    Py_ssize_t *cnt = (Py_ssize_t *)calloc((size_t)npos, sizeof(Py_ssize_t));
+    if (state == NULL || buckets == NULL || count == NULL || cnt == NULL) goto out;
+    for (Py_ssize_t b = 0; b < npos; b++) {
+        PyObject *l = PyList_New(0);
+        if (l == NULL) goto out;
+        PyList_SET_ITEM(buckets, b, l);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long fc = PyLong_AsLongLong(PyList_GET_ITEM(free_cpu, i));
+        long long fg = PyLong_AsLongLong(PyList_GET_ITEM(free_gpu, i));
+        if (PyErr_Occurred()) goto out;
+        long long st = fc * stride + fg;
+        if (fc < 0 || fg < 0 || fg >= stride || st >= npo) {
+            PyErr_Format(PyExc_ValueError, "node %zd: free state (%lld, %lld) out of range", i,
+                         fc, fg);
+            goto out;
+        }
+        PyObject *pos = PyTuple_GET_ITEM(pos_of, st);
+        Py_ssize_t p = PyLong_AsSsize_t(pos);
+        if (p < 0 || p >= npos) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "position out of range");
+            goto out;
+        }
+        PyList_SET_ITEM(state, i, Py_NewRef(pos));
+        PyObject *node = PyLong_FromSsize_t(i);
+        if (node == NULL || PyList_Append(PyList_GET_ITEM(buckets, p), node) < 0) {
+            Py_XDECREF(node);
+            goto out;
+        }
+        Py_DECREF(node);
+        cnt[p]++;
+    }
+    occupied = PyLong_FromLong(0);
+    if (occupied == NULL) goto out;
+    for (Py_ssize_t b = 0; b < npos; b++) {
+        PyObject *c = PyLong_FromSsize_t(cnt[b]);
+        if (c == NULL) goto out;
+        PyList_SET_ITEM(count, b, c);
+        if (cnt[b]) {
+            PyObject *one = PyLong_FromLong(1), *sh = PyLong_FromSsize_t(b);
+            PyObject *bit = (one && sh) ? PyNumber_Lshift(one, sh) : NULL;
+            Py_XDECREF(one);
+            Py_XDECREF(sh);
+            PyObject *o = bit ? PyNumber_Or(occupied, bit) : NULL;
+            Py_XDECREF(bit);
+            if (o == NULL) goto out;
+            Py_SETREF(occupied, o);
+        }
+    }
+    result = PyTuple_Pack(4, state, buckets, count, occupied);
+out:
+    Py_XDECREF(state);
+    Py_XDECREF(buckets);
+    Py_XDECREF(count);
+    Py_XDECREF(occupied);
+    free(cnt);
+    return result;
+}
+
+static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
+                                {"index", py_index, METH_VARARGS, index_doc},
+                                {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_alloc_native",
+                                       "Native slot allocators (see native_alloc.py).", -1,
+                                       methods};
+
+PyMODINIT_FUNC PyInit__alloc_native(void) {
+    S_spec = PyUnicode_InternFromString("spec");
+    S_progress = PyUnicode_InternFromString("progress_epochs");
+    S_slots_run = PyUnicode_InternFromString("slots_run");
+    S_worker = PyUnicode_InternFromString("worker");
+    S_ps = PyUnicode_InternFromString("ps");
+    S_bundle = PyUnicode_InternFromString("bundle");
+    if (!S_spec || !S_progress || !S_slots_run || !S_worker || !S_ps || !S_bundle) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", DLSCHED_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

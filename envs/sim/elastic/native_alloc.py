@@ -1,0 +1,206 @@
+"""The native slot allocators (``envs/sim/elastic/_alloc_native.c``): the Python allocators'
+slots, without their per-task Python overhead.
+
+Why: every learning result of the project comes from one decision per slot
+(``dlsched/ClusterPlan-v0``), and half of its time went into the allocators themselves
+(heaps, lambdas and a placement per task in Python).  :func:`allocate` runs one slot of
+:class:`~envs.sim.elastic.allocators.DRF`, the fixed-demand allocators
+(:class:`~envs.sim.elastic.fixed_demand.FixedDemand` without per-job requests,
+``UniformDemand``, ``bundle``, ``adasrsf``, ``tiresias``),
+:class:`~envs.sim.elastic.speed_aware.Optimus` and
+:class:`~envs.sim.elastic.speed_aware.EfficientSRTF` (every option) in C, on any
+:class:`~envs.sim.elastic.cluster.SlotCluster` placement rule, and writes back exactly what the
+Python code leaves: the counts it returns, ``last_decisions`` and the cluster's free slots.
+The Python classes are the specification; the C code computes the same floating-point
+operations in the same order (``tests/sim/elastic/test_native_alloc.py`` cross-checks counts,
+decision logs and clusters bit for bit over many workloads, every option and every rule).
+
+Chosen automatically, like the native event loop: each covered allocator's ``allocate``
+calls :func:`allocate` first and runs its Python code when it answers ``None``: the extension
+is not built or is stale (``DLSCHED_NATIVE_ALLOC=0`` or :func:`use_native` turn it off), the
+allocator is a subclass (its overrides would be skipped), the cluster is not a plain
+``SlotCluster``, a job's demands or caps are not plain non-negative integers, or a job comes
+twice (the Python code raises the error).  Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from envs.sim.elastic.allocator_base import JobState
+from envs.sim.elastic.cluster import Placement, SlotCluster
+from envs.sim.elastic.spec import ElasticJob, SpeedModel
+
+try:
+    from envs.sim.elastic import _alloc_native  # type: ignore[attr-defined]
+except ImportError:  # not built (no C compiler at install time): the Python code runs
+    _alloc_native = None
+
+__all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "available",
+           "use_native"]  # fmt: skip
+
+KIND_DRF, KIND_FIXED, KIND_OPTIMUS, KIND_ESRTF = 0, 1, 2, 3
+_RULES = {
+    Placement.LEAST_LOADED: 0,
+    Placement.REFERENCE: 1,
+    Placement.FIRST_FIT: 2,
+    Placement.PACKING: 3,
+}
+#: the packed row of a job, the C struct ``Row``: job id, arrival slot, worker CPU and GPU,
+#: PS CPU and GPU, caps (8 int64), declared epochs, speed factor, iterations per epoch
+ROW = struct.Struct("<8q3d")
+#: rows cached per allocator before the cache is emptied (new episodes bring new jobs)
+_CACHE_ROWS = 8192
+
+
+def _stale() -> bool:
+    """Whether the built module comes from another version of ``_alloc_native.c`` than the
+    one beside this file; an installed package without the source is taken as it is."""
+    src = Path(__file__).with_name("_alloc_native.c")
+    if _alloc_native is None or not src.exists():
+        return False
+    return bool(hashlib.sha256(src.read_bytes()).hexdigest() != _alloc_native.SOURCE_SHA256)
+
+
+_STALE = _stale()
+_enabled = os.environ.get("DLSCHED_NATIVE_ALLOC", "1") != "0"
+
+
+def available() -> bool:
+    """Whether the extension is built from the current source."""
+    return _alloc_native is not None and not _STALE
+
+
+def enabled() -> bool:
+    """Whether covered allocators run natively now (built, current, switched on)."""
+    return _enabled and available()
+
+
+@contextmanager
+def use_native(on: bool) -> Iterator[None]:
+    """Within the block, covered allocators run natively (``on``, where built) or in Python."""
+    global _enabled
+    before = _enabled
+    _enabled = bool(on)
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
+def _plain_int(x: Any) -> bool:
+    return type(x) is int and 0 <= x < 1 << 40
+
+
+class _Rows:
+    """The packed row and speed grid of every job seen (keyed by ``id(spec)``, the spec kept
+    in the entry so that the id cannot be reused), for one speed model (``None``: rows
+    without grids, for the allocators that do not plan with speeds); shared by every
+    allocator (:data:`_TABLES`)."""
+
+    __slots__ = ("grids", "rows", "speed")
+
+    def __init__(self, speed: SpeedModel | None) -> None:
+        self.speed = speed
+        self.rows: dict[int, tuple[ElasticJob, bytes, bytes | None]] = {}
+        self.grids: dict[tuple[Any, int, int], bytes] = {}
+
+    def add(self, jobs: Sequence[JobState], need_grid: bool) -> bool:
+        """Rows for the jobs without one; ``False`` if a job cannot run natively."""
+        if len(self.rows) > _CACHE_ROWS:
+            self.rows.clear()
+        for view in jobs:
+            spec = view.spec
+            if id(spec) in self.rows:
+                continue
+            t = spec.type
+            ints = (spec.job_id, spec.arrival_slot, t.worker_cpu, t.worker_gpu, t.ps_cpu,
+                    t.ps_gpu, spec.max_workers, spec.max_ps)  # fmt: skip
+            if not all(_plain_int(x) for x in ints[2:]) or type(spec.job_id) is not int:
+                return False
+            if type(spec.arrival_slot) is not int or not _plain_int(t.iterations_per_epoch):
+                return False
+            floats = (spec.num_epochs, spec.speed_factor, t.iterations_per_epoch)
+            if not all(isinstance(x, int | float) and math.isfinite(x) for x in floats):
+                return False
+            if any(type(x) is int and abs(x) >= 1 << 53 for x in floats):
+                return False  # not exactly a double
+            if not isinstance(view.progress_epochs, float | int):
+                return False
+            grid = None
+            if need_grid:
+                if spec.max_workers < 1 or spec.max_ps < 1:
+                    return False  # EfficientSRTF's empty grid: the Python code's error
+                grid = self._grid(t, spec.max_workers, spec.max_ps)
+            row = ROW.pack(*ints, *(float(x) for x in floats))
+            self.rows[id(spec)] = (spec, row, grid)
+        return True
+
+    def _grid(self, job_type: Any, max_w: int, max_p: int) -> bytes:
+        """``float(speed(type, p, w))`` at ``p * (max_w + 1) + w`` (0 without a worker or a
+        PS, which the allocators never ask for)."""
+        key = (job_type, max_w, max_p)
+        grid = self.grids.get(key)
+        if grid is None:
+            speed = self.speed
+            assert speed is not None
+            values = [
+                float(speed.speed(job_type, p, w)) if p > 0 and w > 0 else 0.0
+                for p in range(max_p + 1)
+                for w in range(max_w + 1)
+            ]
+            grid = self.grids[key] = struct.pack(f"<{len(values)}d", *values)
+        return grid
+
+
+#: the row tables by ``id(speed model)`` (``id(None)`` for rows without grids)
+_TABLES: dict[int, _Rows] = {}
+
+
+def allocate(
+    allocator: Any,
+    kind: int,
+    params: tuple[Any, ...],
+    jobs: Sequence[JobState],
+    cluster: SlotCluster,
+    speed: SpeedModel,
+    slot_s: float,
+) -> dict[int, tuple[int, int]] | None:
+    """One slot of ``allocator`` natively (``kind`` and ``params`` say which allocator and its
+    options); the counts, with ``allocator.last_decisions`` and ``cluster`` updated as the
+    Python code leaves them.  ``None``: run the Python code (see the module docstring)."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return None
+    if type(cluster) is not SlotCluster:
+        return None
+    need_grid = kind >= KIND_OPTIMUS
+    model = speed if need_grid else None
+    cache = _TABLES.get(id(model))
+    if cache is None or cache.speed is not model:
+        if len(_TABLES) > 16:
+            _TABLES.clear()
+        cache = _TABLES[id(model)] = _Rows(model)
+    views = jobs if type(jobs) is list else list(jobs)
+    call = _alloc_native.allocate
+    args = (kind, params, views, cache.rows, cluster.free_cpu, cluster.free_gpu,
+            cluster.cpu_capacity, cluster.gpu_capacity, _RULES[cluster.placement],
+            float(slot_s), need_grid)  # fmt: skip
+    out = call(*args)
+    if out is None:
+        if not cache.add(views, need_grid):
+            return None
+        out = call(*args)
+        if out is None:  # a job given twice: the Python code raises the error
+            return None
+    counts, decisions, free_cpu, free_gpu, released = out
+    allocator.last_decisions = decisions
+    built = _alloc_native.index(free_cpu, free_gpu, *cluster.index_layout)
+    cluster.adopt(free_cpu, free_gpu, built, off_rule=released)
+    return counts
