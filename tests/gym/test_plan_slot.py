@@ -125,7 +125,7 @@ def _tight_env() -> ClusterEnv:
             5.0,
             max_workers=3,
             max_ps=2,
-        )  # fmt: skip
+        )
         for i, (wc, wg, pc, pg) in enumerate(demands)
     ]
     setting = DL2Setting(num_nodes=3, num_jobs=4, max_arrivals_per_slot=3, J=4, max_epochs=30,
