@@ -182,7 +182,10 @@ class SlotPlanner:
         out = np.empty(self.obs_size, dtype=np.float32)
         n = inner_obs.shape[0]
         out[:n] = inner_obs
-        out[n:] = np.clip(feats, 0.0, 1.0)
+        # clipped to [0, 1] in Python floats, then rounded to float32 by the assignment: the
+        # same values as rounding first and clipping in float32 (the clip is monotone and its
+        # bounds are float32 values)
+        out[n:] = [0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in feats]
         return out
 
 
@@ -328,10 +331,11 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
             if self.inner.sim is None:
                 raise gym.error.ResetNeeded("call reset() before step()")
             raise gym.error.ResetNeeded("the episode has ended; call reset()")
-        if isinstance(action, np.ndarray) and action.shape == ():
-            action = action.item()
-        if isinstance(action, bool | np.bool_) or not isinstance(action, numbers.Integral):
-            raise ConfigError(f"action must be an integer in [0, {self.K}), got {action!r}")
+        if type(action) is not int:  # (the usual case skips the checks of other types)
+            if isinstance(action, np.ndarray) and action.shape == ():
+                action = action.item()
+            if isinstance(action, bool | np.bool_) or not isinstance(action, numbers.Integral):
+                raise ConfigError(f"action must be an integer in [0, {self.K}), got {action!r}")
         k = int(action)
         if not 0 <= k < self.K:
             raise ConfigError(f"action {k} out of range [0, {self.K}) ({', '.join(self.labels)})")
@@ -358,5 +362,6 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
                 self._refuse(k, info["closed_slot"], what)
         self.slots += 1
         self._ended = bool(term or trunc)
-        info = {**info, "plan": self.labels[k], "inner_steps": steps}
+        info["plan"] = self.labels[k]  # (a fresh dict: the inner env's info of this step)
+        info["inner_steps"] = steps
         return self.planner.observe(obs), total, bool(term), bool(trunc), info

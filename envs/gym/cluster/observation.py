@@ -203,21 +203,24 @@ class ObservationMixin:
         """The observation of a newly opened slot (``_rows`` and ``_window`` set)."""
         rows = self._rows
         self._obs_flat.fill(0.0)  # the allocation columns are 0: nothing allocated yet
-        n = len(rows)
-        if not n:
+        if not rows:
             return
-        t, L, buf = self._t, self.L, self._obs_buf
-        # Column-wise: the values are computed in Python floats as before (stay, and
-        # JobState.remaining_fraction inlined), rounded to float32 by the assignment (the same
-        # C cast as the memoryview's), then clipped at 1 (min(x, 1.0) commutes with the
-        # rounding: it is monotone and 1.0 is a float32).
-        buf[:n, L] = [(t - row.arrival) / STAY_SCALE for row in rows]
-        buf[:n, L + 1] = [
-            max(1.0 - v.progress_epochs / v.spec.num_epochs, 0.0) for v in self._window
-        ]
-        clip = buf[:n, L : L + 2]
-        np.minimum(clip, 1.0, out=clip)
+        t, L = self._t, self.L
+        obs, width = self._obs_mv, self._width
+        # Row by row through the memoryview: the values are computed in Python floats as
+        # before (stay, and JobState.remaining_fraction inlined), clipped at 1, then rounded
+        # to float32 by the item write (the same C cast as numpy's assignment; the clip
+        # commutes with the rounding: it is monotone and 1.0 is a float32).
+        base = 0
+        for row, v in zip(rows, self._window, strict=True):
+            stay = (t - row.arrival) / STAY_SCALE
+            rem = max(1.0 - v.progress_epochs / v.spec.num_epochs, 0.0)
+            obs[base + L] = 1.0 if stay > 1.0 else stay
+            obs[base + L + 1] = 1.0 if rem > 1.0 else rem
+            obs[base + row.type_index] = 1.0
+            base += width
         if self._n_features > FEATURES_PER_JOB:
+            n, buf = len(rows), self._obs_buf
             buf[:n, L + 5] = [
                 min(
                     math.log1p(
@@ -231,9 +234,6 @@ class ObservationMixin:
                 for v, row in zip(self._window, rows, strict=True)
             ]
             buf[:n, L + 6] = [row.size for row in rows]
-        obs, width = self._obs_mv, self._width
-        for j, row in enumerate(rows):
-            obs[j * width + row.type_index] = 1.0
 
     def _obs(self) -> Obs:
         return self._obs_flat.copy() if self._slot_open else self._obs_flat_closed()
