@@ -22,6 +22,7 @@ from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.simulator import SlotRecord
 
 __all__ = [
+    "DriverActor",
     "EpisodeDetail",
     "EpisodeResult",
     "JobOutcome",
@@ -85,24 +86,58 @@ def _result(env: ClusterEnv, seed: int, decisions: int) -> EpisodeResult:
     )
 
 
-def run_episode(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeResult:
-    """Reset ``env`` with workload ``seed`` and let ``actor`` decide until the episode ends."""
+def _play(
+    env: ClusterEnv,
+    actor: Actor,
+    seed: int,
+    on_reset: Callable[[ClusterEnv], None] | None = None,
+) -> int:
+    """Reset ``env`` with workload ``seed`` and let ``actor`` decide until the episode ends;
+    the env steps taken.  An actor that plans whole slots (``allocator_for(env, obs)``: a
+    :class:`DriverActor`, a :class:`~envs.gym.plan_env.PlanActor`) has each slot applied in
+    one call (``ClusterEnv.plan_slot``: the same episode as its increments one step at a
+    time, step count included, tested bit for bit).  ``on_reset(env)`` runs after the
+    reset."""
     obs, _ = env.reset(seed=int(seed))
+    if on_reset is not None:
+        on_reset(env)
     n = 0
+    allocator_for = getattr(actor, "allocator_for", None)
+    if allocator_for is not None:
+        while True:
+            obs, _, term, trunc, _, steps = env.plan_slot(allocator_for(env, obs))
+            n += steps
+            if term or trunc:
+                return n
     while True:
         obs, _, term, trunc, _ = env.step(actor(env, obs))
         n += 1
         if term or trunc:
-            return _result(env, seed, n)
+            return n
+
+
+def run_episode(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeResult:
+    """Reset ``env`` with workload ``seed`` and let ``actor`` decide until the episode ends."""
+    return _result(env, seed, _play(env, actor, seed))
+
+
+class DriverActor:
+    """An actor that lets ``driver`` (a heuristic on the same env) pick every increment; as
+    a slot planner (:meth:`allocator_for`) its allocator plans each slot whole."""
+
+    def __init__(self, driver: HeuristicDriver) -> None:
+        self.driver = driver
+
+    def __call__(self, _env: ClusterEnv, _obs: np.ndarray) -> int:
+        return self.driver.act()
+
+    def allocator_for(self, _env: ClusterEnv, _obs: np.ndarray) -> Allocator:
+        return self.driver.allocator
 
 
 def driver_actor(driver: HeuristicDriver) -> Actor:
     """An actor that lets ``driver`` (a heuristic on the same env) pick every increment."""
-
-    def actor(_env: ClusterEnv, _obs: np.ndarray) -> int:
-        return driver.act()
-
-    return actor
+    return DriverActor(driver)
 
 
 def evaluate_allocator(
@@ -218,16 +253,13 @@ class _SlotLog:
 def run_episode_detailed(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeDetail:
     """:func:`run_episode` (the same decisions and result), also recording per-job outcomes;
     ``env`` holds the episode's jobs (``env.jobs``) afterwards."""
-    obs, _ = env.reset(seed=int(seed))
-    sim = env._require_sim()
     log = _SlotLog()
-    sim.on_slot = log  # slots run empty during reset have no allocation to record
-    n = 0
-    while True:
-        obs, _, term, trunc, _ = env.step(actor(env, obs))
-        n += 1
-        if term or trunc:
-            break
+
+    def hook(e: ClusterEnv) -> None:
+        e._require_sim().on_slot = log  # slots run empty during reset have nothing to record
+
+    n = _play(env, actor, seed, hook)
+    sim = env._require_sim()
     jobs = tuple(
         JobOutcome(
             job_id=job.job_id,

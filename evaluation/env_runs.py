@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from hydra.utils import to_absolute_path
 
-from agents.evaluation import Actor, run_episode_detailed
+from agents.evaluation import Actor, DriverActor, run_episode_detailed
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env, setting_of
 from envs.gym.heuristic import HeuristicDriver
@@ -179,8 +179,7 @@ def allocator_actor(allocator: Callable[[], Allocator]) -> ActorFactory:
     """A fresh :class:`HeuristicDriver` of a fresh allocator per episode."""
 
     def make(env: ClusterEnv, seed: int) -> Actor:
-        driver = HeuristicDriver(allocator(), env)
-        return lambda _e, _o: driver.act()
+        return DriverActor(HeuristicDriver(allocator(), env))
 
     return make
 

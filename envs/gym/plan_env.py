@@ -206,6 +206,16 @@ class PlanActor:
         self.chosen: list[int] = []  # the plan of every slot so far
         self._slot: tuple[Any, int] | None = None
 
+    def allocator_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
+        """As a slot planner (the slot applied in one call, ``ClusterEnv.plan_slot``): the
+        allocator of the plan chosen for the slot that opens with ``obs``."""
+        k = int(self.choose(self.planner.observe(obs)))
+        if not 0 <= k < self.planner.K:
+            raise ConfigError(f"plan {k} out of range [0, {self.planner.K})")
+        self.chosen.append(k)
+        self._slot = (env.sim, env._t)
+        return self.planner.drivers[k].allocator
+
     def __call__(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
         slot = (env.sim, env._t)
         if self._slot is None or slot[0] is not self._slot[0] or slot[1] != self._slot[1]:
