@@ -22,6 +22,7 @@ network is saved with the env layout it needs in one ``.npz`` (:func:`save_episo
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -47,7 +48,9 @@ __all__ = [
     "clone",
     "contention_env_layout",
     "load_episode_pg",
+    "replicas",
     "run_episode",
+    "run_lockstep",
     "save_episode_pg",
     "teacher_data",
 ]
@@ -63,7 +66,11 @@ class EpisodePGConfig:
     ``batch_size``, ``clip_range``, ``ent_coef``: the update; ``temperature`` (>= 1) and
     ``epsilon`` (in [0, 1)): rollouts sample from ``(1 - epsilon) softmax(logits /
     temperature) + epsilon uniform(valid actions)`` (exploration for a confident clone);
-    ``hidden``: the MLP's two layer widths."""
+    ``hidden``: the MLP's two layer widths.  ``lockstep`` (default): an iteration's rollouts
+    run side by side, one policy forward per step over every live rollout
+    (:func:`run_lockstep`); ``False``: one rollout after the other, one forward per decision
+    (the earlier path: the same draws, its logits differ from the batched forward's in the
+    last bits of float32)."""
 
     groups: int = 4
     group_size: int = 8
@@ -76,6 +83,7 @@ class EpisodePGConfig:
     epsilon: float = 0.0
     hidden: int = 128
     seed: int = 0
+    lockstep: bool = True
 
     def check(self) -> None:
         for name in ("groups", "group_size", "epochs", "batch_size", "hidden"):
@@ -186,6 +194,65 @@ def run_episode(
             return ep
 
 
+def replicas(env: Any, n: int) -> list[Any]:
+    """``env`` and ``n - 1`` independent copies of it (``env.replica()`` where the env has
+    one, else a deep copy): episodes reset with the same seed run the same in each."""
+    make = getattr(env, "replica", None)
+    return [env] + [make() if make is not None else copy.deepcopy(env) for _ in range(n - 1)]
+
+
+def run_lockstep(
+    envs: Sequence[Any],
+    workload_seeds: Sequence[int],
+    net: MaskedMLP,
+    rngs: Sequence[np.random.Generator],
+    temperature: float = 1.0,
+    epsilon: float = 0.0,
+) -> list[Episode]:
+    """Rollouts side by side: episode ``i`` in ``envs[i]`` on ``workload_seeds[i]``, sampled
+    with ``rngs[i]`` as :func:`run_episode` samples; one policy forward per step over every
+    episode still running (the batch shrinks as episodes end).  Each episode's draws are its
+    own generator's, in its own order, whatever the others do."""
+    eps = [Episode() for _ in envs]
+    obs: list[Any] = [None] * len(envs)
+    for i, (env, s) in enumerate(zip(envs, workload_seeds, strict=True)):
+        obs[i], _ = env.reset(seed=int(s), options={"workload_seed": int(s)})
+    live = list(range(len(envs)))
+    while live:
+        masks = [envs[i].action_masks() for i in live]
+        with th.no_grad():
+            x = th.as_tensor(np.stack([obs[i] for i in live]))
+            logits = net(x, th.as_tensor(np.stack(masks))).double()
+            logp_all = th.log_softmax(logits, -1).numpy()
+            p_all = th.softmax(logits / temperature, -1).numpy()
+        still = []
+        for row, i in enumerate(live):
+            env, ep, mask, logp = envs[i], eps[i], masks[row], logp_all[row]
+            p = p_all[row]
+            if epsilon > 0:
+                p = (1 - epsilon) * p + epsilon * mask / mask.sum()
+            p = p / p.sum()
+            a = int(rngs[i].choice(len(p), p=p))
+            t = float(env.sim.now)
+            ep.obs.append(obs[i])
+            ep.masks.append(mask)
+            ep.actions.append(a)
+            ep.logp_mu.append(float(np.log(p[a])))
+            ep.logp_pi.append(float(logp[a]))
+            ep.times.append(t)
+            obs[i], r, term, trunc, info = env.step(a)
+            if info.get("invalid_action"):
+                raise ConfigError(f"action {a} was refused at t={t} ms (the mask allowed it)")
+            ep.rewards.append(float(r))
+            ep.reward_times.append(float(env.sim.now))
+            if term or trunc:
+                ep.info = info
+            else:
+                still.append(i)
+        live = still
+    return eps
+
+
 def teacher_data(
     env: Any, teacher: Callable[[Any], int], workload_seeds: Sequence[int]
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
@@ -256,21 +323,49 @@ class EpisodePG:
         #: ``rng -> (env, workload seed)`` for each group (e.g. a workload mixture's scenario in
         #: its own env); ``None``: ``env`` with a seed drawn from [10,000, 2^31)
         self.draw_workload: Callable[[np.random.Generator], tuple[Any, int]] | None = None
+        self._pool: list[Any] = []  # copies of env for the side-by-side rollouts
+        self._pool_used = 0
 
     def collect(self) -> list[list[Episode]]:
+        """One iteration's rollouts, by group: the workloads and every rollout's generator
+        are drawn first, in the learner's order; then the rollouts run side by side
+        (``lockstep``) or one after the other."""
         cfg = self.cfg
-        groups = []
+        draws: list[tuple[Any, int, list[np.random.Generator]]] = []
         for _ in range(cfg.groups):
             if self.draw_workload is None:
                 env, wseed = self.env, int(self.rng.integers(10_000, 2**31))
             else:
                 env, wseed = self.draw_workload(self.rng)
-            eps = []
-            for _ in range(cfg.group_size):
-                roll = np.random.default_rng(self.rng.integers(2**63))
-                eps.append(run_episode(env, wseed, self.net, roll, cfg.temperature, cfg.epsilon))
-            groups.append(eps)
-        return groups
+            rolls = [
+                np.random.default_rng(self.rng.integers(2**63)) for _ in range(cfg.group_size)
+            ]
+            draws.append((env, wseed, rolls))
+        if not cfg.lockstep:
+            return [
+                [run_episode(env, wseed, self.net, r, cfg.temperature, cfg.epsilon) for r in rolls]
+                for env, wseed, rolls in draws
+            ]
+        envs: list[Any] = []
+        for env, _, _ in draws:
+            envs += self._replicas(env, cfg.group_size)
+        seeds = [wseed for _, wseed, _ in draws for _ in range(cfg.group_size)]
+        rngs = [r for _, _, rolls in draws for r in rolls]
+        flat = run_lockstep(envs, seeds, self.net, rngs, cfg.temperature, cfg.epsilon)
+        n = cfg.group_size
+        return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
+
+    def _replicas(self, env: Any, n: int) -> list[Any]:
+        """``n`` envs like ``env`` for one group's rollouts; the copies of the learner's own
+        env are kept (one set per group of an iteration), those of a drawn env are not."""
+        if env is not self.env:
+            return replicas(env, n)
+        pool = self._pool
+        while len(pool) < n * self.cfg.groups:
+            pool += replicas(env, n + 1)[1:]
+        start = self._pool_used
+        self._pool_used = (start + n) % (n * self.cfg.groups)
+        return pool[start : start + n]
 
     def update(self, groups: list[list[Episode]]) -> dict[str, float]:
         cfg = self.cfg

@@ -1,10 +1,20 @@
-"""Environment speed benchmark: ``dlsched/Cluster-v0`` decisions (env steps) per second.
+"""Environment speed benchmark: decisions (env steps) per second of the three env ids.
 
 Usage::
 
-    python benchmarks/bench_env.py                    # random valid + DRF driver, small + large
-    python benchmarks/bench_env.py --steps 200000     # more steps per measurement
+    python benchmarks/bench_env.py                    # all three env ids
+    python benchmarks/bench_env.py --steps 200000     # more Cluster-v0 steps per measurement
+    python benchmarks/bench_env.py --only plan        # ClusterPlan-v0 only (also: cluster,
+                                                      # contention)
     python benchmarks/bench_env.py --fuzz-steps 1000000   # + the long fuzz run (0 crashes)
+
+``dlsched/ClusterPlan-v0`` (:func:`plan_rates`): random-plan episodes (a uniform plan per
+slot from a seeded generator), slots per CPU-second, on ``small``, ``small`` with DL²'s
+bundle backlog and ``medium``: each slot applied in one call with the native allocators (the
+default) against the reference path measured in the same run (the plan's increments one
+``ClusterEnv.step`` at a time, Python allocators: the path before the one-call slot), and
+their ratio.  ``dlsched/Contention-v0`` (:func:`contention_rate`): random valid decisions
+per CPU-second at paper scale.  ``dlsched/Cluster-v0``: below.
 
 *Random valid*: uniform among the valid actions of ``env.action_masks()`` (void included),
 from a seeded generator's uniforms drawn before the clock starts (the mask, its nonzero
@@ -21,19 +31,26 @@ the best of ``--repeats`` runs.  The issue's target is 10x DL²'s reference deci
 
 from __future__ import annotations
 
-import argparse
-import platform
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+import os
 
-import numpy as np
+# one BLAS thread: an idle OpenBLAS worker spinning after the speed model's fit would be
+# counted as CPU time of the env (the env itself is single-threaded)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-from envs.gym.cluster_env import ClusterEnv
-from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import DRF
-from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from envs.gym.cluster_env import ClusterEnv  # noqa: E402
+from envs.gym.heuristic import HeuristicDriver  # noqa: E402
+from envs.sim.elastic.allocators import DRF  # noqa: E402
+from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting  # noqa: E402
 
 FUZZ_SETTING = DL2Setting(
     num_nodes=3, num_jobs=5, max_arrivals_per_slot=2, J=3, max_epochs=30, max_workers=3, max_ps=3
@@ -79,6 +96,71 @@ def driven(env: ClusterEnv, steps: int, seed: int) -> Rate:
     def loop() -> None:
         for _ in range(steps):
             _, _, term, trunc, _ = env.step(driver.act())
+            if term or trunc:
+                env.reset()
+
+    return _timed(loop, steps)
+
+
+#: the ClusterPlan-v0 settings measured (label, EnvConfig fields)
+PLAN_SETTINGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("small", {"setting": "small", "reward": "jct"}),
+    ("small + bundle backlog", {"setting": "small", "reward": "jct", "backlog": "bundle"}),
+    ("medium", {"setting": "medium", "reward": "jct"}),
+)
+
+
+def plan_slots(config: dict[str, Any], episodes: int, fast: bool, seed: int = 0) -> Rate:
+    """Slots per second of random-plan ``ClusterPlan-v0`` episodes (workload seeds ``seed``,
+    ``seed + 1``, ...; resets inside the clock): ``fast`` = each slot in one call with the
+    native allocators, else the reference path."""
+    from envs.gym.plan_env import PlanEnv
+    from envs.sim.elastic import native_alloc
+
+    env = PlanEnv(config=config)
+    env.slot_at_once = fast
+    picks = np.random.default_rng(seed)
+    slots = 0
+
+    def loop() -> None:
+        nonlocal slots
+        for ep in range(episodes):
+            env.reset(seed=seed + ep)
+            while True:
+                _, _, term, trunc, _ = env.step(int(picks.integers(env.K)))
+                slots += 1
+                if term or trunc:
+                    break
+
+    with native_alloc.use_native(fast):
+        env.reset(seed=seed)  # warm: tables and caches built before the clock
+        c0, w0 = time.process_time(), time.perf_counter()
+        loop()
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    return Rate(slots / max(cpu, 1e-9), slots / max(wall, 1e-9))
+
+
+def plan_rates(episodes: int, reference_episodes: int) -> list[tuple[str, Rate, Rate]]:
+    """``(setting, one-call rate, reference rate)`` per :data:`PLAN_SETTINGS`."""
+    return [
+        (label, plan_slots(cfg, episodes, True), plan_slots(cfg, reference_episodes, False))
+        for label, cfg in PLAN_SETTINGS
+    ]
+
+
+def contention_rate(steps: int, seed: int = 0) -> Rate:
+    """``dlsched/Contention-v0`` decisions per second, paper scale, uniform valid actions
+    from uniforms drawn before the clock starts."""
+    from envs.gym.contention_env import ContentionEnv
+
+    env = ContentionEnv()
+    uniforms = np.random.default_rng(seed).random(steps).tolist()
+    env.reset(seed=seed)
+
+    def loop() -> None:
+        for u in uniforms:
+            valid = env.action_masks().nonzero()[0]
+            _, _, term, trunc, _ = env.step(int(valid[int(u * valid.size)]))
             if term or trunc:
                 env.reset()
 
@@ -164,17 +246,37 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3, help="measurements (best is kept)")
     parser.add_argument("--fuzz-steps", type=int, default=0, help="fuzz-loop steps (0: none)")
+    parser.add_argument("--only", choices=("cluster", "plan", "contention"), default=None)
+    parser.add_argument("--plan-episodes", type=int, default=20,
+                        help="ClusterPlan-v0 episodes per one-call measurement")  # fmt: skip
+    parser.add_argument("--reference-episodes", type=int, default=4,
+                        help="ClusterPlan-v0 episodes of the reference path")  # fmt: skip
     args = parser.parse_args()
     print(f"# env steps/s ({platform.python_implementation()} {platform.python_version()})\n")
-    print(
-        f"{args.steps} steps per measurement, best of {args.repeats}; target 87,000 steps/CPU-s\n"
-    )
-    print("| setting | random valid steps/CPU-s (wall) | DRF driver steps/CPU-s (wall) |")
-    print("|---|---|---|")
-    for name, setting in (("small", DL2_SMALL), ("large", DL2_LARGE)):
-        rv = best(random_valid, setting, args)
-        dr = best(driven, setting, args)
-        print(f"| {name} | {rv.cpu:,.0f} ({rv.wall:,.0f}) | {dr.cpu:,.0f} ({dr.wall:,.0f}) |")
+    if args.only in (None, "plan"):
+        print("## dlsched/ClusterPlan-v0: random-plan episodes, slots per CPU-second (wall)\n")
+        print(f"{args.plan_episodes} episodes one call per slot, {args.reference_episodes} "
+              "reference; target 15,000 slots/CPU-s and 10x the reference\n")  # fmt: skip
+        print("| setting | one call per slot, native allocators | reference path | ratio |")
+        print("|---|---|---|---|")
+        for label, fast, ref in plan_rates(args.plan_episodes, args.reference_episodes):
+            print(f"| {label} | {fast.cpu:,.0f} ({fast.wall:,.0f}) | {ref.cpu:,.0f} "
+                  f"({ref.wall:,.0f}) | {fast.cpu / ref.cpu:.1f}x |")  # fmt: skip
+        print()
+    if args.only in (None, "contention"):
+        rate = contention_rate(min(args.steps, 20_000), args.seed)
+        print("## dlsched/Contention-v0: random valid decisions per CPU-second (wall)\n")
+        print(f"paper scale: {rate.cpu:,.0f} ({rate.wall:,.0f})\n")
+    if args.only in (None, "cluster"):
+        print("## dlsched/Cluster-v0\n")
+        print(f"{args.steps} steps per measurement, best of {args.repeats}; "
+              "target 87,000 steps/CPU-s\n")  # fmt: skip
+        print("| setting | random valid steps/CPU-s (wall) | DRF driver steps/CPU-s (wall) |")
+        print("|---|---|---|")
+        for name, setting in (("small", DL2_SMALL), ("large", DL2_LARGE)):
+            rv = best(random_valid, setting, args)
+            dr = best(driven, setting, args)
+            print(f"| {name} | {rv.cpu:,.0f} ({rv.wall:,.0f}) | {dr.cpu:,.0f} ({dr.wall:,.0f}) |")
     if args.fuzz_steps > 0:
         t0 = time.perf_counter()
         n, crashes, violations = fuzz(args.fuzz_steps, args.seed)

@@ -5,6 +5,14 @@ Usage::
     python benchmarks/bench_train.py                 # small setting, n_envs 1/16/64, mlp + per_job
     python benchmarks/bench_train.py --json          # the figures as one JSON object
     python benchmarks/bench_train.py --setting medium --n-envs 16 64 --archs mlp
+    python benchmarks/bench_train.py --plan          # the plan recipe (train.py +agent=plan_pg)
+
+``--plan``: the slot-plan recipe (:class:`agents.episode_pg.EpisodePG` on
+``dlsched/ClusterPlan-v0``, ``plan_pg``'s defaults: 4 workloads x 8 rollouts per iteration,
+the DL² small setting with DL²'s bundle backlog as in ``make demo``), slot decisions per wall
+second of ``learn`` (rollouts + updates) with the rollouts side by side (one forward per step,
+the default) and one after the other, and the env alone in the same run (random plans, one
+call per slot).
 
 Each cell builds the group learner (:class:`agents.group.GroupPPO`, the ``gppo`` agent's
 defaults: groups of 4 rollouts of one workload, a quarter of the decisions trained on, two PPO
@@ -82,6 +90,44 @@ def train_rate(config: EnvConfig, n_envs: int, arch: str, iterations: int) -> di
     }
 
 
+def plan_rates(iterations: int, env_episodes: int) -> dict[str, Any]:
+    """The plan recipe's training rates (decisions = slots) and the env alone's."""
+    from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP
+    from envs.gym.plan_env import PlanEnv
+
+    config = {"setting": "small", "reward": "jct", "backlog": "bundle"}
+    env = PlanEnv(config=config)
+    picks = np.random.default_rng(0)
+    env.reset(seed=0)
+    slots = 0
+    t0 = time.perf_counter()
+    for ep in range(env_episodes):
+        env.reset(seed=ep)
+        while True:
+            _, _, term, trunc, _ = env.step(int(picks.integers(env.K)))
+            slots += 1
+            if term or trunc:
+                break
+    out: dict[str, Any] = {"env_alone_slots_per_s": round(slots / (time.perf_counter() - t0))}
+    for lockstep in (True, False):
+        th.manual_seed(0)
+        net = MaskedMLP(env.obs_size, env.K, 128)
+        pg = EpisodePG(env, net, EpisodePGConfig(seed=0, lockstep=lockstep))
+        t0 = time.perf_counter()
+        decisions = 0
+
+        def count(_i: int, st: dict[str, float]) -> None:
+            nonlocal decisions
+            decisions += int(st["decisions"])
+
+        pg.learn(iterations, count)
+        wall = time.perf_counter() - t0
+        key = "lockstep" if lockstep else "one_by_one"
+        out[key] = {"decisions": decisions, "wall_s": round(wall, 2),
+                    "decisions_per_s": round(decisions / wall)}  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--setting", default="small")
@@ -91,8 +137,23 @@ def main() -> None:
     ap.add_argument("--env-steps", type=int, default=200_000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--plan", action="store_true", help="the plan recipe instead")
+    ap.add_argument("--env-episodes", type=int, default=10, help="--plan: env-alone episodes")
     args = ap.parse_args()
     th.set_num_threads(args.threads)
+    if args.plan:
+        res = plan_rates(args.iterations, args.env_episodes)
+        if args.json:
+            print(json.dumps(res))
+            return
+        alone = res["env_alone_slots_per_s"]
+        print(f"plan recipe (small + bundle backlog): env alone {alone:,} slots/s")
+        for key in ("lockstep", "one_by_one"):
+            row = res[key]
+            share = row["decisions_per_s"] / alone
+            print(f"{key:>10}: {row['decisions_per_s']:,} decisions/s ({row['decisions']:,} in "
+                  f"{row['wall_s']} s), {share:.2f} of the env alone")  # fmt: skip
+        return
     config = EnvConfig(setting=args.setting, reward="jct")
     out: dict[str, Any] = {
         "setting": args.setting,

@@ -297,6 +297,14 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         """The decision clock for learners that read ``env.sim.now``: the inner slot index."""
         return _Clock(float(self.inner._t))
 
+    def replica(self) -> PlanEnv:
+        """An independent copy (same inner env options and jobs, same plans): how side-by-side
+        rollouts (:func:`agents.episode_pg.run_lockstep`) get their envs."""
+        out = PlanEnv(env=self.inner.replica(), plans=self.plans)
+        out.config = self.config
+        out.slot_at_once = self.slot_at_once
+        return out
+
     def action_masks(self) -> npt.NDArray[np.bool_]:
         """Every plan is always valid (all true, ``K`` entries)."""
         return self._masks.copy()

@@ -10,6 +10,7 @@ in :mod:`envs.gym.cluster.contract`.  Speed: docs/design/envs.md ("Hot path of s
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -274,6 +275,15 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         self._finished = 0
         #: the increments of the last :meth:`plan_slot` that could not be placed
         self.last_shortfalls: list[tuple[int, str, int, int]] = []
+
+    def replica(self) -> ClusterEnv:
+        """An independent copy of this env (its episode state included; ``reset`` it): the
+        same options, jobs and speed model (the immutable parts are shared, not copied), so
+        that an episode reset with the same seed runs the same in both."""
+        memo: dict[int, Any] = {id(self.speed): self.speed, id(self.setting): self.setting}
+        if self.fixed_jobs is not None:
+            memo[id(self.fixed_jobs)] = self.fixed_jobs
+        return copy.deepcopy(self, memo)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
