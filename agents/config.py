@@ -37,7 +37,9 @@ class PlanPGConfig:
     ``bc_smoothing`` (so that rollouts still try the other plans); ``hidden``: the MLP's
     widths; ``plans``: the action set, one label per plan (``esrtf``,
     ``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`); empty:
-    :data:`~envs.gym.plan_env.DEFAULT_PLANS`."""
+    :data:`~envs.gym.plan_env.DEFAULT_PLANS`; ``workers``: processes the rollouts are split
+    over (:class:`~agents.rollout_pool.RolloutPool`; the results are the same for any
+    number, bit for bit)."""
 
     iterations: int = 24
     groups: int = 4
@@ -48,6 +50,7 @@ class PlanPGConfig:
     bc_smoothing: float = 0.3
     hidden: int = 128
     plans: list[str] = field(default_factory=list)
+    workers: int = 2
 
 
 @dataclass

@@ -23,6 +23,7 @@ network is saved with the env layout it needs in one ``.npz`` (:func:`save_episo
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import os
@@ -38,6 +39,7 @@ import torch as th
 from torch import nn
 
 from agents.baselines import group_advantages
+from agents.rollout_pool import RolloutPool
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -66,11 +68,13 @@ class EpisodePGConfig:
     ``batch_size``, ``clip_range``, ``ent_coef``: the update; ``temperature`` (>= 1) and
     ``epsilon`` (in [0, 1)): rollouts sample from ``(1 - epsilon) softmax(logits /
     temperature) + epsilon uniform(valid actions)`` (exploration for a confident clone);
-    ``hidden``: the MLP's two layer widths.  ``lockstep`` (default): an iteration's rollouts
-    run side by side, one policy forward per step over every live rollout
-    (:func:`run_lockstep`); ``False``: one rollout after the other, one forward per decision
-    (the earlier path: the same draws, its logits differ from the batched forward's in the
-    last bits of float32)."""
+    ``hidden``: the MLP's two layer widths.  ``workers``: processes the rollouts are split
+    over (:class:`~agents.rollout_pool.RolloutPool`; every rollout is the one a single
+    process runs, bit for bit, so results do not depend on it).  ``lockstep``: the rollouts
+    side by side in this process, one policy forward per step over every live rollout
+    (:func:`run_lockstep`: the same draws, but a batched forward's logits differ from a batch
+    of one's in the last bits of float32, and training runs drift apart from the default's
+    after a few iterations; off by default)."""
 
     groups: int = 4
     group_size: int = 8
@@ -83,10 +87,11 @@ class EpisodePGConfig:
     epsilon: float = 0.0
     hidden: int = 128
     seed: int = 0
-    lockstep: bool = True
+    workers: int = 1
+    lockstep: bool = False
 
     def check(self) -> None:
-        for name in ("groups", "group_size", "epochs", "batch_size", "hidden"):
+        for name in ("groups", "group_size", "epochs", "batch_size", "hidden", "workers"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
@@ -325,6 +330,12 @@ class EpisodePG:
         self.draw_workload: Callable[[np.random.Generator], tuple[Any, int]] | None = None
         self._pool: list[Any] = []  # copies of env for the side-by-side rollouts
         self._pool_used = 0
+        self._rollouts: RolloutPool | None = None  # the processes of config.workers
+
+    def close(self) -> None:
+        """Stop the rollout workers, if any were started (idempotent)."""
+        if self._rollouts is not None:
+            self._rollouts.close()
 
     def collect(self) -> list[list[Episode]]:
         """One iteration's rollouts, by group: the workloads and every rollout's generator
@@ -337,15 +348,24 @@ class EpisodePG:
                 env, wseed = self.env, int(self.rng.integers(10_000, 2**31))
             else:
                 env, wseed = self.draw_workload(self.rng)
-            rolls = [
-                np.random.default_rng(self.rng.integers(2**63)) for _ in range(cfg.group_size)
-            ]
+            rolls = [np.random.default_rng(self.rng.integers(2**63)) for _ in range(cfg.group_size)]
             draws.append((env, wseed, rolls))
         if not cfg.lockstep:
-            return [
-                [run_episode(env, wseed, self.net, r, cfg.temperature, cfg.epsilon) for r in rolls]
+            if self._rollouts is None:
+                first, last = self.net.net[0], self.net.net[-1]
+                assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
+                make_net = functools.partial(
+                    MaskedMLP, first.in_features, last.out_features, first.out_features
+                )
+                self._rollouts = RolloutPool(cfg.workers, self.env, make_net, run_episode)
+            tasks = [
+                (None if env is self.env else env, wseed, r)
                 for env, wseed, rolls in draws
+                for r in rolls
             ]
+            flat = self._rollouts.run(self.net, tasks, cfg.temperature, cfg.epsilon)
+            n = cfg.group_size
+            return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
         envs: list[Any] = []
         for env, _, _ in draws:
             envs += self._replicas(env, cfg.group_size)

@@ -67,7 +67,7 @@ __all__ = ["check_plan_config", "train_plan", "validate_plan"]
 def check_plan_config(cfg: TrainConfig) -> None:
     """Clear errors for what ``plan_pg`` does not take or cannot use."""
     p: PlanPGConfig = cfg.agent.plan
-    for key in ("iterations", "groups", "val_every", "bc_epochs", "hidden"):
+    for key in ("iterations", "groups", "val_every", "bc_epochs", "hidden", "workers"):
         if int(getattr(p, key)) < 1:
             raise ConfigError(f"agent.plan.{key} must be >= 1, got {getattr(p, key)}")
     plan_specs([str(x) for x in p.plans] or None)
@@ -243,7 +243,8 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     log = _Log(out, baselines)
     pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
-                             ent_coef=agent.ent_coef, hidden=p.hidden)  # fmt: skip
+                             ent_coef=agent.ent_coef, hidden=p.hidden,
+                             workers=p.workers)  # fmt: skip
     pg = EpisodePG(env, net, pg_cfg)
     if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
         pg.draw_workload = _mixture_draw(Mixture(cfg.mixture, cfg.env), cfg.env, env)
@@ -291,6 +292,8 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     except KeyboardInterrupt:
         interrupted = True
         print(f"[plan_pg] interrupted after {pg.iteration} iteration(s); saving", file=sys.stderr)
+    finally:
+        pg.close()  # the rollout workers
     final = save("final", {"iteration": pg.iteration})
     log.writer.close()
     curve = log.rows

@@ -1,0 +1,133 @@
+"""Rollouts split over processes, with the numbers of the one-process run.
+
+Why: an iteration of the plan recipe (``train.py +agent=plan_pg``) is 32 independent
+rollouts, and one core runs them one after the other.  :class:`RolloutPool` hands a share of
+them to worker processes: each worker runs :func:`agents.episode_pg.run_episode`, the same
+code on the same inputs (the policy's weights, the env, the workload seed and the rollout's
+own generator), so every rollout is the one the learner's process would have run, bit for
+bit (the per-decision forward is a batch of one on one torch thread, as in that process).
+The results come back in the rollouts' order.
+
+Workers are started once, forked where the platform forks (as PyTorch's data loaders are:
+the learner runs torch on its own thread count and no worker thread is alive at the fork;
+elsewhere spawned, which needs the ``if __name__ == "__main__"`` guard in the script), with
+the learner's env, and ignore Ctrl-C: the learner's process stops them
+(:meth:`RolloutPool.close`, also at exit).  A drawn env (a workload mixture's scenario)
+travels with its rollouts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from envs.sim.errors import ConfigError
+
+__all__ = ["RolloutPool", "Task"]
+
+#: one rollout: its env (``None``: the learner's own env), workload seed and generator
+Task = tuple[Any | None, int, np.random.Generator]
+
+#: ``(env, workload seed, net, rng, temperature, epsilon) -> episode``
+Runner = Callable[[Any, int, Any, np.random.Generator, float, float], Any]
+
+_ENV: Any = None  # the worker's copy of the learner's env
+_NET: Any = None  # the worker's network (weights loaded per call)
+_RUN: Runner | None = None
+
+
+def _init(env: Any, make_net: Callable[[], Any], runner: Runner, threads: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner's process decides
+    global _ENV, _NET, _RUN
+    th.set_num_threads(threads)
+    _ENV, _NET, _RUN = env, make_net(), runner
+
+
+def _run(
+    state: dict[str, Any], tasks: Sequence[Task], temperature: float, epsilon: float
+) -> list[Any]:
+    assert _RUN is not None
+    _NET.load_state_dict(state)
+    return [
+        _RUN(_ENV if env is None else env, seed, _NET, rng, temperature, epsilon)
+        for env, seed, rng in tasks
+    ]
+
+
+class RolloutPool:
+    """``workers`` worker processes (started at the first :meth:`run`; with one, the
+    rollouts run in this process).  ``env``: the learner's env (copied once into each
+    worker); ``make_net()`` builds a network of the learner's shape in a worker (a
+    picklable callable, e.g. a ``functools.partial`` of the class); ``runner`` runs one
+    rollout (a module-level function, e.g. :func:`agents.episode_pg.run_episode`); the workers use this process's
+    torch thread count."""
+
+    def __init__(self, workers: int, env: Any, make_net: Callable[[], Any], runner: Runner) -> None:
+        if int(workers) < 1:
+            raise ConfigError(f"workers must be >= 1, got {workers}")
+        self.workers = int(workers)
+        self.env = env
+        self.make_net = make_net
+        self.runner = runner
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=mp.get_context(
+                    "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+                ),
+                initializer=_init,
+                initargs=(self.env, self.make_net, self.runner, th.get_num_threads()),
+            )
+            atexit.register(self.close)
+        return self._pool
+
+    def run(
+        self,
+        net: Any,
+        tasks: Sequence[Task],
+        temperature: float = 1.0,
+        epsilon: float = 0.0,
+    ) -> list[Any]:
+        """One :func:`~agents.episode_pg.run_episode` per task, with ``net``'s current
+        weights; the episodes in the tasks' order.  Tasks whose env is this learner's own
+        env give ``None`` as their env."""
+        run_episode = self.runner
+        if self.workers == 1 or len(tasks) < 2:
+            return [
+                run_episode(self.env if env is None else env, s, net, rng, temperature, epsilon)
+                for env, s, rng in tasks
+            ]
+        # small chunks, queued: a worker that finishes early takes the next one
+        n = len(tasks)
+        size = max(1, -(-n // (4 * self.workers)))
+        chunks = [list(tasks[i : i + size]) for i in range(0, n, size)]
+        state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        pool = self._executor()
+        futures: list[Future[list[Any]]] = [
+            pool.submit(_run, state, chunk, temperature, epsilon) for chunk in chunks
+        ]
+        out: list[Any] = []
+        try:
+            for f in futures:
+                out += f.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        return out
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
