@@ -66,8 +66,8 @@ class RolloutPool:
     rollouts run in this process).  ``env``: the learner's env (copied once into each
     worker); ``make_net()`` builds a network of the learner's shape in a worker (a
     picklable callable, e.g. a ``functools.partial`` of the class); ``runner`` runs one
-    rollout (a module-level function, e.g. :func:`agents.episode_pg.run_episode`); the workers use this process's
-    torch thread count."""
+    rollout (a module-level function, e.g. :func:`agents.episode_pg.run_episode`); the
+    workers use this process's torch thread count."""
 
     def __init__(self, workers: int, env: Any, make_net: Callable[[], Any], runner: Runner) -> None:
         if int(workers) < 1:
