@@ -39,7 +39,8 @@ class PlanPGConfig:
     ``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`); empty:
     :data:`~envs.gym.plan_env.DEFAULT_PLANS`; ``workers``: processes the rollouts are split
     over (:class:`~agents.rollout_pool.RolloutPool`; the results are the same for any
-    number, bit for bit)."""
+    number, bit for bit); ``update_threads``: torch threads of each update (the workers are
+    idle then)."""
 
     iterations: int = 24
     groups: int = 4
@@ -51,6 +52,7 @@ class PlanPGConfig:
     hidden: int = 128
     plans: list[str] = field(default_factory=list)
     workers: int = 2
+    update_threads: int = 2
 
 
 @dataclass

@@ -251,6 +251,7 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         self._window: list[JobState] = []
         self._alloc: dict[int, list[int]] = {}  # window job id -> [workers, ps] this slot
         self._slot_open = False
+        self._placed = 0  # increments placed in the open slot (by step or plan_slot)
         self._ended = True
         # Per-slot caches (rebuilt when a slot opens, updated incrementally per placement).
         self._cap_cpu = int(self.cluster_spec.cpu_slots)
@@ -420,19 +421,14 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         else:
             cluster.release_all()
             placed = self._replay(decisions)
+        self._placed = placed
         steps = placed + (not placed or self._any_valid())
         obs, reward, term, trunc, info = self._step_end(True)
         return obs, reward, term, trunc, info, steps
 
     def slot_untouched(self) -> bool:
         """Whether a slot is open with nothing placed in it yet."""
-        cluster = self._cluster
-        return (
-            self._slot_open
-            and cluster is not None
-            and cluster.is_empty()
-            and not any(c[0] or c[1] for c in self._counts)
-        )
+        return self._slot_open and not self._placed
 
     def _replay(self, decisions: Sequence[tuple[int, str, int]]) -> int:
         """Place ``decisions`` (``(job_id, role, node)``, the node ignored) one by one by the
@@ -566,6 +562,7 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         node = cluster.take(cpu, gpu)  # the rule of SlotCluster.find_node
         if node < 0:  # pragma: no cover - the mask used the same rule
             raise ConfigError(f"no node fits ({cpu}, {gpu}); the mask is out of date")
+        self._placed += 1
         counts = self._counts[j]
         if kind != 1:
             counts[0] += 1
@@ -640,6 +637,7 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
                 self._window = views[: self.J]
                 self._alloc = {v.spec.job_id: [0, 0] for v in self._window}
                 self._slot_open = True
+                self._placed = 0
                 self._t = sim.t
                 self._build_slot_cache()
                 break

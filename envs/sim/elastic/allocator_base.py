@@ -51,7 +51,13 @@ class JobState:
         job that ran, every slot; the fields are stored exactly as the constructor would)."""
         view = object.__new__(cls)
         view.__dict__.update(
-            spec=spec, progress_epochs=progress_epochs, workers=workers, ps=ps, slots_run=slots_run
+            {
+                "spec": spec,
+                "progress_epochs": progress_epochs,
+                "workers": workers,
+                "ps": ps,
+                "slots_run": slots_run,
+            }
         )
         return view
 
