@@ -69,10 +69,7 @@ class EpisodePGConfig:
     ``batch_size``, ``clip_range``, ``ent_coef``: the update; ``temperature`` (>= 1) and
     ``epsilon`` (in [0, 1)): rollouts sample from ``(1 - epsilon) softmax(logits /
     temperature) + epsilon uniform(valid actions)`` (exploration for a confident clone);
-    ``hidden``: the MLP's two layer widths.  ``update_threads``: torch threads of the update
-    (0: leave the process's setting; the rollout workers are idle then; on this project's
-    CPU build the update's numbers were the same on 1 and 2 threads, checked by the demo's
-    digest test).  ``workers``: processes the rollouts are split
+    ``hidden``: the MLP's two layer widths.  ``workers``: processes the rollouts are split
     over (:class:`~agents.rollout_pool.RolloutPool`; every rollout is the one a single
     process runs, bit for bit, so results do not depend on it).  ``lockstep``: the rollouts
     side by side in this process, one policy forward per step over every live rollout
@@ -92,7 +89,6 @@ class EpisodePGConfig:
     hidden: int = 128
     seed: int = 0
     workers: int = 1
-    update_threads: int = 0
     lockstep: bool = False
 
     def check(self) -> None:
@@ -109,8 +105,6 @@ class EpisodePGConfig:
             raise ConfigError(f"temperature must be >= 1, got {self.temperature}")
         if not (0.0 <= self.epsilon < 1.0):
             raise ConfigError(f"epsilon must be in [0, 1), got {self.epsilon}")
-        if int(self.update_threads) < 0:
-            raise ConfigError(f"update_threads must be >= 0, got {self.update_threads}")
         if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
             raise ConfigError(f"ent_coef must be finite and >= 0, got {self.ent_coef}")
 
@@ -412,15 +406,6 @@ class EpisodePG:
         return pool[start : start + n]
 
     def update(self, groups: list[list[Episode]]) -> dict[str, float]:
-        threads = th.get_num_threads()
-        if self.cfg.update_threads > 0:
-            th.set_num_threads(self.cfg.update_threads)
-        try:
-            return self._update(groups)
-        finally:
-            th.set_num_threads(threads)
-
-    def _update(self, groups: list[list[Episode]]) -> dict[str, float]:
         cfg = self.cfg
         obs, masks, acts, lpi, lmu, adv = [], [], [], [], [], []
         for eps in groups:

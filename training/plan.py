@@ -244,7 +244,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
                              ent_coef=agent.ent_coef, hidden=p.hidden,
-                             workers=p.workers, update_threads=p.update_threads)  # fmt: skip
+                             workers=p.workers)  # fmt: skip
     pg = EpisodePG(env, net, pg_cfg)
     if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
         pg.draw_workload = _mixture_draw(Mixture(cfg.mixture, cfg.env), cfg.env, env)
