@@ -10,9 +10,11 @@ Usage::
 ``--plan``: the slot-plan recipe (:class:`agents.episode_pg.EpisodePG` on
 ``dlsched/ClusterPlan-v0``, ``plan_pg``'s defaults: 4 workloads x 8 rollouts per iteration,
 the DL² small setting with DL²'s bundle backlog as in ``make demo``), slot decisions per wall
-second of ``learn`` (rollouts + updates) with the rollouts side by side (one forward per step,
-the default) and one after the other, and the env alone in the same run (random plans, one
-call per slot).
+second of ``learn`` (rollouts + updates, after one warm-up iteration): the rollouts in this
+process one after the other, split over 2 worker processes (``plan_pg``'s default, the same
+numbers bit for bit), and side by side in this process (one forward per step over every live
+rollout; not bit-identical), and the env alone in the same run (random plans, one call per
+slot).
 
 Each cell builds the group learner (:class:`agents.group.GroupPPO`, the ``gppo`` agent's
 defaults: groups of 4 rollouts of one workload, a quarter of the decisions trained on, two PPO
@@ -109,23 +111,35 @@ def plan_rates(iterations: int, env_episodes: int) -> dict[str, Any]:
             if term or trunc:
                 break
     out: dict[str, Any] = {"env_alone_slots_per_s": round(slots / (time.perf_counter() - t0))}
-    for lockstep in (True, False):
+    for key, workers, lockstep in PLAN_CELLS:
         th.manual_seed(0)
         net = MaskedMLP(env.obs_size, env.K, 128)
-        pg = EpisodePG(env, net, EpisodePGConfig(seed=0, lockstep=lockstep))
-        t0 = time.perf_counter()
+        cfg = EpisodePGConfig(seed=0, workers=workers, lockstep=lockstep)
+        pg = EpisodePG(env, net, cfg)
         decisions = 0
 
         def count(_i: int, st: dict[str, float]) -> None:
             nonlocal decisions
             decisions += int(st["decisions"])
 
-        pg.learn(iterations, count)
-        wall = time.perf_counter() - t0
-        key = "lockstep" if lockstep else "one_by_one"
+        try:
+            pg.learn(1)  # warm-up: workers started, tables built
+            t0 = time.perf_counter()
+            pg.learn(iterations, count)
+            wall = time.perf_counter() - t0
+        finally:
+            pg.close()
         out[key] = {"decisions": decisions, "wall_s": round(wall, 2),
                     "decisions_per_s": round(decisions / wall)}  # fmt: skip
     return out
+
+
+#: the plan recipe's cells: (label, rollout worker processes, side by side)
+PLAN_CELLS = (
+    ("one process", 1, False),
+    ("2 workers", 2, False),
+    ("lockstep", 1, True),
+)
 
 
 def main() -> None:
@@ -148,10 +162,10 @@ def main() -> None:
             return
         alone = res["env_alone_slots_per_s"]
         print(f"plan recipe (small + bundle backlog): env alone {alone:,} slots/s")
-        for key in ("lockstep", "one_by_one"):
+        for key, _, _ in PLAN_CELLS:
             row = res[key]
             share = row["decisions_per_s"] / alone
-            print(f"{key:>10}: {row['decisions_per_s']:,} decisions/s ({row['decisions']:,} in "
+            print(f"{key:>12}: {row['decisions_per_s']:,} decisions/s ({row['decisions']:,} in "
                   f"{row['wall_s']} s), {share:.2f} of the env alone")  # fmt: skip
         return
     config = EnvConfig(setting=args.setting, reward="jct")
