@@ -83,6 +83,7 @@ static long long cl_search(const Cluster *c, long long cpu, long long gpu) {
             if (fc[i] >= cpu && fg[i] >= gpu) {
                 long long level = tot - fc[i] - fg[i];
                 if (best < 0 || level < best_level) {
+                    if (level == 0) return i; /* an empty node: nothing can be less loaded */
                     best = i;
                     best_level = level;
                 }
