@@ -123,9 +123,7 @@ class MaskedMLP(nn.Module):
     def forward(self, obs: th.Tensor, masks: th.Tensor) -> th.Tensor:
         return self.net(obs).masked_fill(~masks, -1e9)
 
-    def logits_one(
-        self, obs: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]
-    ) -> th.Tensor:
+    def logits_one(self, obs: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> th.Tensor:
         """``self(obs[None], mask[None])[0]`` without gradients, for one observation: the
         same torch operations in the same order (so the same bits), without the modules'
         call overhead, and without the fill where every action is valid (a fill of nothing
@@ -195,7 +193,9 @@ def run_episode(
                 a = int(np.argmax(logp))
                 lmu = 0.0
             else:
-                p = th.softmax(logits / temperature, -1).numpy()
+                # (x / 1.0 is x, bit for bit: the division is skipped at temperature 1)
+                scaled = logits if temperature == 1.0 else logits / temperature
+                p = th.softmax(scaled, -1).numpy()
                 if epsilon > 0:
                     p = (1 - epsilon) * p + epsilon * mask / mask.sum()
                 p = p / p.sum()
@@ -350,6 +350,18 @@ class EpisodePG:
         self._pool_used = 0
         self._rollouts: RolloutPool | None = None  # the processes of config.workers
 
+    def rollout_pool(self) -> RolloutPool:
+        """The processes of ``config.workers`` (made on first use; also for other work with
+        the network, e.g. validation episodes, :meth:`RolloutPool.map`)."""
+        if self._rollouts is None:
+            first, last = self.net.net[0], self.net.net[-1]
+            assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
+            make_net = functools.partial(
+                MaskedMLP, first.in_features, last.out_features, first.out_features
+            )
+            self._rollouts = RolloutPool(self.cfg.workers, self.env, make_net, run_episode)
+        return self._rollouts
+
     def close(self) -> None:
         """Stop the rollout workers, if any were started (idempotent)."""
         if self._rollouts is not None:
@@ -369,19 +381,12 @@ class EpisodePG:
             rolls = [np.random.default_rng(self.rng.integers(2**63)) for _ in range(cfg.group_size)]
             draws.append((env, wseed, rolls))
         if not cfg.lockstep:
-            if self._rollouts is None:
-                first, last = self.net.net[0], self.net.net[-1]
-                assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
-                make_net = functools.partial(
-                    MaskedMLP, first.in_features, last.out_features, first.out_features
-                )
-                self._rollouts = RolloutPool(cfg.workers, self.env, make_net, run_episode)
             tasks = [
                 (None if env is self.env else env, wseed, r)
                 for env, wseed, rolls in draws
                 for r in rolls
             ]
-            flat = self._rollouts.run(self.net, tasks, cfg.temperature, cfg.epsilon)
+            flat = self.rollout_pool().run(self.net, tasks, cfg.temperature, cfg.epsilon)
             n = cfg.group_size
             return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
         envs: list[Any] = []

@@ -62,9 +62,14 @@ class PlanPolicy:
             raise ConfigError("a sampling plan policy needs a seeded generator (rng)")
         net = self.net
 
+        last = net.net[-1]
+        assert isinstance(last, th.nn.Linear)
+        every: npt.NDArray[np.bool_] = np.ones(last.out_features, dtype=np.bool_)
+
         def choose(obs: npt.NDArray[np.float32]) -> int:
-            with th.no_grad():
-                logits = net.net(th.as_tensor(obs)[None])[0].double()
+            # the network's layers on one observation (the same torch operations as
+            # net.net(obs[None])[0], bit for bit; no mask: every plan is valid)
+            logits = net.logits_one(obs, every).double()
             if deterministic:
                 return int(logits.argmax())
             assert rng is not None

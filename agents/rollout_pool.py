@@ -50,6 +50,11 @@ def _init(env: Any, make_net: Callable[[], Any], runner: Runner, threads: int) -
     _ENV, _NET, _RUN = env, make_net(), runner
 
 
+def _map(state: dict[str, Any], fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
+    _NET.load_state_dict(state)
+    return [fn(_NET, item) for item in items]
+
+
 def _run(
     state: dict[str, Any], tasks: Sequence[Task], temperature: float, epsilon: float
 ) -> list[Any]:
@@ -116,6 +121,28 @@ class RolloutPool:
         futures: list[Future[list[Any]]] = [
             pool.submit(_run, state, chunk, temperature, epsilon) for chunk in chunks
         ]
+        out: list[Any] = []
+        try:
+            for f in futures:
+                out += f.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        return out
+
+    def map(self, net: Any, fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``[fn(net, item) for item in items]`` over the workers (``fn`` a module-level
+        function, each item picklable; in a worker ``net`` is its copy with ``net``'s current
+        weights): e.g. the validation episodes of a plan policy."""
+        if self.workers == 1 or len(items) < 2:
+            return [fn(net, item) for item in items]
+        n = len(items)
+        size = -(-n // self.workers)
+        chunks = [list(items[i : i + size]) for i in range(0, n, size)]
+        state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        pool = self._executor()
+        futures = [pool.submit(_map, state, fn, chunk) for chunk in chunks]
         out: list[Any] = []
         try:
             for f in futures:

@@ -6,6 +6,7 @@ Usage::
     python benchmarks/bench_train.py --json          # the figures as one JSON object
     python benchmarks/bench_train.py --setting medium --n-envs 16 64 --archs mlp
     python benchmarks/bench_train.py --plan          # the plan recipe (train.py +agent=plan_pg)
+    python benchmarks/bench_train.py --a2c           # DL²'s actor-critic (train.py +agent=a2c)
 
 ``--plan``: the slot-plan recipe (:class:`agents.episode_pg.EpisodePG` on
 ``dlsched/ClusterPlan-v0``, ``plan_pg``'s defaults: 4 workloads x 8 rollouts per iteration,
@@ -142,6 +143,22 @@ PLAN_CELLS = (
 )
 
 
+def a2c_rate(config: EnvConfig, steps: int) -> dict[str, Any]:
+    """DL²'s actor-critic (``+agent=a2c``'s defaults: one env, ``AgentConfig()``) training
+    rate over ``steps`` decisions after a warm-up, and the env alone in the same run."""
+    from agents.build import build_agent
+
+    cfg = AgentConfig()
+    env = make_training_vec_env([config], [0])
+    model = build_agent(cfg, env, make_env(config).J, seed=0)
+    model.learn(cfg.n_steps)  # warm-up: one update
+    t0 = time.perf_counter()
+    model.learn(steps, reset_num_timesteps=False)
+    wall = time.perf_counter() - t0
+    alone = env_alone(config, steps)
+    return {"decisions_per_s": round(steps / wall), "env_alone_steps_per_s": round(alone)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--setting", default="small")
@@ -152,9 +169,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--plan", action="store_true", help="the plan recipe instead")
+    ap.add_argument("--a2c", action="store_true", help="DL2's actor-critic instead")
     ap.add_argument("--env-episodes", type=int, default=10, help="--plan: env-alone episodes")
     args = ap.parse_args()
     th.set_num_threads(args.threads)
+    if args.a2c:
+        res = a2c_rate(EnvConfig(setting=args.setting, reward="jct"), args.env_steps)
+        if args.json:
+            print(json.dumps(res))
+            return
+        share = res["decisions_per_s"] / res["env_alone_steps_per_s"]
+        print(f"+agent=a2c ({args.setting}): {res['decisions_per_s']:,} decisions/s of training, "
+              f"env alone {res['env_alone_steps_per_s']:,} steps/s: {share:.2f}")  # fmt: skip
+        return
     if args.plan:
         res = plan_rates(args.iterations, args.env_episodes)
         if args.json:

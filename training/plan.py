@@ -42,8 +42,9 @@ import torch as th
 
 from agents.config import AgentConfig, PlanPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save_episode_pg
-from agents.evaluation import aggregate, driver_actor, run_episode
+from agents.evaluation import EpisodeResult, aggregate, driver_actor, run_episode
 from agents.plan_policy import PlanPolicy
+from agents.rollout_pool import RolloutPool
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
@@ -117,18 +118,28 @@ def validate_plan(
     deterministic: bool = True,
     sample_seed: int = 0,
     extra: Sequence[tuple[ClusterEnv, int]] = (),
+    pool: RolloutPool | None = None,
 ) -> dict[str, float]:
     """The plan policy on ``seeds`` through ``env``'s inner Cluster-v0 env, as the baselines
     run, then on each ``(env, seed)`` of ``extra`` (e.g. the trace windows of ``eval.windows``,
     each env holding its window's jobs): :func:`agents.evaluation.aggregate` of all the
-    episodes (``avg_jct``, ``unfinished``...)."""
-    policy = PlanPolicy(net, env.plans)
+    episodes (``avg_jct``, ``unfinished``...); with ``pool``, the episodes run in its
+    worker processes (the same episodes: each is a function of the weights, env and seed)."""
     runs = [(env.inner, int(s)) for s in seeds] + [(e, int(s)) for e, s in extra]
-    results = [
-        run_episode(e, policy.actor(e, deterministic, np.random.default_rng([sample_seed, s])), s)
-        for e, s in runs
-    ]
-    return aggregate(results)
+    items = [(e, s, env.plans, deterministic, sample_seed) for e, s in runs]
+    if pool is None:
+        return aggregate([_validation_episode(net, item) for item in items])
+    return aggregate(pool.map(net, _validation_episode, items))
+
+
+def _validation_episode(
+    net: MaskedMLP, item: tuple[ClusterEnv, int, Any, bool, int]
+) -> EpisodeResult:
+    """One validation episode of the plan policy ``net``: ``(env, seed, plans,
+    deterministic, sample seed)``."""
+    env, seed, plans, deterministic, sample_seed = item
+    rng = np.random.default_rng([sample_seed, seed])
+    return run_episode(env, PlanPolicy(net, plans).actor(env, deterministic, rng), seed)
 
 
 def _validation_windows(
@@ -268,7 +279,8 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
 
     def validate(iteration: int) -> dict[str, float]:
         m = validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
-                          sample_seed=ev.sample_seed, extra=windows)  # fmt: skip
+                          sample_seed=ev.sample_seed, extra=windows,
+                          pool=pg.rollout_pool())  # fmt: skip
         log.validation(decisions, iteration, m, time.perf_counter() - t_train)
         return m
 
