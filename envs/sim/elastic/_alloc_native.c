@@ -56,6 +56,11 @@ typedef struct {
     int rule;
     long long *fc, *fg;
     long long released; /* releases made (SlotCluster.off_rule counts them) */
+    /* the nodes of every load level (used CPU + used GPU) as bit sets of node indices,
+     * bits[level * words + k]; NULL: searches scan the nodes */
+    unsigned long long *bits;
+    Py_ssize_t words;
+    long long levels;
 } Cluster;
 
 typedef struct {
@@ -73,7 +78,7 @@ static PyObject *S_spec, *S_progress, *S_slots_run, *S_worker, *S_ps, *S_bundle;
 
 /* ------------------------------------------------------------------ the cluster */
 
-static long long cl_search(const Cluster *c, long long cpu, long long gpu) {
+static long long cl_scan(const Cluster *c, long long cpu, long long gpu) {
     long long best = -1, best_level = 0;
     const long long *fc = c->fc, *fg = c->fg;
     long long tot = c->cap_c + c->cap_g;
@@ -118,19 +123,94 @@ static long long cl_search(const Cluster *c, long long cpu, long long gpu) {
     }
 }
 
+/* The lowest-index node of load level ``lv`` that holds the task (any node: fit < 0). */
+static long long level_first(const Cluster *c, long long lv, long long cpu, long long gpu,
+                             int fit) {
+    const unsigned long long *row = c->bits + lv * c->words;
+    for (Py_ssize_t k = 0; k < c->words; k++) {
+        unsigned long long m = row[k];
+        while (m) {
+            long long i = (long long)k * 64 + __builtin_ctzll(m);
+            if (!fit || (c->fc[i] >= cpu && c->fg[i] >= gpu)) return i;
+            m &= m - 1;
+        }
+    }
+    return -1;
+}
+
+/* The node of the cluster's rule for a (cpu, gpu) task, or -1: the same answer as the scan
+ * (cl_scan, the Python rule), from the level sets: least loaded = the lowest level with a
+ * node it fits on, its lowest index; reference = the lowest occupied level's lowest index,
+ * if it fits there; packing = the highest such level; first fit scans the nodes. */
+static long long cl_search(const Cluster *c, long long cpu, long long gpu) {
+    if (c->bits == NULL || c->rule == RULE_FIRST_FIT) return cl_scan(c, cpu, gpu);
+    switch (c->rule) {
+    case RULE_LEAST:
+        for (long long lv = 0; lv < c->levels; lv++) {
+            long long i = level_first(c, lv, cpu, gpu, 1);
+            if (i >= 0) return i;
+        }
+        return -1;
+    case RULE_REFERENCE:
+        for (long long lv = 0; lv < c->levels; lv++) {
+            long long i = level_first(c, lv, cpu, gpu, 0);
+            if (i >= 0) return (c->fc[i] >= cpu && c->fg[i] >= gpu) ? i : -1;
+        }
+        return -1;
+    default: /* packing */
+        for (long long lv = c->levels - 1; lv >= 0; lv--) {
+            long long i = level_first(c, lv, cpu, gpu, 1);
+            if (i >= 0) return i;
+        }
+        return -1;
+    }
+}
+
+static long long node_level(const Cluster *c, long long i) {
+    return c->cap_c + c->cap_g - c->fc[i] - c->fg[i];
+}
+
+static void level_bit(Cluster *c, long long i, int on) {
+    unsigned long long *w = c->bits + node_level(c, i) * c->words + i / 64;
+    unsigned long long b = 1ull << (i % 64);
+    if (on) *w |= b;
+    else *w &= ~b;
+}
+
+/* Free slots of node ``i`` change by (dc, dg); the level sets follow. */
+static void cl_move(Cluster *c, long long i, long long dc, long long dg) {
+    if (c->bits != NULL) level_bit(c, i, 0);
+    c->fc[i] += dc;
+    c->fg[i] += dg;
+    if (c->bits != NULL) level_bit(c, i, 1);
+}
+
 static long long cl_take(Cluster *c, long long cpu, long long gpu) {
     long long node = cl_search(c, cpu, gpu);
-    if (node >= 0) {
-        c->fc[node] -= cpu;
-        c->fg[node] -= gpu;
-    }
+    if (node >= 0) cl_move(c, node, -cpu, -gpu);
     return node;
 }
 
 static void cl_release(Cluster *c, long long cpu, long long gpu, long long node) {
     c->released++;
-    c->fc[node] += cpu;
-    c->fg[node] += gpu;
+    cl_move(c, node, cpu, gpu);
+}
+
+/* The level sets of the nodes' free slots (none when a node is outside its capacity, the
+ * cluster is empty or the sets would be large: the searches then scan). */
+static int cl_index(Cluster *c) {
+    c->bits = NULL;
+    c->words = (c->n + 63) / 64;
+    c->levels = c->cap_c + c->cap_g + 1;
+    if (c->n == 0 || c->levels < 1 || c->levels > 4096 || c->levels * c->words > (1 << 20))
+        return 0;
+    for (Py_ssize_t i = 0; i < c->n; i++)
+        if (c->fc[i] < 0 || c->fg[i] < 0 || c->fc[i] > c->cap_c || c->fg[i] > c->cap_g) return 0;
+    c->bits = (unsigned long long *)calloc((size_t)(c->levels * c->words),
+                                           sizeof(unsigned long long));
+    if (c->bits == NULL) return -1;
+    for (Py_ssize_t i = 0; i < c->n; i++) level_bit(c, i, 1);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ the decision log */
@@ -673,6 +753,8 @@ static PyObject *py_allocate(PyObject *self, PyObject *args) {
     long long *fc = (long long *)malloc((size_t)(nodes ? nodes : 1) * sizeof(long long));
     long long *fg = (long long *)malloc((size_t)(nodes ? nodes : 1) * sizeof(long long));
     Log log = {NULL, 0, 0};
+    Cluster c;
+    memset(&c, 0, sizeof c);
     PyObject *result = NULL;
     if (jobs == NULL || fc == NULL || fg == NULL) {
         PyErr_NoMemory();
@@ -734,7 +816,16 @@ static PyObject *py_allocate(PyObject *self, PyObject *args) {
                 goto done;
             }
     }
-    Cluster c = {nodes, cap_c, cap_g, rule, fc, fg, 0};
+    c.n = nodes;
+    c.cap_c = cap_c;
+    c.cap_g = cap_g;
+    c.rule = rule;
+    c.fc = fc;
+    c.fg = fg;
+    if (cl_index(&c) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     int rc;
     switch (kind) {
     case KIND_DRF: {
@@ -828,6 +919,7 @@ static PyObject *py_allocate(PyObject *self, PyObject *args) {
         Py_XDECREF(ofg);
     }
 done:
+    free(c.bits);
     free(jobs);
     free(fc);
     free(fg);
