@@ -139,7 +139,7 @@ def _run(setting: str, seed: int, label: str, options: dict[str, Any], placement
 @pytest.mark.parametrize("placement", RULES)
 @pytest.mark.parametrize(("label", "options"), COVERED)
 def test_tiny_runs_slot_for_slot(label: str, options: dict[str, Any], placement: str) -> None:
-    assert sum(_run("tiny", seed, label, options, placement) for seed in (0, 1)) > 10
+    assert _run("tiny", 1, label, options, placement) > 10
 
 
 @pytest.mark.parametrize(("label", "options"), COVERED)
@@ -182,7 +182,7 @@ def test_random_clusters_every_allocator(placement: str) -> None:
     rng = np.random.default_rng(RULES.index(placement))
     released = 0
     speed = AnalyticalSpeed()
-    for trial in range(150):
+    for trial in range(100):
         cluster_spec, jobs = _random_slot(rng)
         for label, options in COVERED:
             both = Both(lambda label=label, options=options: make_allocator(label, options))
