@@ -369,8 +369,9 @@ class EpisodePG:
 
     def collect(self) -> list[list[Episode]]:
         """One iteration's rollouts, by group: the workloads and every rollout's generator
-        are drawn first, in the learner's order; then the rollouts run side by side
-        (``lockstep``) or one after the other."""
+        are drawn first, in the learner's order; then the rollouts run over ``workers``
+        processes (:meth:`rollout_pool`; each the rollout one process runs) or, with
+        ``lockstep``, side by side in this process."""
         cfg = self.cfg
         draws: list[tuple[Any, int, list[np.random.Generator]]] = []
         for _ in range(cfg.groups):
