@@ -20,16 +20,14 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from envs.gym.cluster_env import ACTION_ROLES, ClusterEnv
+from envs.gym.cluster.contract import ROLE_OFFSET
+from envs.gym.cluster_env import ClusterEnv
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.errors import ConfigError
 
 __all__ = ["ROLE_OFFSET", "HeuristicDriver"]
-
-#: Action offset inside a window row for each role of ``Allocator.last_decisions``.
-ROLE_OFFSET = {role: kind for kind, role in enumerate(ACTION_ROLES)}
 
 
 class HeuristicDriver:

@@ -23,6 +23,7 @@ __all__ = [
     "ENV_ID",
     "EXTENDED_FEATURES_PER_JOB",
     "FEATURES_PER_JOB",
+    "ROLE_OFFSET",
     "Obs",
     "action_space",
     "observation_space",
@@ -45,6 +46,8 @@ EXTENDED_FEATURES_PER_JOB = 7
 DEFAULT_MAX_SLOTS = 2000
 #: The role of each action kind (``a - 3 * row``), as allocators name it in ``last_decisions``.
 ACTION_ROLES = ("worker", "ps", "bundle")
+#: The action kind of each role of ``last_decisions`` (the inverse of :data:`ACTION_ROLES`).
+ROLE_OFFSET = {role: kind for kind, role in enumerate(ACTION_ROLES)}
 
 
 def observation_space(J: int, width: int) -> spaces.Space[Obs]:

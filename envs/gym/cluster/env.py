@@ -23,6 +23,7 @@ from envs.gym.cluster.contract import (
     DEFAULT_MAX_SLOTS,
     EXTENDED_FEATURES_PER_JOB,
     FEATURES_PER_JOB,
+    ROLE_OFFSET,
     Obs,
     action_space,
     observation_space,
@@ -437,12 +438,10 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         closes the slot there); the increments placed."""
         cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
         rows = {job.job_id: j for j, job in enumerate(self._window)}
-        kinds = {"worker": 0, "ps": 1, "bundle": 2}
         placed = 0
-        self.last_shortfalls = []
         for jid, role, _node in decisions:
             j = rows[jid]
-            kind = kinds[role]
+            kind = ROLE_OFFSET[role]
             row = self._rows[j]
             counts = self._counts[j]
             w, p = counts
@@ -463,31 +462,15 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         return placed
 
     def _any_valid(self) -> bool:
-        """Whether some non-void action is valid now (the mask's rule, from the counts and
-        the cluster; the mask buffers themselves are not kept up to date by
-        :meth:`plan_slot`)."""
-        cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
-        if self.strict_reference_placement:
-            find = cluster.find_node
-            for row, (w, p) in zip(self._rows, self._counts, strict=True):
-                w_ok, p_ok = w < row.max_w, p < row.max_p
-                if (
-                    (w_ok and find(row.wc, row.wg) is not None)
-                    or (p_ok and find(row.pc, row.pg) is not None)
-                    or (w_ok and p_ok and find(row.wc + row.pc, row.wg + row.pg) is not None)
-                ):
-                    return True
-            return False
-        occupied, masks = cluster.occupied, self._fit_masks
-        for row, (w, p) in zip(self._rows, self._counts, strict=True):
-            w_ok, p_ok = w < row.max_w, p < row.max_p
-            if (
-                (w_ok and occupied & masks[row.iw])
-                or (p_ok and occupied & masks[row.ip])
-                or (w_ok and p_ok and occupied & masks[row.ib])
-            ):
-                return True
-        return False
+        """Whether some non-void action is valid now: the mask's rule
+        (:meth:`~envs.gym.cluster.masks.MaskMixin._row_valid`) on every row, with the fit
+        state brought up to the cluster's (the mask buffers themselves are not kept up to
+        date by :meth:`plan_slot`)."""
+        self._update_fits()
+        return any(
+            any(self._row_valid(row, w, p))
+            for row, (w, p) in zip(self._rows, self._counts, strict=True)
+        )
 
     def _step_end(self, close: bool) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
         """The step's outcome when it is not the hot path of :meth:`step`: with a slot open,

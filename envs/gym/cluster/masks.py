@@ -105,10 +105,10 @@ class MaskMixin:
         else:
             self._refresh_mask()
 
-    def _mask_row(self, j: int) -> None:
-        """Mask entries of window row ``j`` from its counts and the fit state."""
-        row = self._rows[j]
-        w, p = self._counts[j]
+    def _row_valid(self, row: _Row, w: int, p: int) -> tuple[bool, bool, bool]:
+        """Whether a worker, a PS and a bundle of ``row``'s job, holding ``w`` workers and
+        ``p`` PS, are valid actions: below its caps, and a node for the task under the
+        placement rule (the fit state; with ``"reference"``, the least-loaded node)."""
         w_ok = w < row.max_w
         p_ok = p < row.max_p
         if self.strict_reference_placement:
@@ -119,12 +119,15 @@ class MaskMixin:
         else:
             fits = self._fits
             fw, fp, fb = fits[row.iw], fits[row.ip], fits[row.ib]
+        return w_ok and fw, p_ok and fp, w_ok and p_ok and fb
+
+    def _mask_row(self, j: int) -> None:
+        """Mask entries of window row ``j`` from its counts and the fit state."""
+        w, p = self._counts[j]
+        vw, vp, vb = self._row_valid(self._rows[j], w, p)
         mb = self._mbytes
         k = 3 * j
         before = mb[k] + mb[k + 1] + mb[k + 2]
-        vw = w_ok and fw
-        vp = p_ok and fp
-        vb = w_ok and p_ok and fb
         mb[k] = vw
         mb[k + 1] = vp
         mb[k + 2] = vb
