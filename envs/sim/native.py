@@ -36,17 +36,17 @@ except ImportError:  # not built (no C compiler at install time): the Python eng
     _native = None
 
 
-def _stale() -> bool:
-    """Whether the built module comes from another version of ``_native.c`` than the one
-    beside this file (edited since the last build); an installed package without the source
-    is taken as it is."""
-    src = Path(__file__).with_name("_native.c")
-    if _native is None or not src.exists():
+def stale_build(module: Any, source: Path) -> bool:
+    """Whether the built extension ``module`` (``None``: not built) comes from another
+    version of its C ``source`` than the one on disk (edited since the last build: the build
+    records the source's SHA-256 as ``SOURCE_SHA256``); an installed package without the
+    source is taken as it is."""
+    if module is None or not source.exists():
         return False
-    return bool(hashlib.sha256(src.read_bytes()).hexdigest() != _native.SOURCE_SHA256)
+    return bool(hashlib.sha256(source.read_bytes()).hexdigest() != module.SOURCE_SHA256)
 
 
-_STALE = _stale()
+_STALE = stale_build(_native, Path(__file__).with_name("_native.c"))
 
 _ORDERS: dict[type, int] = {SRSF: 0, FIFO: 1}
 _PLACERS: dict[type, int] = {RandomPlacer: 0, FirstFit: 1}

@@ -25,7 +25,6 @@ twice (the Python code raises the error).  Standard library only.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import struct
@@ -37,6 +36,7 @@ from typing import Any
 from envs.sim.elastic.allocator_base import JobState
 from envs.sim.elastic.cluster import Placement, SlotCluster
 from envs.sim.elastic.spec import ElasticJob, SpeedModel
+from envs.sim.native import stale_build
 
 try:
     from envs.sim.elastic import _alloc_native  # type: ignore[attr-defined]
@@ -56,20 +56,11 @@ _RULES = {
 #: the packed row of a job, the C struct ``Row``: job id, arrival slot, worker CPU and GPU,
 #: PS CPU and GPU, caps (8 int64), declared epochs, speed factor, iterations per epoch
 ROW = struct.Struct("<8q3d")
-#: rows cached per allocator before the cache is emptied (new episodes bring new jobs)
+#: rows cached per speed model before the cache is emptied (new episodes bring new jobs)
 _CACHE_ROWS = 8192
 
 
-def _stale() -> bool:
-    """Whether the built module comes from another version of ``_alloc_native.c`` than the
-    one beside this file; an installed package without the source is taken as it is."""
-    src = Path(__file__).with_name("_alloc_native.c")
-    if _alloc_native is None or not src.exists():
-        return False
-    return bool(hashlib.sha256(src.read_bytes()).hexdigest() != _alloc_native.SOURCE_SHA256)
-
-
-_STALE = _stale()
+_STALE = stale_build(_alloc_native, Path(__file__).with_name("_alloc_native.c"))
 _enabled = os.environ.get("DLSCHED_NATIVE_ALLOC", "1") != "0"
 
 
