@@ -166,6 +166,52 @@ class Episode:
     def ret(self) -> float:
         return float(sum(self.rewards))
 
+    def record(
+        self,
+        obs: npt.NDArray[np.float32],
+        mask: npt.NDArray[np.bool_],
+        action: int,
+        logp_mu: float,
+        logp_pi: float,
+        t: float,
+    ) -> None:
+        """One sampled decision."""
+        self.obs.append(obs)
+        self.masks.append(mask)
+        self.actions.append(action)
+        self.logp_mu.append(logp_mu)
+        self.logp_pi.append(logp_pi)
+        self.times.append(t)
+
+
+def _draw(
+    p: npt.NDArray[np.float64],
+    mask: npt.NDArray[np.bool_],
+    epsilon: float,
+    rng: np.random.Generator,
+) -> tuple[int, float]:
+    """An action drawn from the (tempered) policy ``p`` mixed with ``epsilon`` uniform over
+    the valid actions, and its log-probability under that mixture."""
+    if epsilon > 0:
+        p = (1 - epsilon) * p + epsilon * mask / mask.sum()
+    p = p / p.sum()
+    a = int(rng.choice(len(p), p=p))
+    return a, float(np.log(p[a]))
+
+
+def _advance(env: Any, ep: Episode, a: int, t: float) -> tuple[Any, bool]:
+    """Step ``env`` with action ``a`` (decided at time ``t``), recording the reward in
+    ``ep``; the next observation and whether the episode ended (its ``info`` then kept)."""
+    obs, r, term, trunc, info = env.step(a)
+    if info.get("invalid_action"):
+        raise ConfigError(f"action {a} was refused at t={t} ms (the mask allowed it)")
+    ep.rewards.append(float(r))
+    ep.reward_times.append(float(env.sim.now))
+    if term or trunc:
+        ep.info = info
+        return obs, True
+    return obs, False
+
 
 def run_episode(
     env: Any,
@@ -195,25 +241,10 @@ def run_episode(
             else:
                 # (x / 1.0 is x, bit for bit: the division is skipped at temperature 1)
                 scaled = logits if temperature == 1.0 else logits / temperature
-                p = th.softmax(scaled, -1).numpy()
-                if epsilon > 0:
-                    p = (1 - epsilon) * p + epsilon * mask / mask.sum()
-                p = p / p.sum()
-                a = int(rng.choice(len(p), p=p))
-                lmu = float(np.log(p[a]))
-            ep.obs.append(obs)
-            ep.masks.append(mask)
-            ep.actions.append(a)
-            ep.logp_mu.append(lmu)
-            ep.logp_pi.append(float(logp[a]))
-            ep.times.append(t)
-        obs, r, term, trunc, info = env.step(a)
-        if info.get("invalid_action"):
-            raise ConfigError(f"action {a} was refused at t={t} ms (the mask allowed it)")
-        ep.rewards.append(float(r))
-        ep.reward_times.append(float(env.sim.now))
-        if term or trunc:
-            ep.info = info
+                a, lmu = _draw(th.softmax(scaled, -1).numpy(), mask, epsilon, rng)
+            ep.record(obs, mask, a, lmu, float(logp[a]), t)
+        obs, done = _advance(env, ep, a, t)
+        if done:
             return ep
 
 
@@ -251,26 +282,11 @@ def run_lockstep(
         still = []
         for row, i in enumerate(live):
             env, ep, mask, logp = envs[i], eps[i], masks[row], logp_all[row]
-            p = p_all[row]
-            if epsilon > 0:
-                p = (1 - epsilon) * p + epsilon * mask / mask.sum()
-            p = p / p.sum()
-            a = int(rngs[i].choice(len(p), p=p))
+            a, lmu = _draw(p_all[row], mask, epsilon, rngs[i])
             t = float(env.sim.now)
-            ep.obs.append(obs[i])
-            ep.masks.append(mask)
-            ep.actions.append(a)
-            ep.logp_mu.append(float(np.log(p[a])))
-            ep.logp_pi.append(float(logp[a]))
-            ep.times.append(t)
-            obs[i], r, term, trunc, info = env.step(a)
-            if info.get("invalid_action"):
-                raise ConfigError(f"action {a} was refused at t={t} ms (the mask allowed it)")
-            ep.rewards.append(float(r))
-            ep.reward_times.append(float(env.sim.now))
-            if term or trunc:
-                ep.info = info
-            else:
+            ep.record(obs[i], mask, a, lmu, float(logp[a]), t)
+            obs[i], done = _advance(env, ep, a, t)
+            if not done:
                 still.append(i)
         live = still
     return eps

@@ -50,7 +50,7 @@ def _init(env: Any, make_net: Callable[[], Any], runner: Runner, threads: int) -
     _ENV, _NET, _RUN = env, make_net(), runner
 
 
-def _map(state: dict[str, Any], fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
+def _map(state: dict[str, Any], items: Sequence[Any], fn: Callable[[Any, Any], Any]) -> list[Any]:
     _NET.load_state_dict(state)
     return [fn(_NET, item) for item in items]
 
@@ -113,23 +113,7 @@ class RolloutPool:
                 for env, s, rng in tasks
             ]
         # small chunks, queued: a worker that finishes early takes the next one
-        n = len(tasks)
-        size = max(1, -(-n // (4 * self.workers)))
-        chunks = [list(tasks[i : i + size]) for i in range(0, n, size)]
-        state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-        pool = self._executor()
-        futures: list[Future[list[Any]]] = [
-            pool.submit(_run, state, chunk, temperature, epsilon) for chunk in chunks
-        ]
-        out: list[Any] = []
-        try:
-            for f in futures:
-                out += f.result()
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
-        return out
+        return self._scatter(_run, net, tasks, 4 * self.workers, temperature, epsilon)
 
     def map(self, net: Any, fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(net, item) for item in items]`` over the workers (``fn`` a module-level
@@ -137,12 +121,24 @@ class RolloutPool:
         weights): e.g. the validation episodes of a plan policy."""
         if self.workers == 1 or len(items) < 2:
             return [fn(net, item) for item in items]
-        n = len(items)
-        size = -(-n // self.workers)
-        chunks = [list(items[i : i + size]) for i in range(0, n, size)]
+        return self._scatter(_map, net, items, self.workers, fn)
+
+    def _scatter(
+        self,
+        work: Callable[..., list[Any]],
+        net: Any,
+        items: Sequence[Any],
+        pieces: int,
+        *args: Any,
+    ) -> list[Any]:
+        """``work(weights, chunk, *args)`` in the workers over ``items`` cut into about
+        ``pieces`` contiguous chunks, with ``net``'s current weights; the results in the
+        items' order (an error or Ctrl-C here cancels the chunks not yet started)."""
+        size = max(1, -(-len(items) // pieces))
+        chunks = [list(items[i : i + size]) for i in range(0, len(items), size)]
         state = {k: v.detach().clone() for k, v in net.state_dict().items()}
         pool = self._executor()
-        futures = [pool.submit(_map, state, fn, chunk) for chunk in chunks]
+        futures: list[Future[list[Any]]] = [pool.submit(work, state, c, *args) for c in chunks]
         out: list[Any] = []
         try:
             for f in futures:
