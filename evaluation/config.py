@@ -192,6 +192,10 @@ class EvaluateConfig:
     workers: int = 0
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     out_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}_evaluate"
+    # a non-empty out_dir is refused unless the run resumes it (runs only what is missing)
+    # or overwrites it (starts it afresh)
+    resume: bool = False
+    overwrite: bool = False
     check_invariants: bool = RunOptions().check_invariants
     plot: bool = True
 
