@@ -28,6 +28,7 @@ Details: docs/design/evaluation.md#scheduler-specs-workload-kinds-and-the-run-di
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -40,15 +41,32 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+from envs.files import sigterm_as_interrupt
 from envs.sim import ConfigError, DlschedError
 from evaluation.config import EvaluateConfig
+from evaluation.pipeline import Interrupted
 from evaluation.pipeline import evaluate as run_evaluation
 
 ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
 
 
+def check_known_keys(dcfg: DictConfig) -> None:
+    """Refuse keys the schema does not have, also those added with ``+`` (Hydra adds a ``+key``
+    to the config without checking it against the schema): ``+max_wall=5`` or
+    ``+workload.trace.max_job=5`` would otherwise be accepted and ignored."""
+    try:
+        OmegaConf.merge(OmegaConf.structured(EvaluateConfig), OmegaConf.to_container(dcfg))
+    except OmegaConfBaseException as exc:
+        key = exc.full_key or "?"
+        raise ConfigError(
+            f"unknown config key {key!r} (a typo? `+` adds keys the schema does not have, and "
+            "evaluate.py reads none of them); see conf/evaluate.yaml for the keys"
+        ) from None
+
+
 def evaluate(dcfg: DictConfig, run_dir: Path) -> list[dict[str, Any]]:
     """Run the evaluation ``dcfg`` describes into ``run_dir``; the summary rows."""
+    check_known_keys(dcfg)
     cfg = OmegaConf.to_object(dcfg)
     if not isinstance(cfg, EvaluateConfig):  # pragma: no cover - the schema guarantees it
         raise ConfigError(f"config is not an EvaluateConfig: {type(cfg).__name__}")
@@ -71,11 +89,13 @@ def _drop_if_empty(run_dir: Path) -> None:
     with only its ``.hydra`` record)."""
     import shutil
 
-    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {".hydra"}:
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {".hydra", ".lock"}:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
 _task_started = [False]
+#: keys that say where the run goes and how it treats an existing directory
+_RUN_DIR_KEYS = ("out_dir", "resume", "overwrite", "hydra.run.dir", "hydra.sweep.dir")
 _failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
 #: a ``-m`` sweep's finished jobs: (sweep dir, job number, its overrides, its summary rows)
 _sweep: list[tuple[Path, int, str, list[dict[str, Any]]]] = []
@@ -90,6 +110,23 @@ def _hydra_main(dcfg: DictConfig) -> None:
         if hc.mode == RunMode.MULTIRUN:
             job = " ".join(hc.overrides.task)
             _sweep.append((Path(hc.sweep.dir), int(hc.job.num), job, rows))
+    except Interrupted as exc:
+        _drop_if_empty(Path(hc.runtime.output_dir))
+        args = [a for a in sys.argv[1:] if a.split("=")[0].lstrip("+") not in _RUN_DIR_KEYS]
+        again = shlex.join(
+            ["python", "evaluate.py", *args, f"out_dir={exc.run_dir}", "resume=true"]
+        )
+        print(
+            f"evaluate.py: interrupted ({exc.signal}); {exc.finished} of {exc.total} runs "
+            f"finished and are kept in {exc.run_dir}; to run the rest: {again}",
+            file=sys.stderr,
+        )
+        sys.exit(130)
+    except KeyboardInterrupt as exc:  # before the runs started: nothing to keep
+        _drop_if_empty(Path(hc.runtime.output_dir))
+        print(f"evaluate.py: interrupted ({exc or 'SIGINT'}) before any run finished; "
+              "nothing was saved", file=sys.stderr)  # fmt: skip
+        sys.exit(130)
     except (DlschedError, OmegaConfBaseException, HydraException) as exc:
         print(f"error: {_error_message(exc)}", file=sys.stderr)
         _drop_if_empty(Path(hc.runtime.output_dir))
@@ -125,15 +162,41 @@ def main() -> None:
     A bad value (unknown scheduler, mode, fidelity, workload kind, seed, file, bad trace row)
     prints one line ``error: ...`` to stderr and exits with status 2; so does a config Hydra
     rejects (unknown key, wrong type), after Hydra's own message."""
-    for arg in sys.argv[1:]:  # Hydra would create the directory first and fail with a traceback
+    flags = {}
+    for arg in sys.argv[1:]:
         key, _, value = arg.partition("=")
-        if key.lstrip("+") in ("out_dir", "hydra.run.dir", "hydra.sweep.dir") and value:
-            p = Path(value)
-            if p.exists() and not p.is_dir():
-                print(f"error: {key}={value}: exists and is not a directory", file=sys.stderr)
-                sys.exit(2)
+        flags[key.lstrip("+")] = value
+    for key in ("out_dir", "hydra.run.dir", "hydra.sweep.dir"):
+        if key not in flags:
+            continue
+        value = flags[key]
+        if not value.strip():  # the run's files would go straight into the current directory
+            print(f"error: {key} is empty; give a directory, e.g. {key}=runs/my_eval",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(2)
+        p = Path(value)
+        if p.exists() and not p.is_dir():  # Hydra would fail with a traceback
+            print(f"error: {key}={value}: exists and is not a directory", file=sys.stderr)
+            sys.exit(2)
+        keep = (
+            flags.get("resume", "").lower() == "true"
+            or flags.get("overwrite", "").lower() == "true"
+        )
+        if (
+            key == "out_dir"
+            and p.is_dir()
+            and not keep
+            and any(q.name not in (".hydra", ".lock") for q in p.iterdir())
+        ):  # refused before Hydra rewrites the earlier run's .hydra record
+            print(
+                f"error: out_dir {p} already holds files; add resume=true to finish the runs it "
+                "lacks, overwrite=true to start it afresh, or choose another out_dir",
+                file=sys.stderr,
+            )
+            sys.exit(2)
     try:
-        _hydra_main()
+        with sigterm_as_interrupt():
+            _hydra_main()
     except SystemExit as exc:
         if exc.code == 1 and not _task_started[0]:
             raise SystemExit(2) from None

@@ -29,6 +29,7 @@ from envs.sim.errors import ConfigError
 __all__ = [
     "RunLock",
     "atomic_path",
+    "die_with_parent",
     "fsync_dir",
     "os_error",
     "sha256_file",
@@ -39,6 +40,16 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: a new file's permissions as ``open`` would give them (``mkstemp`` gives 0600)
+_MODE = 0o666 & ~_umask()
 
 
 def os_error(path: PathLike, exc: OSError, doing: str = "write") -> ConfigError:
@@ -75,6 +86,7 @@ def atomic_path(path: PathLike, *, sync: bool = True) -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.fchmod(fd, _MODE)
         os.close(fd)
     except OSError as exc:
         raise os_error(target, exc) from None
@@ -190,3 +202,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker process: be killed (SIGKILL) when the process that started it dies, however
+    it dies (``kill -9`` included), so that no worker outlives its run (Linux ``prctl``; a
+    no-op elsewhere).  ``parent`` is the parent's pid: if it died before this call, exit now."""
+    import ctypes
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no prctl
+            pass
+    if os.getppid() != parent:
+        os._exit(1)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envs.files import write_text
 from envs.sim import ClusterSpec, ConfigError, Fidelity
 from evaluation.config import EvaluateConfig
 from evaluation.kinds import SCHEDULER_KINDS, check_stacks
@@ -30,6 +31,7 @@ from evaluation.report import (
     write_csv,
     write_jobs_csv,
 )
+from evaluation.rundir import RunDir
 from evaluation.runner import RunsFailed, check_runner, run_all
 from evaluation.runs import RunOutput, RunTask
 from evaluation.stats import mean_row, paired_rows, result_row, run_metrics
@@ -45,7 +47,7 @@ from evaluation.workloads import (
 if TYPE_CHECKING:
     from envs.gym.factory import EnvConfig
 
-__all__ = ["Plan", "evaluate", "make_plan"]
+__all__ = ["Interrupted", "Plan", "evaluate", "make_plan"]
 
 
 @dataclass
@@ -178,9 +180,10 @@ class Collector:
     """Receives each run's output (in completion order): writes its per-job CSV and keeps its
     summary row, JCTs, utilisation series and ``run.json`` entry."""
 
-    def __init__(self, plan: Plan, run_dir: Path) -> None:
+    def __init__(self, plan: Plan, run_dir: Path, records: RunDir | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
+        self.records = records
         self.by_seed = {p.seed: p for p in plan.prepared}
         self.results: dict[tuple[str, int], dict[str, Any]] = {}
         self.jcts: dict[str, list[np.ndarray]] = {s: [] for s in plan.cfg.stacks}
@@ -193,6 +196,8 @@ class Collector:
         prepared = self.by_seed[out.seed]
         jobs_csv = f"jobs_{safe_name(out.scheduler)}_seed{out.seed}.csv"
         write_jobs_csv(self.run_dir / jobs_csv, out)
+        if self.records is not None:
+            self.records.record(out)
         metrics = run_metrics(out)
         self.results[key] = result_row(out, metrics, prepared.ms_per_s, self.plan.paper_div)
         self.jcts[out.scheduler].append(out.jct_s)
@@ -311,9 +316,12 @@ def summarise(plan: Plan, results: dict[tuple[str, int], dict[str, Any]]) -> Sum
     return Summary(rows, paired, "\n\n".join(sections))
 
 
-def _write(plan: Plan, got: Collector, summary: Summary, run_dir: Path) -> None:
+def _write(
+    plan: Plan, got: Collector, summary: Summary, run_dir: Path, record: dict[str, Any]
+) -> None:
+    """The tables, plots and ``run.json``, each written atomically, and ``summary.md`` last: it
+    exists only when everything else was written."""
     cfg = plan.cfg
-    (run_dir / "summary.md").write_text(summary.text + "\n")
     write_csv(run_dir / "summary.csv", summary.rows)
     if summary.paired:
         write_csv(run_dir / "paired.csv", summary.paired)
@@ -330,6 +338,8 @@ def _write(plan: Plan, got: Collector, summary: Summary, run_dir: Path) -> None:
             f"GPU utilisation, seed {cfg.seeds[0]}: {title}",
             colors,
         )
+    write_text(run_dir / "run.json", json.dumps(record, indent=2, default=json_default) + "\n")
+    write_text(run_dir / "summary.md", summary.text + "\n")
 
 
 def _write_partial(plan: Plan, got: Collector, run_dir: Path, exc: RunsFailed) -> None:
@@ -346,29 +356,60 @@ def _write_partial(plan: Plan, got: Collector, run_dir: Path, exc: RunsFailed) -
     if complete:
         sub = replace(plan, cfg=replace(cfg, seeds=complete))
         text += "\n\n" + summarise(sub, got.results).text
-    (run_dir / "summary.md").write_text(text + "\n")
     write_csv(run_dir / "summary.csv", list(got.results.values()))
     write_csv(
         run_dir / "failed.csv",
         [{"stack": s, "seed": k, "cause": c} for s, k, c in exc.failures],
     )
+    write_text(run_dir / "summary.md", text + "\n")
     exc.args = (f"{exc}; the finished runs are in {run_dir / 'summary.md'}",)
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM during the runs: ``finished`` of ``total`` runs are kept in
+    ``run_dir`` (a resume runs only the others)."""
+
+    def __init__(self, finished: int, total: int, run_dir: Path, signal: str) -> None:
+        self.finished, self.total, self.run_dir, self.signal = finished, total, run_dir, signal
+        super().__init__(f"interrupted ({signal}): {finished} of {total} runs finished")
 
 
 def evaluate(cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any]) -> list[dict[str, Any]]:
     """Run every scheduler on every seed's workload; write the run directory; return the
-    summary rows.  ``config`` is the resolved config recorded in ``run.json``."""
+    summary rows.  ``config`` is the resolved config recorded in ``run.json``.
+
+    The directory is locked while the run lasts and refused when it holds an earlier run's
+    files, unless ``cfg.resume`` (only the missing runs run) or ``cfg.overwrite``
+    (:mod:`evaluation.rundir`); Ctrl-C / SIGTERM during the runs raise :class:`Interrupted`
+    after the finished runs are recorded."""
     plan = make_plan(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    got = Collector(plan, run_dir)
+    records = RunDir(run_dir, config, cfg.resume, cfg.overwrite).open()
     try:
-        run_all(plan.tasks, plan.workers, got, cfg.runner)
+        return _evaluate(plan, run_dir, config, records)
+    finally:
+        records.close()
+
+
+def _evaluate(
+    plan: Plan, run_dir: Path, config: dict[str, Any], records: RunDir
+) -> list[dict[str, Any]]:
+    cfg = plan.cfg
+    t_start = time.perf_counter()
+    got = Collector(plan, run_dir, records)
+    kept = records.finished(plan.tasks)
+    for i in sorted(kept):  # in plan order, as a fresh run's results would be collected
+        got(kept[i])
+    todo = [t for i, t in enumerate(plan.tasks) if i not in kept]
+    try:
+        run_all(todo, plan.workers, got, cfg.runner)
     except RunsFailed as exc:
         _write_partial(plan, got, run_dir, exc)
         raise
+    except KeyboardInterrupt as exc:
+        raise Interrupted(
+            len(got.results), len(plan.tasks), run_dir, str(exc) or "SIGINT"
+        ) from None
     summary = summarise(plan, got.results)
-    _write(plan, got, summary, run_dir)
     record = {
         "config": config,
         "run_dir": str(run_dir),
@@ -382,8 +423,9 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any]) -> list
         "workloads": {str(p.seed): p.record for p in plan.prepared},
         "runs": [got.runs[(s, seed)] for seed in cfg.seeds for s in cfg.stacks],
         "wall_s_total": time.perf_counter() - t_start,
+        **({"resumed": {"kept_runs": len(kept)}} if cfg.resume else {}),
     }
-    (run_dir / "run.json").write_text(json.dumps(record, indent=2, default=json_default) + "\n")
+    _write(plan, got, summary, run_dir, record)
     print(summary.text)
     print()
     print(f"run dir: {run_dir}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.files import atomic_path
 from envs.sim import STACKS
 from evaluation.runs import RunOutput
 from evaluation.stats import METRICS, PAIRED_METRICS, PAPER_STATS
@@ -138,7 +139,7 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
-    with open(path, "w", newline="") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         for row in rows:
@@ -164,7 +165,7 @@ def write_jobs_csv(path: Path, out: RunOutput) -> None:
         "slowdown": out.jct_s / out.ideal_s,
         **out.extra,
     }
-    with open(path, "w", newline="") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for i in range(n):
@@ -223,6 +224,11 @@ def _time_axis(t_max_s: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+def _save(fig: Any, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
+
+
 def plot_cdf(
     path: Path,
     jcts: dict[str, list[np.ndarray]],
@@ -250,7 +256,7 @@ def plot_cdf(
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -282,7 +288,7 @@ def plot_utilisation(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
 
 

@@ -12,13 +12,17 @@ its task, and Ray's workers get this process's BLAS thread settings.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from tqdm import tqdm
 
+from envs.files import die_with_parent
 from envs.sim.errors import ConfigError, DlschedError
 from evaluation import kinds
 from evaluation.config import RunnerConfig
@@ -86,7 +90,7 @@ def run_all(
 
         if runner.kind == "ray":
             _run_ray(tasks, runner, done, failed)
-        elif workers <= 1 or len(tasks) == 1:
+        elif workers <= 1 or len(tasks) <= 1:
             for task in tasks:
                 try:
                     out = kinds.run_task(task)
@@ -96,7 +100,7 @@ def run_all(
                 done(out)
         else:
             orphans: list[RunTask] = []  # runs lost with a broken pool: not necessarily theirs
-            with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            with _pool(min(workers, len(tasks))) as pool:
                 of: dict[Future[RunOutput], RunTask] = {
                     pool.submit(kinds.run_task, t): t for t in tasks
                 }
@@ -114,7 +118,7 @@ def run_all(
             # a dead worker breaks the whole pool: run each lost run again in a process of its
             # own, so that only the run that kills its process fails
             for task in orphans:
-                with ProcessPoolExecutor(max_workers=1) as alone:
+                with _pool(1) as alone:
                     retry = alone.submit(kinds.run_task, task)
                     error = retry.exception()
                     if error is not None:
@@ -125,6 +129,36 @@ def run_all(
         order = {(t.scheduler, t.prepared.seed): i for i, t in reversed(list(enumerate(tasks)))}
         failures.sort(key=lambda f: order.get((f[0], f[1]), len(tasks)))
         raise RunsFailed(failures, len(tasks))
+
+
+def _worker_init(parent: int) -> None:
+    """A pool worker ignores Ctrl-C (the parent stops the pool and keeps what finished) and
+    dies with its parent, even one killed with ``kill -9``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
+
+
+@contextlib.contextmanager
+def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A process pool whose workers end with it: at the end of the block it shuts down as
+    usual, but on Ctrl-C, SIGTERM or any error its workers are killed at once and its queued
+    runs dropped (a plain ``with ProcessPoolExecutor`` would run the whole queue first)."""
+    pool = ProcessPoolExecutor(
+        max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),)
+    )
+    try:
+        yield pool
+    except BaseException:
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for p in procs:
+            with contextlib.suppress(OSError, ValueError):
+                p.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                p.join(timeout=2.0)
+        raise
+    pool.shutdown()
 
 
 def check_runner(runner: RunnerConfig) -> None:
