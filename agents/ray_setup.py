@@ -47,12 +47,79 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
                 "token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token); see the README"
             ) from None
         return True
+    _start_watchdog()
     from ray._private import ray_constants  # single-machine mode if Ray was imported earlier
 
     ray_constants.ENABLE_RAY_CLUSTER = False
     # "local": a new instance, never one that ``ray start`` left running on this machine
     ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **common)
+    _tell_watchdog()
     return True
+
+
+#: Set in this process's environment before Ray starts, so every process of the Ray it starts
+#: carries it (Ray passes the environment on): how the watchdog finds them.
+OWNER_VAR = "DLSCHED_RAY_OWNER"
+_WATCHDOG: list[Any] = []  # the watchdog's Popen, kept so that its pipe stays open
+
+_WATCHDOG_CODE = """
+import os, signal, sys
+# one line per pid of a Ray process the driver started; EOF when the driver is gone
+pids = sys.stdin.buffer.read().split()
+marks = {("OWNER_VAR=" + sys.argv[1]).encode()} | {b"RAY_RAYLET_PID=" + p for p in pids}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    if int(pid) == os.getpid():
+        continue
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = set(f.read().split(b"\\0"))
+        if env & marks:
+            os.kill(int(pid), signal.SIGKILL)
+    except OSError:
+        pass
+""".replace("OWNER_VAR", OWNER_VAR)
+
+
+def _start_watchdog() -> None:
+    """A local Ray's processes outlive a driver killed with ``kill -9`` (Ray's dashboard and
+    runtime-env agents for a minute or more).  Before starting Ray, mark this process's
+    environment (:data:`OWNER_VAR`), which Ray's processes inherit, and start a small
+    watchdog in a session of its own that waits for this process to end (its stdin pipe
+    closes, however this process ends) and then kills whatever still carries the mark, or
+    names as its raylet one that :func:`_tell_watchdog` reported (Ray starts its agents with
+    an environment of their own).  Linux (``/proc``) only; once per process."""
+    import subprocess
+    import sys
+
+    if _WATCHDOG or not os.path.isdir("/proc"):
+        return
+    me = str(os.getpid())
+    env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}
+    _WATCHDOG.append(
+        subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG_CODE, me],
+            stdin=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # Ctrl-C in the terminal does not reach it
+        )
+    )
+    os.environ[OWNER_VAR] = me
+
+
+def _tell_watchdog() -> None:
+    """Send the watchdog the pids of the Ray processes this process just started."""
+    if not _WATCHDOG or _WATCHDOG[0].stdin is None:
+        return
+    try:
+        from ray._private import worker
+
+        node = worker._global_node
+        procs: dict[str, Any] = node.all_processes if node is not None else {}
+        pids = [str(info.process.pid) for infos in procs.values() for info in infos]
+        _WATCHDOG[0].stdin.write("".join(f"{p}\n" for p in pids).encode())
+        _WATCHDOG[0].stdin.flush()
+    except (AttributeError, OSError, ImportError):  # pragma: no cover - Ray internals moved
+        pass
 
 
 def blas_threads() -> dict[str, str]:

@@ -191,7 +191,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
     try:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             old[sig] = signal.signal(sig, handler)
@@ -200,8 +200,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def die_with_parent(parent: int) -> None:

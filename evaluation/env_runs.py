@@ -6,6 +6,8 @@ fair head-to-head, when a ``policy:`` scheduler is present, when ``elastic.throu
 set, or with workload kind ``env``, every ``elastic:`` scheduler is driven through the same
 env (:class:`~envs.gym.heuristic.HeuristicDriver`, as
 :func:`agents.evaluation.evaluate_allocator` does) on the same workload seeds.
+``max_wall_s`` / ``progress_s`` hold there as in the contention engine: the env's slot
+simulator keeps the run's :class:`~envs.sim.elastic.simulator.Heartbeat` (:func:`with_heartbeat`).
 
 The env (:class:`~envs.gym.factory.EnvConfig`) comes from ``workload.env`` over the first
 policy's training env (workload kind ``env``), or from ``workload.dl2``,
@@ -31,10 +33,11 @@ from envs.gym.factory import EnvConfig, coerce_env_config, make_env, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim import ConfigError
 from envs.sim.elastic.allocators import Allocator
+from envs.sim.elastic.simulator import Heartbeat
 from envs.sim.elastic.spec import ElasticCluster
 from envs.sim.elastic.workload import DL2_SMALL
 from evaluation.config import EvaluateConfig, TraceConfig
-from evaluation.runs import RunOutput, RunTask, slot_utilisation
+from evaluation.runs import RunOutput, RunTask, run_heartbeat, slot_utilisation
 from evaluation.workloads import Prepared
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "prepare_env_workloads",
     "resolve_env_config",
     "run_in_env",
+    "with_heartbeat",
 ]
 
 #: ``(env, workload seed) -> actor`` for one episode.
@@ -150,9 +154,25 @@ def resolve_env_config(
         if trained is not None and trained != J:
             raise ConfigError(
                 f"{spec} was trained with a window of J={trained} jobs but the evaluation env "
-                f"has J={J}; set workload.env.overrides.J={trained} or use its setting"
+                f"has J={J}; {_window_hint(cfg, trained)}"
             )
     return env_config
+
+
+def _window_hint(cfg: EvaluateConfig, trained: int) -> str:
+    """How to give the evaluation env a policy's window ``trained``: a Hydra override that
+    works as written (``overrides`` is an empty dict in the schema, so a new key needs ``+``;
+    ``++`` adds or replaces one the command already sets)."""
+    if cfg.workload.kind != "env":  # kind dl2: the env's window is the first policy's
+        return (
+            "every scheduler runs through one env, so evaluate policies trained with other "
+            "windows in separate runs"
+        )
+    plus = "++" if "J" in (cfg.workload.env.overrides or {}) else "+"
+    return (
+        f"add {plus}workload.env.overrides.J={trained} to the command (or evaluate on the "
+        "setting it was trained in)"
+    )
 
 
 def prepare_env_workloads(cfg: EvaluateConfig, env_config: EnvConfig) -> list[Prepared]:
@@ -184,18 +204,56 @@ def allocator_actor(allocator: Callable[[], Allocator]) -> ActorFactory:
     return make
 
 
+class _Watched:
+    """``actor``, handing ``heartbeat`` to the env's slot simulator of the episode at every
+    decision (a reset builds a new simulator; the heartbeat's clock runs on)."""
+
+    def __init__(self, actor: Actor, heartbeat: Heartbeat) -> None:
+        self.actor, self.heartbeat = actor, heartbeat
+
+    def attach(self, env: ClusterEnv) -> None:
+        sim = env.sim
+        if sim is not None and sim.heartbeat is not self.heartbeat:
+            sim.heartbeat = self.heartbeat
+
+    def __call__(self, env: ClusterEnv, obs: np.ndarray) -> int:
+        self.attach(env)
+        return self.actor(env, obs)
+
+
+class _WatchedPlanner(_Watched):
+    """:class:`_Watched` of a slot planner (an actor with ``allocator_for``)."""
+
+    def allocator_for(self, env: ClusterEnv, obs: np.ndarray) -> Allocator:
+        self.attach(env)
+        return self.actor.allocator_for(env, obs)  # type: ignore[attr-defined]
+
+
+def with_heartbeat(actor: Actor, heartbeat: Heartbeat | None) -> Actor:
+    """``actor`` driving an env whose slot simulator keeps ``heartbeat`` (its progress lines
+    and wall-clock budget) from the first decision on; ``actor`` itself if ``None``.  A slot
+    planner stays one (``allocator_for``), so the episode is the same, decision for decision."""
+    if heartbeat is None:
+        return actor
+    if getattr(actor, "allocator_for", None) is not None:
+        return _WatchedPlanner(actor, heartbeat)
+    return _Watched(actor, heartbeat)
+
+
 def run_in_env(task: RunTask, make_actor: ActorFactory, info: dict[str, Any]) -> RunOutput:
     """One episode of ``task``'s seed through the env; per-job times in seconds.
 
     As :class:`~evaluation.kinds.ElasticKind`: ``submit = arrival_slot x slot_s``, ``start`` =
     the first slot with a worker, ``finish`` = fractional completion slot x ``slot_s``.  A job
     unfinished at the horizon counts as finishing there (and, if it never ran, as starting
-    there), as in :class:`agents.evaluation.EpisodeResult`."""
+    there), as in :class:`agents.evaluation.EpisodeResult`.  ``task.sim_config.run``'s
+    ``max_wall_s`` / ``progress_s`` hold for the episode (:func:`with_heartbeat`)."""
     assert task.env_config is not None
     env = make_env(task.env_config)
     seed = task.prepared.seed
     t0 = time.perf_counter()
-    detail = run_episode_detailed(env, make_actor(env, seed), seed)
+    actor = with_heartbeat(make_actor(env, seed), run_heartbeat(task))
+    detail = run_episode_detailed(env, actor, seed)
     wall = time.perf_counter() - t0
     s = env.cluster_spec.slot_s
     specs = {j.job_id: j for j in env.jobs}

@@ -33,7 +33,7 @@ from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 from evaluation.config import EvaluateConfig
 from evaluation.contention import BoundKind, ContentionKind
 from evaluation.policy import PolicyKind
-from evaluation.runs import RunOutput, RunTask, SchedulerKind, engine_output
+from evaluation.runs import RunOutput, RunTask, SchedulerKind, engine_output, run_heartbeat
 from evaluation.runs import slot_utilisation as _slot_utilisation
 from evaluation.workloads import elastic_cluster, elastic_speed
 
@@ -76,7 +76,9 @@ class ElasticKind:
     Times: ``submit = arrival_slot x slot_s``, ``start`` = start of the first slot with an
     allocation, ``finish`` = fractional slot of completion x ``slot_s``.  Utilisation =
     allocated GPU slots / all GPU slots, per slot.  In env mode (``task.env_config`` set) the
-    allocator drives the DL² Gymnasium env instead (:func:`evaluation.env_runs.run_in_env`)."""
+    allocator drives the DL² Gymnasium env instead (:func:`evaluation.env_runs.run_in_env`).
+    Either way ``max_wall_s`` / ``progress_s`` hold as for the contention engine
+    (:func:`evaluation.runs.run_heartbeat`)."""
 
     name = "elastic"
     needs = "elastic"
@@ -115,6 +117,7 @@ class ElasticKind:
             scaling_overhead_s=e.scaling_overhead_s,
             max_slots=e.max_slots,
             on_slot=on_slot,
+            heartbeat=run_heartbeat(task),
         )
         res = sim.run()
         wall = time.perf_counter() - t0

@@ -75,7 +75,17 @@ def _check_basics(cfg: EvaluateConfig) -> dict[str, tuple[str, str]]:
         raise ConfigError(f"workers must be >= 0 (0 = one per core), got {cfg.workers}")
     check_runner(cfg.runner)
     for seed in cfg.seeds:
+        # a seed seeds its workload (numpy's default_rng: any integer >= 0) and its runs'
+        # contention engine (SimConfig.seed: MT19937's init_by_array of 32-bit words)
+        ok = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
+        if not (ok and 0 <= seed < 2**32):
+            raise ConfigError(f"seeds: {seed!r} is out of range (0 <= seed < 2**32)")
         sim_config(cfg, seed)
+    sample_seed = cfg.policy_eval.sample_seed  # numpy's default_rng([sample_seed, seed])
+    if not (isinstance(sample_seed, (int, np.integer)) and sample_seed >= 0):
+        raise ConfigError(
+            f"policy_eval.sample_seed: {sample_seed!r} is out of range (sample_seed >= 0)"
+        )
     if cfg.fidelity == Fidelity.FAST.value:
         print(
             "warning: fidelity=fast merges iterations; its avg JCT differs from full fidelity "
@@ -405,10 +415,9 @@ def _evaluate(
     except RunsFailed as exc:
         _write_partial(plan, got, run_dir, exc)
         raise
-    except KeyboardInterrupt as exc:
-        raise Interrupted(
-            len(got.results), len(plan.tasks), run_dir, str(exc) or "SIGINT"
-        ) from None
+    except KeyboardInterrupt as exc:  # what is on disk, whichever instant the signal came
+        saved = records.saved(plan.tasks)
+        raise Interrupted(saved, len(plan.tasks), run_dir, str(exc) or "SIGINT") from None
     summary = summarise(plan, got.results)
     record = {
         "config": config,

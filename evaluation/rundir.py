@@ -149,6 +149,12 @@ class RunDir:
             )
         return kept
 
+    def saved(self, tasks: list[RunTask]) -> int:
+        """How many of ``tasks`` have a record on disk (a resume would keep them)."""
+        return sum(
+            (self.path / RECORDS / run_key(t.scheduler, t.prepared.seed)).is_file() for t in tasks
+        )
+
     def record(self, out: RunOutput) -> None:
         """Save a finished run's output (after its per-job CSV: the record marks it done)."""
         write_bytes(self.path / RECORDS / run_key(out.scheduler, out.seed), pickle.dumps(out))

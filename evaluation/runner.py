@@ -213,10 +213,8 @@ def _run_ray(
                         continue
                     nodes[node] = nodes.get(node, 0) + 1
                     done(out)
-        except KeyboardInterrupt:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            raise
+        except KeyboardInterrupt:  # ray.shutdown() below ends the workers; cancelling the
+            raise  # tasks one by one first can crash the driver (a Ray check failure)
         where = ", ".join(f"{n}: {k}" for n, k in sorted(nodes.items()))
         runs = sum(nodes.values())
         tqdm.write(f"ray: {runs} run(s) on {len(nodes)} node(s): {where}", file=sys.stderr)

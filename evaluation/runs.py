@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from envs.sim import ClusterSpec, SimConfig
+from envs.sim.elastic.simulator import Heartbeat
 from envs.sim.results import SimResult
 from evaluation.config import ElasticConfig, EvaluateConfig, PolicyEvalConfig
 from evaluation.workloads import Prepared
@@ -25,6 +26,7 @@ __all__ = [
     "SchedulerKind",
     "binned_utilisation",
     "engine_output",
+    "run_heartbeat",
     "slot_utilisation",
 ]
 
@@ -34,7 +36,9 @@ class RunTask:
     """Everything one run needs (pickled to a worker process).
 
     ``env_config`` is set when elastic schedulers run through the DL² Gymnasium env (a
-    ``policy:`` scheduler is present, ``elastic.through_env``, or workload kind ``env``)."""
+    ``policy:`` scheduler is present, ``elastic.through_env``, or workload kind ``env``).
+    ``sim_config.run``'s ``max_wall_s`` / ``progress_s`` hold for every kind: the contention
+    engine's runs and the elastic world's slot loops alike (:func:`run_heartbeat`)."""
 
     scheduler: str  # the full spec, e.g. "elastic:drf"
     kind: str
@@ -98,6 +102,16 @@ class SchedulerKind(Protocol):
     def check(self, arg: str, cfg: EvaluateConfig) -> None: ...
 
     def run(self, task: RunTask) -> RunOutput: ...
+
+
+def run_heartbeat(task: RunTask) -> Heartbeat | None:
+    """The wall-clock budget and progress heartbeat of an elastic run (a slot loop, on the
+    slot simulator or through the DL² env): ``task.sim_config.run``'s ``max_wall_s`` and
+    ``progress_s``, as the contention engine keeps them; lines labelled ``<workload> under
+    <scheduler>``.  ``None`` when neither is set."""
+    run = task.sim_config.run
+    label = f"{task.prepared.name} under {task.scheduler}"
+    return Heartbeat.of(label, run.max_wall_s, run.progress_s)
 
 
 def binned_utilisation(

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from envs.gym.factory import SEED_LIMIT, check_seed
 from envs.gym.workloads import TraceWindows, contention_window, usable_vcs
 from envs.sim import ClusterSpec, SimConfig
 from envs.sim.config import Fidelity, FidelityOptions, ModelOptions
@@ -205,10 +206,14 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+        # the episode's seed also seeds the engine (ModelOptions.seed): 0 <= seed < 2**32
+        if seed is not None:
+            seed = check_seed(seed, f"{CONTENTION_ENV_ID} reset seed", SEED_LIMIT)
         super().reset(seed=seed)
-        wseed = int(self.np_random.integers(2**31)) if seed is None else int(seed)
+        wseed = int(self.np_random.integers(2**31)) if seed is None else seed
         if options and "workload_seed" in options:
-            wseed = int(options["workload_seed"])
+            key = f"{CONTENTION_ENV_ID} reset options['workload_seed']"
+            wseed = check_seed(options["workload_seed"], key, SEED_LIMIT)
         workload = self._workload(wseed)
         cfg = SimConfig(
             fidelity=FidelityOptions(level=self.fidelity), model=ModelOptions(seed=wseed)

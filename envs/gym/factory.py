@@ -26,6 +26,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Optional
 
+import numpy as np
+
 from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
 from envs.sim.elastic.allocators import ALIASES, ALLOCATORS, make_allocator
 from envs.sim.elastic.engine_slots import ContentionConfig, ContentionSpeed
@@ -37,10 +39,12 @@ from envs.sim.traces.options import RepairsConfig, TraceConfig
 
 __all__ = [
     "ADA_SETTING",
+    "SEED_LIMIT",
     "SETTINGS",
     "SPEEDS",
     "AdaSetting",
     "EnvConfig",
+    "check_seed",
     "contention_config",
     "gym_make",
     "make_env",
@@ -49,6 +53,26 @@ __all__ = [
 
 #: Speed modes of :attr:`EnvConfig.speed`.
 SPEEDS = ("measured", "contention")
+
+#: Seeds of a contention-engine run are below this: it seeds MT19937 as CPython does,
+#: ``init_by_array([seed])`` of 32-bit words (:func:`envs.sim.engine.core._make_rng`), which
+#: refuses ``2**32`` and above.  numpy's ``default_rng`` (the workload generators, the DL² env)
+#: takes any integer >= 0.
+SEED_LIMIT = 2**32
+
+
+def check_seed(seed: object, key: str, limit: int | None = SEED_LIMIT) -> int:
+    """``seed`` as an ``int`` if it is an integer in ``0 <= seed < limit`` (``limit`` a
+    power of two, or ``None``: no upper bound), else a one-line :class:`ConfigError` naming
+    ``key``, the seed and the range, e.g. ``seeds: -1 is out of range (0 <= seed < 2**32)``
+    (numpy would raise a ``TypeError`` or ``ValueError`` from deep inside the seeding)."""
+    valid = "seed >= 0" if limit is None else f"0 <= seed < 2**{limit.bit_length() - 1}"
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(f"{key}: {seed!r} is not an integer seed ({valid})")
+    value = int(seed)
+    if value < 0 or (limit is not None and value >= limit):
+        raise ConfigError(f"{key}: {value} is out of range ({valid})")
+    return value
 
 
 @dataclass(frozen=True)
@@ -326,7 +350,7 @@ def env_kwargs(config: EnvConfig, seed: int = 0) -> dict[str, Any]:
     _check_modes(config)
     kwargs: dict[str, Any] = {
         "setting": setting_of(config),
-        "seed": int(seed),
+        "seed": check_seed(seed, "env seed", None),
         "reward": config.reward,
         "jct_scale": float(config.jct_scale),
         "max_slots": int(config.max_slots),
@@ -398,6 +422,7 @@ def gym_make(
                 raise ConfigError(f"unknown setting {setting!r}; known: {sorted(SETTINGS)}")
             setting = SETTINGS[setting]
         kwargs.setdefault("reward", "jct")
+        seed = check_seed(seed, "dlsched/Cluster-v0 seed", None)
         return ClusterEnv(setting, seed=seed, render_mode=render_mode, **kwargs)
     config = coerce_env_config({"setting": setting, "reward": "jct", **kwargs})
     env = make_env(config, seed)

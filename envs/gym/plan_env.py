@@ -32,7 +32,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.factory import EnvConfig, coerce_env_config, gym_make, make_env
+from envs.gym.factory import EnvConfig, check_seed, coerce_env_config, gym_make, make_env
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim.elastic.allocators import Allocator, make_allocator
 from envs.sim.errors import ConfigError
@@ -336,6 +336,8 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+        if seed is not None:  # any integer >= 0, as the inner env's
+            seed = check_seed(seed, f"{PLAN_ENV_ID} reset seed", None)
         super().reset(seed=seed)
         obs, info = self.inner.reset(seed=seed, options=options)
         self._ended = False

@@ -303,6 +303,9 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Obs, dict[str, Any]]:
         if seed is not None:
+            from envs.gym.factory import check_seed  # here: the factory imports this module
+
+            seed = check_seed(seed, "dlsched/Cluster-v0 reset seed", None)  # any integer >= 0
             super().reset(seed=seed)
             wl_seed = int(seed)
         elif self._np_random is None:
