@@ -28,8 +28,24 @@ Details: docs/design/evaluation.md#scheduler-specs-workload-kinds-and-the-run-di
 
 from __future__ import annotations
 
-import shlex
+import os
+import signal
 import sys
+
+
+def _stopped_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM while Python imports the project: nothing has run, nothing to keep."""
+    name = signal.Signals(signum).name
+    print(f"evaluate.py: interrupted ({name}) while starting; nothing was run", file=sys.stderr)
+    os._exit(130)
+
+
+if __name__ == "__main__":  # until main() takes over: a quiet exit, not a traceback
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_sig, _stopped_while_starting)
+
+import shlex  # after the handlers above
+import tempfile
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,7 +57,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from envs.files import sigterm_as_interrupt
+from envs.files import os_error, sigterm_as_interrupt
 from envs.sim import ConfigError, DlschedError
 from evaluation.config import EvaluateConfig
 from evaluation.pipeline import Interrupted
@@ -166,6 +182,9 @@ def main() -> None:
     for arg in sys.argv[1:]:
         key, _, value = arg.partition("=")
         flags[key.lstrip("+")] = value
+    given = {"out_dir", "hydra.run.dir", "hydra.sweep.dir", "--help", "-h", "--cfg", "-c"}
+    if not given & set(flags):  # the default out_dir is runs/<date>_<time>_evaluate
+        flags["out_dir"] = "runs"
     for key in ("out_dir", "hydra.run.dir", "hydra.sweep.dir"):
         if key not in flags:
             continue
@@ -178,12 +197,20 @@ def main() -> None:
         if p.exists() and not p.is_dir():  # Hydra would fail with a traceback
             print(f"error: {key}={value}: exists and is not a directory", file=sys.stderr)
             sys.exit(2)
+        try:  # Hydra would fail with a traceback when it cannot make the directory
+            p.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=p):
+                pass
+        except OSError as exc:
+            print(f"error: {os_error(p, exc, 'write to').args[0]} ({key})", file=sys.stderr)
+            sys.exit(2)
         keep = (
             flags.get("resume", "").lower() == "true"
             or flags.get("overwrite", "").lower() == "true"
         )
         if (
             key == "out_dir"
+            and value != "runs"
             and p.is_dir()
             and not keep
             and any(q.name not in (".hydra", ".lock") for q in p.iterdir())
@@ -194,9 +221,14 @@ def main() -> None:
                 file=sys.stderr,
             )
             sys.exit(2)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with sigterm_as_interrupt():
             _hydra_main()
+    except KeyboardInterrupt as exc:  # while Hydra composed the config: nothing has run
+        print(f"evaluate.py: interrupted ({exc or 'SIGINT'}) while starting; nothing was run",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(130)
     except SystemExit as exc:
         if exc.code == 1 and not _task_started[0]:
             raise SystemExit(2) from None
