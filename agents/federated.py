@@ -114,7 +114,8 @@ def check_clusters(
         raise ConfigError(
             "federated clusters must share the window J and the job-type count L (one policy "
             f"reads J rows of L + 5 features and acts on 3J + 1 actions); got {listed}. "
-            "Set env.overrides.J on the clusters (and the top-level env) to one value."
+            "Give every cluster (federated.clusters[i].env.overrides.J) and the top-level env "
+            "(+env.overrides.J=<J> on the command line) one window J."
         )
     return next(iter(shapes.values()))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing as mp
+import os
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch as th
 
+from envs.files import die_with_parent
 from envs.sim.errors import ConfigError
 
 __all__ = ["RolloutPool", "Task"]
@@ -43,8 +45,9 @@ _NET: Any = None  # the worker's network (weights loaded per call)
 _RUN: Runner | None = None
 
 
-def _init(env: Any, make_net: Callable[[], Any], runner: Runner, threads: int) -> None:
+def _init(env: Any, make_net: Callable[[], Any], runner: Runner, threads: int, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner's process decides
+    die_with_parent(parent)  # and no worker outlives it, even a learner killed with kill -9
     global _ENV, _NET, _RUN
     th.set_num_threads(threads)
     _ENV, _NET, _RUN = env, make_net(), runner
@@ -91,7 +94,7 @@ class RolloutPool:
                     "fork" if "fork" in mp.get_all_start_methods() else "spawn"
                 ),
                 initializer=_init,
-                initargs=(self.env, self.make_net, self.runner, th.get_num_threads()),
+                initargs=(self.env, self.make_net, self.runner, th.get_num_threads(), os.getpid()),
             )
             atexit.register(self.close)
         return self._pool
