@@ -180,3 +180,10 @@ def test_unknown_keys_are_refused_even_with_plus(tmp_path: Path, args: list[str]
 def test_an_empty_out_dir_is_refused(tmp_path: Path) -> None:
     out = run_script("evaluate.py", "out_dir=")
     _one_line_error(out, "out_dir is empty")
+
+
+def test_an_unwritable_out_dir_is_one_line(tmp_path: Path) -> None:
+    """Hydra would make the directory first and fail with an ``OSError`` traceback."""
+    (tmp_path / "file").write_text("x")
+    out = run_script("evaluate.py", f"out_dir={tmp_path / 'file' / 'run'}")
+    _one_line_error(out, "error: cannot write to", "(out_dir)")
