@@ -57,6 +57,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+from envs.configkeys import check_known_keys
 from envs.files import os_error, sigterm_as_interrupt
 from envs.sim import ConfigError, DlschedError
 from evaluation.config import EvaluateConfig
@@ -66,23 +67,9 @@ from evaluation.pipeline import evaluate as run_evaluation
 ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
 
 
-def check_known_keys(dcfg: DictConfig) -> None:
-    """Refuse keys the schema does not have, also those added with ``+`` (Hydra adds a ``+key``
-    to the config without checking it against the schema): ``+max_wall=5`` or
-    ``+workload.trace.max_job=5`` would otherwise be accepted and ignored."""
-    try:
-        OmegaConf.merge(OmegaConf.structured(EvaluateConfig), OmegaConf.to_container(dcfg))
-    except OmegaConfBaseException as exc:
-        key = exc.full_key or "?"
-        raise ConfigError(
-            f"unknown config key {key!r} (a typo? `+` adds keys the schema does not have, and "
-            "evaluate.py reads none of them); see conf/evaluate.yaml for the keys"
-        ) from None
-
-
 def evaluate(dcfg: DictConfig, run_dir: Path) -> list[dict[str, Any]]:
     """Run the evaluation ``dcfg`` describes into ``run_dir``; the summary rows."""
-    check_known_keys(dcfg)
+    check_known_keys(dcfg, EvaluateConfig, where="conf/evaluate.yaml")
     cfg = OmegaConf.to_object(dcfg)
     if not isinstance(cfg, EvaluateConfig):  # pragma: no cover - the schema guarantees it
         raise ConfigError(f"config is not an EvaluateConfig: {type(cfg).__name__}")
