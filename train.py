@@ -6,11 +6,18 @@ groups ``env``, ``pretrain``, ``eval``, ``federated`` (see ``conf/train.yaml``).
 ``runs/<time>_train_<agent>/``: ``run.json``, TensorBoard events (``tb/``), the learning curve,
 checkpoints and ``summary.json``.  ``-m`` sweeps, e.g. ``python train.py -m +agent=a2c,ppo
 seed=0,1``.
+
+Ctrl-C, SIGTERM or SIGHUP stop a run cleanly: one line says what was saved (the newest
+complete checkpoint, or that nothing was) and the command that resumes it, exit status 130;
+a disk that is full or read-only is one line naming the file, exit status 2.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -19,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from envs.files import os_error, sigterm_as_interrupt
 from training.config import register_configs
 
 CONF = Path(__file__).resolve().parent / "conf"
@@ -71,6 +79,68 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
 _failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
 
 
+def _forked_child_signals() -> None:
+    """In a forked child (plan_pg's rollout workers): SIGTERM and SIGHUP ignored, as the
+    workers ignore Ctrl-C; the learner decides and stops them (``RolloutPool.close``), and
+    they die with it however it dies (``envs.files.die_with_parent``).  Without this, a
+    SIGTERM to the whole process group (a job scheduler, ``kill -- -<pgid>``) raised the
+    learner's ``KeyboardInterrupt`` in each worker, or killed it mid-transfer: tracebacks."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+#: an ``OSError`` with one of these is the disk's or the permissions' fault: one line, no
+#: traceback (envs.files already turns its own into ConfigErrors; this catches the writes of
+#: SB3's logger and TensorBoard)
+_DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM}
+
+
+def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInterrupt) -> str:
+    """One line: the run was stopped (by what), what it saved, the command that resumes it."""
+    from agents.checkpoint import find_checkpoint, read_meta
+    from envs.sim.errors import ConfigError
+
+    how = f"interrupted ({exc.args[0]})" if exc.args else "interrupted (Ctrl-C)"
+    again = shlex.join(["python", "train.py", *task])
+    if cfg.agent.algo == "plan_pg":  # policy files, no resume
+        final = out / "checkpoints" / "final" / "policy.npz"
+        best = out / "checkpoints" / "best" / "policy.npz"
+        if final.is_file():
+            try:
+                iterations = json.loads((out / "summary.json").read_text())["iterations"]
+            except (OSError, ValueError, KeyError):
+                iterations = "?"
+            return (
+                f"train.py: {how}; saved {final} (the policy after {iterations} iteration(s)) "
+                f"and {best} (the best validation point); plan_pg runs do not resume: evaluate "
+                f"with policy:{final.parent}, or start again with: {again}"
+            )
+        if best.is_file():
+            return (
+                f"train.py: {how}; saved {best} (the policy before RL); plan_pg runs do not "
+                f"resume: start again with: {again}"
+            )
+        return f"train.py: {how}; nothing was saved; start again with: {again}"
+    try:
+        ckpt, _ = find_checkpoint(out / "checkpoints")
+        decisions = read_meta(ckpt).get("num_timesteps", "?")
+    except ConfigError:
+        return (
+            f"train.py: {how} before the first checkpoint (checkpoint_every="
+            f"{cfg.get('checkpoint_every')} decisions): nothing was saved; start again with: "
+            f"{again}"
+        )
+    resume = shlex.join(
+        ["python", "train.py", *(a for a in task if not a.startswith("resume=")), f"resume={ckpt}"]
+    )
+    return (
+        f"train.py: {how}; the newest complete checkpoint is {ckpt} ({decisions} decisions); "
+        f"resume with: {resume}"
+    )
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="train")
 def main(cfg: DictConfig) -> None:
     if cfg.get("agent") is None:
@@ -88,10 +158,16 @@ def main(cfg: DictConfig) -> None:
     out = Path(hc.runtime.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     try:
-        summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
-    except KeyboardInterrupt:
-        print(f"train.py: interrupted; what was saved is in {out}", file=sys.stderr)
+        with sigterm_as_interrupt():  # SIGTERM/SIGHUP stop the run as Ctrl-C does
+            summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
+    except KeyboardInterrupt as exc:  # whatever was running: SB3's learn, plan_pg, pretraining
+        print(_interrupted(out, cfg, list(hc.overrides.task), exc), file=sys.stderr, flush=True)
         sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS:
+            raise
+        print(f"train.py: {os_error(exc.filename or out, exc)}", file=sys.stderr)
+        sys.exit(2)
     except DlschedError as exc:  # bad config, workload or trace: one line, no traceback
         print(f"train.py: {exc}", file=sys.stderr)
         if out.is_dir() and {p.name for p in out.iterdir()} <= {".hydra", "run.json"}:
@@ -114,7 +190,14 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    os.register_at_fork(after_in_child=_forked_child_signals)
+    try:
+        with sigterm_as_interrupt():
+            main()
+    except KeyboardInterrupt as exc:  # before or after the run (its own handler is in main)
+        how = f" ({exc.args[0]})" if exc.args else ""
+        print(f"train.py: interrupted{how}", file=sys.stderr)
+        sys.exit(130)
     if _failed:
         print(f"train.py: {len(_failed)} sweep job(s) failed:", file=sys.stderr)
         for line in _failed:

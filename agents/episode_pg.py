@@ -41,6 +41,7 @@ from torch.nn import functional as F
 
 from agents.baselines import group_advantages
 from agents.rollout_pool import RolloutPool
+from envs.files import atomic_path
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -549,8 +550,9 @@ def save_episode_pg(
         )
     arrays = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
     arrays[_META_KEY] = np.array(json.dumps(meta, default=str))
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "wb") as f:
+    # atomic (a reader or a killed run sees the old file or the new one); numpy's zip keeps a
+    # CRC of every array, checked on loading
+    with atomic_path(p) as tmp, open(tmp, "wb") as f:
         np.savez(f, **arrays)
     return p
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from envs.files import atomic_path
 from envs.sim.errors import ConfigError
 
 __all__ = ["ReplayBuffer", "ReplayConfig"]
@@ -136,8 +138,13 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: PathLike) -> None:
+        """Write the buffer to ``path`` (``.npz``), atomically."""
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            self._savez(f)
+
+    def _savez(self, f: Any) -> None:
         np.savez_compressed(
-            Path(path),
+            f,
             obs=self.obs,
             masks=self.masks,
             actions=self.actions,

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from envs.files import atomic_path, write_json
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
@@ -139,9 +140,9 @@ class TeacherDataset:
     def save(self, path: PathLike) -> Path:
         """Write ``path`` (``.npz``) and its ``.json`` config beside it; the ``.npz`` path."""
         p = Path(path).with_suffix(".npz")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(p, **{name: getattr(self, name) for name in _ARRAYS})
-        p.with_suffix(".json").write_text(json.dumps(self.meta, indent=2, default=str))
+        with atomic_path(p) as tmp, open(tmp, "wb") as f:  # atomic: old file or new, never torn
+            np.savez_compressed(f, **{name: getattr(self, name) for name in _ARRAYS})
+        write_json(p.with_suffix(".json"), self.meta)
         return p
 
     @classmethod

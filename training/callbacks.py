@@ -4,6 +4,7 @@ the run's SB3 logger (:func:`run_logger`)."""
 from __future__ import annotations
 
 import csv
+import io
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from stable_baselines3.common.logger import (
 
 from agents.checkpoint import save_checkpoint
 from agents.evaluation import aggregate, evaluate_policy
+from envs.files import write_text
 from envs.gym.factory import EnvConfig
 
 __all__ = ["CheckpointCallback", "ValidationCallback", "run_logger"]
@@ -129,18 +131,20 @@ class ValidationCallback(BaseCallback):
             if k not in ("timesteps", "wall_s"):
                 self.logger.record(f"eval/{k}", v)
         self.logger.dump(self.num_timesteps)
-        new = not self.curve_csv.exists()
-        with self.curve_csv.open("a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                w.writeheader()
-            w.writerow(row)
+        # the whole (small) file rewritten atomically per point: never a torn row
+        old = self.curve_csv.read_text() if self.curve_csv.is_file() else ""
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=list(row))
+        if not old:
+            w.writeheader()
+        w.writerow(row)
+        write_text(self.curve_csv, old + buf.getvalue())
         return row
 
 
 class CheckpointCallback(BaseCallback):
     """Every ``every`` decisions (at the next update boundary), save a resumable checkpoint to
-    ``directory`` (overwritten)."""
+    ``directory`` (replaced atomically: :func:`~agents.checkpoint.save_checkpoint`)."""
 
     def __init__(self, directory: Path, every: int, meta: dict[str, Any]) -> None:
         super().__init__()

@@ -23,13 +23,15 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
 Writes ``learning_curve.csv`` (decisions, iteration, avg JCT, ratio to each baseline),
 TensorBoard scalars (``tb/``), ``checkpoints/best/policy.npz`` (the best validation point)
 and ``checkpoints/final/policy.npz`` (the last), each usable as ``policy:<dir>`` in
-``evaluate.py``, and ``summary.json``.  Ctrl-C stops between iterations and still saves.
+``evaluate.py``, and ``summary.json``, each written atomically (:mod:`envs.files`).  Ctrl-C
+(or SIGTERM, under ``train.py``) stops between iterations and still saves ``final``; the
+rollout workers are stopped however the run ends.
 """
 
 from __future__ import annotations
 
 import csv
-import json
+import io
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,11 +42,13 @@ from typing import Any
 import numpy as np
 import torch as th
 
+from agents.checkpoint import signals_deferred
 from agents.config import AgentConfig, PlanPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save_episode_pg
 from agents.evaluation import EpisodeResult, aggregate, driver_actor, run_episode
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
+from envs.files import write_json, write_text
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
@@ -177,9 +181,15 @@ class _Log:
         self.curve_path = out / "learning_curve.csv"
         cols = ["timesteps", "iteration", "avg_jct", "p95_jct", "unfinished", "wall_s"]
         self.cols = cols + [f"ratio_to_{b}" for b in baselines]
-        with self.curve_path.open("w", newline="") as f:
-            csv.writer(f).writerow(self.cols)
+        self._csv = self._line(self.cols)
+        write_text(self.curve_path, self._csv)
         self.rows: list[dict[str, float]] = []
+
+    @staticmethod
+    def _line(values: Sequence[Any]) -> str:
+        buf = io.StringIO(newline="")
+        csv.writer(buf).writerow(values)
+        return buf.getvalue()
 
     def validation(self, decisions: int, iteration: int, m: dict[str, float], wall: float) -> None:
         row = {
@@ -192,8 +202,9 @@ class _Log:
         }
         row.update({f"ratio_to_{b}": m["avg_jct"] / v for b, v in self.baselines.items()})
         self.rows.append(row)
-        with self.curve_path.open("a", newline="") as f:
-            csv.writer(f).writerow([row[c] for c in self.cols])
+        # the whole (small: a row per validation) file rewritten atomically: never a torn row
+        self._csv += self._line([row[c] for c in self.cols])
+        write_text(self.curve_path, self._csv)
         for key in ("avg_jct", "p95_jct", "unfinished", *(c for c in row if c.startswith("ratio"))):
             self.writer.add_scalar(f"eval/{key}", row[key], decisions)
         self.writer.flush()
@@ -270,9 +281,11 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     act = "argmax" if ev.deterministic else "sampled"
 
     def save(name: str, extra: dict[str, Any]) -> Path:
-        """The network's current weights as ``checkpoints/<name>/policy.npz``."""
-        return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
-                               {**record, **extra}, act=act)  # fmt: skip
+        """The network's current weights as ``checkpoints/<name>/policy.npz`` (a Ctrl-C
+        during the save takes effect after it)."""
+        with signals_deferred():
+            return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
+                                   {**record, **extra}, act=act)  # fmt: skip
 
     decisions = 0
     t_train = time.perf_counter()
@@ -284,7 +297,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
         log.validation(decisions, iteration, m, time.perf_counter() - t_train)
         return m
 
-    best = (validate(0)["avg_jct"], 0)  # (validation avg JCT, iteration)
+    best = (float("inf"), 0)  # (validation avg JCT, iteration), set by the first validation
 
     def on_iteration(i: int, st: dict[str, float]) -> None:
         nonlocal decisions, best
@@ -297,15 +310,16 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
             best = (v, i)
             save("best", {"iteration": i, "val_avg_jct": v})
 
-    save("best", {"iteration": 0, "val_avg_jct": best[0]})
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
-        pg.learn(p.iterations, on_iteration)
-    except KeyboardInterrupt:
-        interrupted = True
-        print(f"[plan_pg] interrupted after {pg.iteration} iteration(s); saving", file=sys.stderr)
+        best = (validate(0)["avg_jct"], 0)  # (validation avg JCT, iteration)
+        save("best", {"iteration": 0, "val_avg_jct": best[0]})
+        try:
+            pg.learn(p.iterations, on_iteration)
+        except KeyboardInterrupt as exc:  # stop between iterations; train.py says what was saved
+            interrupted = exc
     finally:
-        pg.close()  # the rollout workers
+        pg.close()  # the rollout workers, however the run ends
     final = save("final", {"iteration": pg.iteration})
     log.writer.close()
     curve = log.rows
@@ -313,7 +327,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
         {
             "timesteps": decisions,
             "iterations": pg.iteration,
-            "interrupted": interrupted,
+            "interrupted": interrupted is not None,
             "train_s": round(time.perf_counter() - t_train, 1),
             "initial": curve[0],
             "final": curve[-1],
@@ -325,9 +339,9 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
             "agent_config": asdict(p),
         }
     )
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    if interrupted:
-        raise KeyboardInterrupt
+    write_json(out / "summary.json", summary)
+    if interrupted is not None:  # Ctrl-C or SIGTERM (its name: train.py's message says which)
+        raise interrupted
     return summary
 
 

@@ -8,13 +8,17 @@ average JCT against the teacher's on held-out workloads (``eval_seeds``).  It wr
 loads), ``history.csv`` and ``summary.json``; TensorBoard scalars go to ``out_dir/tb``.
 
 With ``cache_dir``, a stage with the same config (hash of every field that changes the result)
-is loaded from the cache instead of recomputed.
+is loaded from the cache instead of recomputed.  Every file is written atomically
+(:mod:`envs.files`), the cache's ``summary.json`` last, so a stage killed half-way leaves no
+half-written file and no cache entry that looks complete; ``policy.json`` records the
+weights' SHA-256, checked before the weights are used.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import shutil
 import time
@@ -25,9 +29,10 @@ from typing import Any, Optional
 import numpy as np
 import torch as th
 
-from agents.checkpoint import save_policy_weights
+from agents.checkpoint import save_policy_weights, signals_deferred, verify_policy_weights
 from agents.evaluation import aggregate, evaluate_allocator, evaluate_policy
 from agents.policy import PolicyConfig, policy_kwargs
+from envs.files import atomic_path, write_json, write_text
 from envs.gym.factory import EnvConfig, make_env
 from envs.sim.elastic.allocators import allocator_name, make_allocator
 from envs.sim.errors import ConfigError
@@ -115,7 +120,8 @@ def pretrain(
 
     t0 = time.perf_counter()
     data = _teacher_dataset(config, teacher, env_config, mix)
-    data.save(out / "dataset")
+    with signals_deferred():  # numpy's zip writer stopped half-way raises its own errors
+        data.save(out / "dataset")
     t_collect = time.perf_counter() - t0
     train, val = data.split(config.val_fraction, seed=config.bc.seed)
     train = train.shuffled(config.shuffle_copies, seed=config.bc.seed)
@@ -158,14 +164,16 @@ def pretrain(
         return {}
 
     t1 = time.perf_counter()
-    history = behaviour_clone(
-        student, train, val, config.bc, log=log, on_eval=on_eval, progress=progress
-    )
-    t_bc = time.perf_counter() - t1
-    final = clone_jct()
-    if writer is not None:
+    try:
+        history = behaviour_clone(
+            student, train, val, config.bc, log=log, on_eval=on_eval, progress=progress
+        )
+        t_bc = time.perf_counter() - t1
+        final = clone_jct()
         log(config.bc.steps, final)
-        writer.close()
+    finally:  # Ctrl-C too: TensorBoard's events so far are flushed
+        if writer is not None:
+            writer.close()
     _write_history(out / "history.csv", history.rows)
     weights = save_policy_weights(
         student,
@@ -189,24 +197,32 @@ def pretrain(
         "bc_s": round(t_bc, 2),
         "key": key,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_json(out / "summary.json", summary)
     if cached is not None:
-        cached.mkdir(parents=True, exist_ok=True)
-        for name in _CACHED:
-            shutil.copy2(out / name, cached / name)
+        for name in _CACHED:  # summary.json last: the cache entry is complete once it exists
+            _copy(out / name, cached / name)
     summary["policy_path"] = str(weights)
     return summary
 
 
-#: the files of a pretraining stage its cache keeps
-_CACHED = ("policy.pt", "policy.json", "summary.json", "history.csv")
+#: the files of a pretraining stage its cache keeps (``summary.json``, which marks a complete
+#: entry, last)
+_CACHED = ("policy.pt", "policy.json", "history.csv", "summary.json")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """``dst`` becomes a copy of ``src``, atomically."""
+    with atomic_path(dst) as tmp:  # an OSError (disk full...): a ConfigError naming dst
+        shutil.copy2(src, tmp)
 
 
 def _from_cache(cached: Path, out: Path) -> dict[str, Any]:
-    """A cached stage's files copied into ``out``; its summary."""
+    """A cached stage's files copied into ``out`` (the weights checked against their recorded
+    SHA-256 first); its summary."""
+    verify_policy_weights(cached / "policy.pt")
     for name in _CACHED:
         if (cached / name).is_file():
-            shutil.copy2(cached / name, out / name)
+            _copy(cached / name, out / name)
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     summary.update({"policy_path": str(out / "policy.pt"), "cached_from": str(cached)})
     return summary
@@ -258,10 +274,11 @@ def _write_history(path: Path, rows: list[dict[str, float]]) -> None:
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    w.writerows(rows)
+    write_text(path, buf.getvalue())
 
 
 def load_dataset(path: str | Path) -> TeacherDataset:

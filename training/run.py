@@ -5,16 +5,18 @@ training envs (``n_envs`` copies of ``env``, or the federated clusters); build t
 (:mod:`agents.build`); pretrain or load cached pretrained weights (``pretrain=...``); evaluate
 the baselines once on the validation workloads; ``learn`` with validation, checkpoints,
 TensorBoard and a progress bar; save the final model and print where everything is.
-``resume=<checkpoint dir>`` continues a run (same config) to its ``total_timesteps`` (the
-checkpoint's decisions count), into the new run directory; ``checkpoints/latest`` and
-``checkpoints/final`` both hold the last state at the end.
+``resume=<checkpoint dir>`` (or a run's ``checkpoints/`` directory, or the run directory)
+continues a run (same config) to its ``total_timesteps`` (the checkpoint's decisions count),
+into the new run directory, from the newest complete checkpoint there
+(:func:`agents.checkpoint.find_checkpoint`: a run killed mid-save leaves one);
+``checkpoints/latest`` and ``checkpoints/final`` both hold the last state at the end.  Every
+file is written atomically (:mod:`envs.files`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import shutil
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,10 +27,18 @@ import torch as th
 from omegaconf import DictConfig, OmegaConf
 
 from agents.build import build_agent, load_pretrained_weights
-from agents.checkpoint import load_checkpoint, read_meta, save_checkpoint
+from agents.checkpoint import (
+    copy_checkpoint,
+    find_checkpoint,
+    load_checkpoint,
+    read_meta,
+    save_checkpoint,
+    verify_policy_weights,
+)
 from agents.config import AgentConfig
 from agents.evaluation import aggregate, evaluate_allocator
 from agents.vec import make_training_vec_env
+from envs.files import write_json
 from envs.gym.factory import EnvConfig, make_env
 from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
@@ -96,12 +106,16 @@ _ALGO_CLASS = {
 }
 
 
-def _check_resume(cfg: TrainConfig) -> None:
-    """A resumed checkpoint must hold the configured learner (else the run would train one
-    learner under another's name)."""
-    if not (Path(str(cfg.resume)) / "meta.json").is_file():
+def _check_resume(cfg: TrainConfig) -> Path:
+    """The checkpoint ``resume=`` continues (the newest complete one there, said in one line
+    when it is not the named one); it must hold the configured learner (else the run would
+    train one learner under another's name)."""
+    path, note = find_checkpoint(str(cfg.resume))
+    if note:
+        print(f"train.py: {note}", file=sys.stderr, flush=True)
+    if not (path / "meta.json").is_file():
         raise ConfigError(f"resume={cfg.resume}: no checkpoint there (meta.json missing)")
-    meta = read_meta(Path(str(cfg.resume)))
+    meta = read_meta(path)
     saved_env = meta.get("env")
     if isinstance(saved_env, dict) and saved_env != cfg.env.as_dict():
         now = cfg.env.as_dict()
@@ -119,6 +133,7 @@ def _check_resume(cfg: TrainConfig) -> None:
             f"configured as agent {cfg.agent.name!r} ({want}); resume it with "
             f"+agent={meta.get('agent')}"
         )
+    return path
 
 
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
@@ -146,8 +161,8 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
     }
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent_cfg.name}
     if cfg.resume:
-        _check_resume(cfg)
-        model = load_checkpoint(cfg.resume, env=None)
+        resume = _check_resume(cfg)
+        model = load_checkpoint(resume, env=None)
         keys = ["gamma", "ent_coef", "vf_coef", "max_grad_norm"]
         keys += ["n_steps"] if agent_cfg.algo != "group_ppo" else []
         changed = [
@@ -168,7 +183,7 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
         if model.get_env() is None:  # a checkpoint without env.pkl (a Ray run): fresh episodes
             model.set_env(env)
         model.tensorboard_log = tb
-        summary["resumed_from"] = cfg.resume
+        summary["resumed_from"] = str(resume)
     else:
         model = build_agent(agent_cfg, env, window, cfg.seed, tb)
         if cfg.pretrain.enabled:
@@ -182,6 +197,7 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
                 progress=cfg.progress_bar,
                 mixture=cfg.mixture,
             )
+            verify_policy_weights(pre["policy_path"])  # a cached copy may have rotted
             load_pretrained_weights(model, pre["policy_path"])
             if hasattr(model, "set_anchor"):  # the group learner's anchor: the clone
                 model.set_anchor()
@@ -249,8 +265,7 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
     )
     summary["train_s"] = round(time.perf_counter() - t0, 1)
     final = save_checkpoint(model, out / "checkpoints" / "final", meta)
-    shutil.rmtree(ckpt_dir, ignore_errors=True)  # ``latest`` is the last state too
-    shutil.copytree(final, ckpt_dir)
+    copy_checkpoint(final, ckpt_dir)  # ``latest`` is the last state too
     if federated is not None:
         summary["federated"] = federated.summary()
         env.close()  # a RayVecEnv ends its actors (and the Ray it started)
@@ -261,5 +276,5 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
     summary["best_avg_jct"] = float(np.min([r["avg_jct"] for r in curve])) if curve else None
     summary["tensorboard"] = tb
     summary["checkpoint"] = str(out / "checkpoints" / "final")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_json(out / "summary.json", summary)
     return summary

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -11,6 +10,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from envs.files import write_json
 
 __all__ = ["git_commit", "package_versions", "run_record", "write_run_record"]
 
@@ -72,7 +73,5 @@ def run_record(config: Any, seed: int | None, **extra: Any) -> dict[str, Any]:
 
 
 def write_run_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(record, indent=2, default=str))
-    return p
+    """Write ``record`` to ``path`` as JSON, atomically (:func:`envs.files.write_json`)."""
+    return write_json(path, record)
