@@ -14,11 +14,25 @@ a disk that is full or read-only is one line naming the file, exit status 2.
 
 from __future__ import annotations
 
-import errno
-import json
 import os
-import shlex
+import signal
 import sys
+
+
+def _stopped_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM while Python imports the project: nothing has run, nothing to keep."""
+    name = signal.Signals(signum).name
+    print(f"train.py: interrupted ({name}) while starting; nothing was run", file=sys.stderr)
+    os._exit(130)
+
+
+if __name__ == "__main__":  # until the run takes over: a quiet exit, not a traceback
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_sig, _stopped_while_starting)
+
+import errno  # after the handlers above
+import json
+import shlex
 from pathlib import Path
 
 import hydra
@@ -141,6 +155,21 @@ def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInter
     )
 
 
+def _check_keys(cfg: DictConfig) -> None:
+    """Refuse keys the schemas do not have, also those added with ``+`` (e.g. ``+seeds=3``
+    instead of ``seed=3``, or ``+agent.lr=1e-3``): they would be accepted and ignored."""
+    from agents.config import AgentConfig
+    from envs.configkeys import check_known_keys
+    from training.config import TrainConfig
+
+    data = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(data, dict)
+    agent = data.pop("agent", None)
+    check_known_keys(data, TrainConfig, where="conf/train.yaml (schema: training/config.py)")
+    if isinstance(agent, dict):
+        check_known_keys(agent, AgentConfig, "agent.", "agents/config.py AgentConfig")
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="train")
 def main(cfg: DictConfig) -> None:
     if cfg.get("agent") is None:
@@ -159,6 +188,7 @@ def main(cfg: DictConfig) -> None:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     try:
         with sigterm_as_interrupt():  # SIGTERM/SIGHUP stop the run as Ctrl-C does
+            _check_keys(cfg)
             summary = train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
     except KeyboardInterrupt as exc:  # whatever was running: SB3's learn, plan_pg, pretraining
         print(_interrupted(out, cfg, list(hc.overrides.task), exc), file=sys.stderr, flush=True)
@@ -190,6 +220,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.register_at_fork(after_in_child=_forked_child_signals)
     try:
         with sigterm_as_interrupt():

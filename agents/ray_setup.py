@@ -63,20 +63,29 @@ OWNER_VAR = "DLSCHED_RAY_OWNER"
 _WATCHDOG: list[Any] = []  # the watchdog's Popen, kept so that its pipe stays open
 
 _WATCHDOG_CODE = """
-import os, signal, sys
+import os, signal, sys, time
 # one line per pid of a Ray process the driver started; EOF when the driver is gone
 pids = sys.stdin.buffer.read().split()
 marks = {("OWNER_VAR=" + sys.argv[1]).encode()} | {b"RAY_RAYLET_PID=" + p for p in pids}
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    if int(pid) == os.getpid():
-        continue
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = set(f.read().split(b"\\0"))
-        if env & marks:
-            os.kill(int(pid), signal.SIGKILL)
-    except OSError:
-        pass
+for _ in range(20):  # again until a pass finds none: a dying raylet may still start workers
+    killed = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue  # a zombie runs nothing
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = set(f.read().split(b"\\0"))
+            if env & marks:
+                os.kill(int(pid), signal.SIGKILL)
+                killed += 1
+        except (OSError, IndexError):
+            pass
+    if not killed:
+        break
+    time.sleep(0.2)
 """.replace("OWNER_VAR", OWNER_VAR)
 
 

@@ -65,7 +65,9 @@ def policy_path(arg: str) -> Path:
 def _read_json(path: Path, required: bool) -> dict[str, Any]:
     if not path.is_file():
         if required:
-            raise ConfigError(f"{path.name} (how to rebuild the policy) is missing next to it")
+            raise ConfigError(
+                f"{path}: missing; the policy's weights need it (how to rebuild the network)"
+            )
         return {}
     try:
         data = json.loads(path.read_text())

@@ -266,3 +266,37 @@ def test_with_heartbeat_keeps_a_step_actor_a_step_actor() -> None:
     with pytest.raises(SimulationError, match="wall-clock budget of 1e-06 s spent at slot"):
         run_episode_detailed(env, actor, 0)
     assert env.sim is not None and env.sim.heartbeat is beat
+
+
+# ------------------------------------------------------- train.py: unknown keys, even with +
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [(["+agent=plan_pg", "+seeds=3"], "seeds"), (["+agent=a2c", "+agent.lr=3"], "agent.lr")],
+)
+def test_train_refuses_unknown_keys_even_with_plus(
+    args: list[str], key: str, tmp_path: Path
+) -> None:
+    from tests.cli import run_script
+
+    out = run_script("train.py", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"unknown config key '{key}'" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_every_shipped_train_config_passes_the_key_check() -> None:
+    from hydra import compose, initialize_config_dir
+
+    import train
+
+    conf = Path(train.__file__).resolve().parent / "conf"
+    agents = sorted(p.stem for p in (conf / "agent").glob("*.yaml"))
+    extra = [[], ["federated=local"], ["mixture=dl2_philly"], ["env=ada"], ["+env.overrides.J=12"]]
+    for agent in agents:
+        for more in extra:
+            with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+                cfg = compose("train", overrides=[f"+agent={agent}", *more])
+            train._check_keys(cfg)  # raises on a key the schemas lack

@@ -88,7 +88,7 @@ def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     return proc, out
 
 
-def _gone(pids: set[int], within: float = 15.0) -> set[int]:
+def _gone(pids: set[int], within: float = 30.0) -> set[int]:
     deadline = time.monotonic() + within
     left = {p for p in pids if _alive(p)}
     while left and time.monotonic() < deadline:
