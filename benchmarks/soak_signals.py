@@ -195,7 +195,7 @@ def main() -> None:
     if stops:
         print(f"signal to exit (signalled runs that were still running, n={len(stops)}): "
               f"median {statistics.median(stops):.2f} s, worst {max(stops):.2f} s")  # fmt: skip
-    by = {}
+    by: dict[tuple[str, str], list[dict]] = {}
     for r in results:
         by.setdefault((r["runner"], r["signal"]), []).append(r)
     for (runner, sig), rs in sorted(by.items()):
