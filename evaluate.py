@@ -124,10 +124,14 @@ def _hydra_main(dcfg: DictConfig) -> None:
             f"finished and are kept in {exc.run_dir}; to run the rest: {again}",
             file=sys.stderr,
         )
-        sys.exit(130)
+        # everything is on disk and the lock released; exit now, not after the exit hooks
+        # (Ray's would shut down a local Ray for a second or two; its watchdog ends it at once)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     except KeyboardInterrupt as exc:  # before the runs started: nothing to keep
         _drop_if_empty(Path(hc.runtime.output_dir))
-        print(f"evaluate.py: interrupted ({exc or 'SIGINT'}) before any run finished; "
+        print(f"evaluate.py: interrupted ({str(exc) or 'SIGINT'}) before any run finished; "
               "nothing was saved", file=sys.stderr)  # fmt: skip
         sys.exit(130)
     except (DlschedError, OmegaConfBaseException, HydraException) as exc:
@@ -213,7 +217,7 @@ def main() -> None:
         with sigterm_as_interrupt():
             _hydra_main()
     except KeyboardInterrupt as exc:  # while Hydra composed the config: nothing has run
-        print(f"evaluate.py: interrupted ({exc or 'SIGINT'}) while starting; nothing was run",
+        print(f"evaluate.py: interrupted ({str(exc) or 'SIGINT'}) while starting; nothing was run",
               file=sys.stderr)  # fmt: skip
         sys.exit(130)
     except SystemExit as exc:

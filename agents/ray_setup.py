@@ -5,11 +5,12 @@ this process for bit-identical results.  Imports Ray only when called."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from envs.sim import ConfigError
 
-__all__ = ["blas_threads", "init_ray"]
+__all__ = ["blas_threads", "init_ray", "watchdog_alive"]
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
@@ -57,46 +58,20 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
     return True
 
 
-#: Set in this process's environment before Ray starts, so every process of the Ray it starts
-#: carries it (Ray passes the environment on): how the watchdog finds them.
+#: Set in this process's environment before Ray starts, so that Ray's processes carry it
+#: (Ray passes the environment on): one of the ways the watchdog finds them.
 OWNER_VAR = "DLSCHED_RAY_OWNER"
 _WATCHDOG: list[Any] = []  # the watchdog's Popen, kept so that its pipe stays open
-
-_WATCHDOG_CODE = """
-import os, signal, sys, time
-# one line per pid of a Ray process the driver started; EOF when the driver is gone
-pids = sys.stdin.buffer.read().split()
-marks = {("OWNER_VAR=" + sys.argv[1]).encode()} | {b"RAY_RAYLET_PID=" + p for p in pids}
-for _ in range(20):  # again until a pass finds none: a dying raylet may still start workers
-    killed = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        if int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue  # a zombie runs nothing
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = set(f.read().split(b"\\0"))
-            if env & marks:
-                os.kill(int(pid), signal.SIGKILL)
-                killed += 1
-        except (OSError, IndexError):
-            pass
-    if not killed:
-        break
-    time.sleep(0.2)
-""".replace("OWNER_VAR", OWNER_VAR)
 
 
 def _start_watchdog() -> None:
     """A local Ray's processes outlive a driver killed with ``kill -9`` (Ray's dashboard and
-    runtime-env agents for a minute or more).  Before starting Ray, mark this process's
-    environment (:data:`OWNER_VAR`), which Ray's processes inherit, and start a small
-    watchdog in a session of its own that waits for this process to end (its stdin pipe
-    closes, however this process ends) and then kills whatever still carries the mark, or
-    names as its raylet one that :func:`_tell_watchdog` reported (Ray starts its agents with
-    an environment of their own).  Linux (``/proc``) only; once per process."""
+    runtime-env agents for minutes).  Before starting Ray, start the watchdog
+    (``agents/_ray_watchdog.py``) in a session of its own: it records this process's
+    descendants while it lives and kills what is left of them when it ends (its stdin pipe
+    closes, however this process ends); it also knows them by :data:`OWNER_VAR`, set here, and
+    by the raylet pids :func:`_tell_watchdog` reports.  Linux (``/proc``) only; once per
+    process."""
     import subprocess
     import sys
 
@@ -106,13 +81,19 @@ def _start_watchdog() -> None:
     env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}
     _WATCHDOG.append(
         subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG_CODE, me],
+            [sys.executable, str(Path(__file__).with_name("_ray_watchdog.py")), me],
             stdin=subprocess.PIPE,
             env=env,
             start_new_session=True,  # Ctrl-C in the terminal does not reach it
         )
     )
     os.environ[OWNER_VAR] = me
+
+
+def watchdog_alive() -> bool:
+    """Whether this process started a local Ray with a watchdog that is still waiting: then
+    everything of that Ray ends when this process ends, without ``ray.shutdown()``."""
+    return bool(_WATCHDOG) and _WATCHDOG[0].poll() is None
 
 
 def _tell_watchdog() -> None:

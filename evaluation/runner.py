@@ -185,9 +185,10 @@ def _run_ray(
     done: Callable[[RunOutput], None],
     failed: Callable[[RunTask, BaseException], None],
 ) -> None:
-    """Every task as a Ray task of one CPU; results as they end.  Ctrl-C cancels what is
-    still queued or running.  A Ray this call started is shut down at the end."""
-    from agents.ray_setup import blas_threads, init_ray
+    """Every task as a Ray task of one CPU; results as they end.  A Ray this call started is
+    shut down at the end; on Ctrl-C it is left to its watchdog (it ends when this process does,
+    :func:`agents.ray_setup.init_ray`), so that the caller can exit at once."""
+    from agents.ray_setup import blas_threads, init_ray, watchdog_alive
 
     started = init_ray(runner.address)
     import ray
@@ -213,8 +214,13 @@ def _run_ray(
                         continue
                     nodes[node] = nodes.get(node, 0) + 1
                     done(out)
-        except KeyboardInterrupt:  # ray.shutdown() below ends the workers; cancelling the
-            raise  # tasks one by one first can crash the driver (a Ray check failure)
+        except KeyboardInterrupt:
+            # cancelling the tasks one by one can crash the driver (a Ray check failure), and
+            # ray.shutdown() takes a second or two: a Ray this process started is left to its
+            # watchdog, which kills all of it the moment this process exits
+            if started and watchdog_alive():
+                started = False
+            raise
         where = ", ".join(f"{n}: {k}" for n, k in sorted(nodes.items()))
         runs = sum(nodes.values())
         tqdm.write(f"ray: {runs} run(s) on {len(nodes)} node(s): {where}", file=sys.stderr)

@@ -1,0 +1,102 @@
+"""The watchdog of a local Ray (:func:`agents.ray_setup.init_ray`), run as a script:
+``python _ray_watchdog.py <driver pid>`` with a pipe from the driver on stdin.
+
+While the driver lives, it records every process descending from the driver (the GCS, the
+raylet, the dashboard and runtime-env agents the raylet starts, Ray's workers), with its start
+time, twice a second.  When the pipe closes (the driver ended, however: ``kill -9`` included)
+it kills every recorded process that is still the same process (same start time), every
+process that carries the driver's environment mark, and every one the driver reported as a
+raylet's child, again until a pass finds none.  Ray's agents outlive a killed driver otherwise
+(for minutes), and once they are orphans neither their parent nor their environment (Ray's
+``setproctitle`` overwrites it) says whose they were.  Standard library only: it never imports
+the project.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+
+OWNER_VAR = "DLSCHED_RAY_OWNER"
+
+
+def _stat(pid: int) -> tuple[str, int, str] | None:
+    """``(state, parent pid, start time)`` of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        return rest[0].decode(), int(rest[1]), rest[19].decode()
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def record(owner: int, seen: dict[int, str]) -> None:
+    """Add every living descendant of ``owner`` to ``seen`` (pid -> start time)."""
+    kids: dict[int, list[tuple[int, str]]] = {}
+    for pid in _pids():
+        st = _stat(pid)
+        if st is not None and st[0] != "Z":
+            kids.setdefault(st[1], []).append((pid, st[2]))
+    todo = [owner]
+    while todo:
+        for pid, start in kids.get(todo.pop(), []):
+            if pid != os.getpid() and pid not in seen:
+                seen[pid] = start
+                todo.append(pid)
+
+
+def sweep(seen: dict[int, str], marks: set[bytes]) -> int:
+    """Kill what is left of the driver's processes; how many were killed."""
+    killed = 0
+    for pid in _pids():
+        if pid == os.getpid():
+            continue
+        st = _stat(pid)
+        if st is None or st[0] == "Z":  # gone, or a zombie that runs nothing
+            continue
+        ours = seen.get(pid) == st[2]
+        if not ours:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    ours = bool(set(f.read().split(b"\0")) & marks)
+            except OSError:
+                ours = False
+        if ours:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
+
+
+def main() -> None:
+    owner = int(sys.argv[1])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the pipe says when
+    seen: dict[int, str] = {}
+    reported = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], 0.5)
+        if ready:
+            data = os.read(0, 4096)
+            if not data:
+                break
+            reported += data
+        record(owner, seen)
+    raylets = reported.split()
+    marks = {f"{OWNER_VAR}={owner}".encode()} | {b"RAY_RAYLET_PID=" + p for p in raylets}
+    for _ in range(20):  # again until a pass finds none: a dying raylet may still start one
+        if not sweep(seen, marks):
+            break
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    main()
