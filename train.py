@@ -34,13 +34,14 @@ import errno  # after the handlers above
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from envs.files import os_error, sigterm_as_interrupt
+from envs.files import RunLock, os_error, sigterm_as_interrupt
 from training.config import register_configs
 
 CONF = Path(__file__).resolve().parent / "conf"
@@ -180,11 +181,45 @@ def main(cfg: DictConfig) -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+    hc = HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
+    lock = _own_run_dir(out)
+    try:
+        _run(cfg, hc, out)
+    finally:
+        lock.release()
+
+
+def _own_run_dir(out: Path) -> RunLock:
+    """Lock the run directory, refusing one that another run holds or has written (two runs
+    started in the same second with the same agent get the same default directory)."""
+    from envs.sim.errors import ConfigError
+
+    try:
+        lock = RunLock(out).acquire()
+    except ConfigError as exc:
+        print(f"train.py: {exc}", file=sys.stderr)
+        sys.exit(2)
+    theirs = sorted(p.name for p in out.iterdir() if p.name in _RUN_FILES)
+    if theirs:
+        lock.release()
+        print(
+            f"train.py: {out} already holds another run's files ({', '.join(theirs)}); give "
+            "this run its own directory (run_name=<suffix>, or hydra.run.dir=<dir>)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    return lock
+
+
+#: what marks a directory as a training run's (its ``.hydra`` is rewritten by Hydra first)
+_RUN_FILES = frozenset({"run.json", "summary.json", "learning_curve.csv"})
+
+
+def _run(cfg: DictConfig, hc: Any, out: Path) -> None:
     from envs.sim.errors import DlschedError
     from training.run import to_train_config, train
 
-    hc = HydraConfig.get()
-    out = Path(hc.runtime.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     try:
         with sigterm_as_interrupt():  # SIGTERM/SIGHUP stop the run as Ctrl-C does
@@ -200,7 +235,7 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
     except DlschedError as exc:  # bad config, workload or trace: one line, no traceback
         print(f"train.py: {exc}", file=sys.stderr)
-        if out.is_dir() and {p.name for p in out.iterdir()} <= {".hydra", "run.json"}:
+        if out.is_dir() and {p.name for p in out.iterdir()} <= {".hydra", ".lock", "run.json"}:
             import shutil  # a run that failed before training leaves no directory behind
 
             shutil.rmtree(out, ignore_errors=True)

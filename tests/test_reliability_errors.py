@@ -300,3 +300,37 @@ def test_every_shipped_train_config_passes_the_key_check() -> None:
             with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
                 cfg = compose("train", overrides=[f"+agent={agent}", *more])
             train._check_keys(cfg)  # raises on a key the schemas lack
+
+
+def test_train_refuses_a_run_directory_another_run_holds_or_wrote(tmp_path: Path) -> None:
+    """Two runs started in the same second with the same agent get the same default
+    directory: the second must not write into the first's."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.cli import ROOT, run_script
+
+    out = tmp_path / "run"
+    args = ["+agent=plan_pg", "env=tiny", "env.reward=jct", "pretrain=none",
+            "agent.plan.iterations=100000", "agent.plan.val_every=1", "agent.plan.groups=2",
+            "agent.plan.group_size=2", "agent.plan.hidden=16", "agent.plan.workers=1",
+            "eval.seeds=[100]", "eval.baselines=[drf]", f"hydra.run.dir={out}"]  # fmt: skip
+    first = subprocess.Popen(
+        [sys.executable, "train.py", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / ".lock").is_file() or not (out / "run.json").is_file():
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        busy = run_script("train.py", *args)
+        assert busy.returncode == 2 and "in use by another run" in busy.stderr, busy.stderr
+    finally:
+        first.terminate()
+        first.wait(timeout=60)
+    after = run_script("train.py", *args)  # the first run's files are there
+    assert after.returncode == 2 and "already holds another run's files" in after.stderr
+    assert "Traceback" not in after.stderr
+    assert (out / "run.json").is_file()  # nothing of the first run was removed
