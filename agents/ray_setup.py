@@ -67,7 +67,7 @@ _WATCHDOG: list[Any] = []  # the watchdog's Popen, kept so that its pipe stays o
 def _start_watchdog() -> None:
     """A local Ray's processes outlive a driver killed with ``kill -9`` (Ray's dashboard and
     runtime-env agents for minutes).  Before starting Ray, start the watchdog
-    (``agents/_ray_watchdog.py``) in a session of its own: it records this process's
+    (``agents/procwatch.py``) in a session of its own: it records this process's
     descendants while it lives and kills what is left of them when it ends (its stdin pipe
     closes, however this process ends); it also knows them by :data:`OWNER_VAR`, set here, and
     by the raylet pids :func:`_tell_watchdog` reports.  Linux (``/proc``) only; once per
@@ -81,7 +81,7 @@ def _start_watchdog() -> None:
     env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}
     _WATCHDOG.append(
         subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("_ray_watchdog.py")), me],
+            [sys.executable, str(Path(__file__).with_name("procwatch.py")), me],
             stdin=subprocess.PIPE,
             env=env,
             start_new_session=True,  # Ctrl-C in the terminal does not reach it

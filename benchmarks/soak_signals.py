@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from agents.procwatch import descendants, left_running, marked
+
 ROOT = Path(__file__).resolve().parents[1]
 #: 2 allocators x 3 seeds of DL²'s small setting (~0.3-1 s a run), slowed by invariant checks
 ARGS = [
@@ -44,55 +46,6 @@ ARGS = [
     "plot=false",
 ]
 SIGNALS = ("ctrl-c", "SIGINT", "SIGTERM", "SIGKILL", "none")
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(name))
-    return kids
-
-
-def _descendants(pid: int) -> set[int]:
-    kids, out, todo = _children(), set(), [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            if k not in out:
-                out.add(k)
-                todo.append(k)
-    return out
-
-
-def _marked(owner: int) -> set[int]:
-    mark = f"DLSCHED_RAY_OWNER={owner}".encode()
-    out = set()
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if mark in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
-                out.add(int(name))
-        except OSError:
-            continue
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _left(pids: set[int], within: float = 15.0) -> set[int]:
-    deadline = time.monotonic() + within
-    left = {p for p in pids if _alive(p)}
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = {p for p in left if _alive(p)}
-    return left
 
 
 def _table(run_dir: Path) -> list[dict[str, str]]:
@@ -125,7 +78,7 @@ def one_round(rng: random.Random, tmp: Path, k: int, runners: list[str], ref: Pa
         env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}, start_new_session=True,
     )  # fmt: skip
     time.sleep(delay)
-    seen = _descendants(proc.pid) | _marked(proc.pid)
+    seen = descendants(proc.pid) | marked(proc.pid)
     t0 = time.monotonic()
     if proc.poll() is None and sig != "none":
         if sig == "ctrl-c":
@@ -135,7 +88,7 @@ def one_round(rng: random.Random, tmp: Path, k: int, runners: list[str], ref: Pa
     _, err = proc.communicate(timeout=600)
     stop_s = time.monotonic() - t0
     problems = []
-    left = _left(seen | _marked(proc.pid))
+    left = left_running(seen | marked(proc.pid), 15.0)
     if left:
         problems.append(f"processes left running: {sorted(left)}")
     rc = proc.returncode

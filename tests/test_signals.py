@@ -13,59 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from agents.procwatch import descendants, left_running, marked
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts processes in /proc")
 
 #: 3 seeds x 4 stacks of paper-scale runs (~1 s each): long enough to interrupt mid-way
 ARGS = ["workload=generated_paper_scale", "seeds=[0,1,2]", "plot=false"]
 RUNS = 12
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(name))
-    return kids
-
-
-def _descendants(pid: int) -> set[int]:
-    kids, out, todo = _children(), set(), [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            if k not in out:
-                out.add(k)
-                todo.append(k)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its reaper runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _marked(owner: int) -> set[int]:
-    """Processes of the Ray that ``owner`` started (agents.ray_setup's watchdog marks)."""
-    mark = f"DLSCHED_RAY_OWNER={owner}".encode()
-    out = set()
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if mark in env:
-            out.add(int(name))
-    return out
 
 
 def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
@@ -89,12 +44,7 @@ def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
 
 
 def _gone(pids: set[int], within: float = 30.0) -> set[int]:
-    deadline = time.monotonic() + within
-    left = {p for p in pids if _alive(p)}
-    while left and time.monotonic() < deadline:
-        time.sleep(0.2)
-        left = {p for p in left if _alive(p)}
-    return left
+    return left_running(pids, within)
 
 
 def _check_interrupted(proc: subprocess.Popen[str], out: Path, sig: str, before: set[int]) -> None:
@@ -120,7 +70,7 @@ def test_pool_stops_at_once_and_keeps_what_finished(
 ) -> None:
     """``group``: Ctrl-C in a terminal signals the whole process group (workers too)."""
     proc, out = _start(tmp_path, "workers=2")
-    before = _descendants(proc.pid)
+    before = descendants(proc.pid)
     assert len(before) >= 2  # the pool's workers
     (os.killpg if group else os.kill)(proc.pid, sig)
     _check_interrupted(proc, out, name, before)
@@ -139,12 +89,12 @@ def test_pool_stops_at_once_and_keeps_what_finished(
 def test_in_process_runner_stops_on_sigterm(tmp_path: Path) -> None:
     proc, out = _start(tmp_path, "workers=1")
     proc.send_signal(signal.SIGTERM)
-    _check_interrupted(proc, out, "SIGTERM", _descendants(proc.pid))
+    _check_interrupted(proc, out, "SIGTERM", descendants(proc.pid))
 
 
 def test_kill_9_leaves_no_worker_running(tmp_path: Path) -> None:
     proc, out = _start(tmp_path, "workers=2")
-    before = _descendants(proc.pid)
+    before = descendants(proc.pid)
     assert before
     proc.kill()
     proc.communicate(timeout=30)
@@ -162,7 +112,7 @@ def test_ray_runner_leaves_no_ray_process(tmp_path: Path, sig: int) -> None:
     that Ray starts with an environment of their own) end with the driver, even ``kill -9``."""
     pytest.importorskip("ray")
     proc, out = _start(tmp_path, "runner=ray")
-    before = _descendants(proc.pid) | _marked(proc.pid)
+    before = descendants(proc.pid) | marked(proc.pid)
     assert len(before) >= 3
     os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.kill()
     if sig == signal.SIGINT:
@@ -170,4 +120,4 @@ def test_ray_runner_leaves_no_ray_process(tmp_path: Path, sig: int) -> None:
     else:
         proc.communicate(timeout=60)
         assert _gone(before) == set()
-    assert _gone(_marked(proc.pid)) == set()
+    assert _gone(marked(proc.pid)) == set()

@@ -1,5 +1,8 @@
-"""The watchdog of a local Ray (:func:`agents.ray_setup.init_ray`), run as a script:
-``python _ray_watchdog.py <driver pid>`` with a pipe from the driver on stdin.
+"""Watching processes through ``/proc`` (Linux): the watchdog of a local Ray, and the helpers
+that tests and ``benchmarks/soak_signals.py`` use to count what a run left running.
+
+The watchdog (:func:`agents.ray_setup.init_ray` starts it) runs as a script:
+``python procwatch.py <driver pid>`` with a pipe from the driver on stdin.
 
 While the driver lives, it records every process descending from the driver (the GCS, the
 raylet, the dashboard and runtime-env agents the raylet starts, Ray's workers), with its start
@@ -35,6 +38,44 @@ def _stat(pid: int) -> tuple[str, int, str] | None:
 
 def _pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def alive(pid: int) -> bool:
+    """The process exists and runs (a zombie waiting for its reaper runs nothing)."""
+    st = _stat(pid)
+    return st is not None and st[0] != "Z"
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living descendant of ``pid``."""
+    seen: dict[int, str] = {}
+    record(pid, seen)
+    return set(seen)
+
+
+def marked(owner: int) -> set[int]:
+    """The processes carrying ``owner``'s environment mark (the Ray it started; Ray's
+    ``setproctitle`` clears the mark in some of them, hence :func:`descendants` too)."""
+    mark = f"{OWNER_VAR}={owner}".encode()
+    out = set()
+    for pid in _pids():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark in f.read().split(b"\0"):
+                    out.add(pid)
+        except OSError:
+            continue
+    return out
+
+
+def left_running(pids: set[int], within: float) -> set[int]:
+    """Those of ``pids`` still running after waiting up to ``within`` seconds for them."""
+    deadline = time.monotonic() + within
+    left = {p for p in pids if alive(p)}
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = {p for p in left if alive(p)}
+    return left
 
 
 def record(owner: int, seen: dict[int, str]) -> None:
