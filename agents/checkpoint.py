@@ -119,7 +119,9 @@ def signals_deferred() -> Iterator[None]:
     old: dict[int, Any] = {}
     try:
         for sig in sigs:
-            if signal.getsignal(sig) is not None:  # None: a handler Python cannot restore
+            current = signal.getsignal(sig)
+            # None: a handler Python cannot restore; SIG_IGN: the signal means nothing here
+            if current is not None and current != signal.SIG_IGN:
                 old[sig] = signal.signal(sig, hold)
     except ValueError:  # not the main thread
         for sig, handler in old.items():

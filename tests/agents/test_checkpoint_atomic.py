@@ -404,8 +404,13 @@ def test_a_stop_during_a_save_takes_effect_once_the_save_is_complete(
         save(obj, f, *args, **kw)
 
     monkeypatch.setattr(th, "save", stopped)
-    with sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt):
-        save_checkpoint(trained["model"], d, META)
+    # Ctrl-C as in a terminal, even where this test runs with SIGINT ignored (a background job)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt):
+            save_checkpoint(trained["model"], d, META)
+    finally:
+        signal.signal(signal.SIGINT, before)
     monkeypatch.undo()
     assert sent == [sig]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]
