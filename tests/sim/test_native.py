@@ -233,6 +233,8 @@ def test_ctrl_c_stops_a_native_run() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell that backgrounds the tests makes children ignore SIGINT: restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
