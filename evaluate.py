@@ -125,7 +125,12 @@ def _hydra_main(dcfg: DictConfig) -> None:
             file=sys.stderr,
         )
         # everything is on disk and the lock released; exit now, not after the exit hooks
-        # (Ray's would shut down a local Ray for a second or two; its watchdog ends it at once)
+        # (Ray's would shut down a local Ray for a second or two): a local Ray this process
+        # started is killed here (and its watchdog would end whatever is left)
+        if "ray" in sys.modules:
+            from agents.ray_setup import end_own_ray_now
+
+            end_own_ray_now()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)

@@ -4,13 +4,14 @@ this process for bit-identical results.  Imports Ray only when called."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 from envs.sim import ConfigError
 
-__all__ = ["blas_threads", "init_ray", "watchdog_alive"]
+__all__ = ["blas_threads", "end_own_ray_now", "init_ray", "watchdog_alive"]
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
@@ -94,6 +95,22 @@ def watchdog_alive() -> bool:
     """Whether this process started a local Ray with a watchdog that is still waiting: then
     everything of that Ray ends when this process ends, without ``ray.shutdown()``."""
     return bool(_WATCHDOG) and _WATCHDOG[0].poll() is None
+
+
+def end_own_ray_now() -> None:
+    """Kill, at once, every process of the local Ray this process started (its descendants
+    and the processes carrying its mark, the watchdog excepted): for a driver about to exit on
+    Ctrl-C without ``ray.shutdown()``.  The watchdog then finds nothing left to do."""
+    if not watchdog_alive():
+        return
+    import signal
+
+    from agents.procwatch import descendants, marked
+
+    me = os.getpid()
+    for pid in (descendants(me) | marked(me)) - {me, _WATCHDOG[0].pid}:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _tell_watchdog() -> None:
