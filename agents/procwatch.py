@@ -6,13 +6,13 @@ The watchdog (:func:`agents.ray_setup.init_ray` starts it) runs as a script:
 
 While the driver lives, it records every process descending from the driver (the GCS, the
 raylet, the dashboard and runtime-env agents the raylet starts, Ray's workers), with its start
-time, twice a second.  When the pipe closes (the driver ended, however: ``kill -9`` included)
-it kills every recorded process that is still the same process (same start time), every
-process that carries the driver's environment mark, and every one the driver reported as a
-raylet's child, again until a pass finds none.  Ray's agents outlive a killed driver otherwise
-(for minutes), and once they are orphans neither their parent nor their environment (Ray's
-``setproctitle`` overwrites it) says whose they were.  Standard library only: it never imports
-the project.
+time, twice a second.  When the pipe closes or the driver is gone (it ended, however:
+``kill -9`` included), it kills every recorded process that is still the same process (same
+start time), every process that carries the driver's environment mark, and every one the
+driver reported as a raylet's child, again until a pass finds none.  Ray's agents outlive a
+killed driver otherwise (for minutes), and once they are orphans neither their parent nor
+their environment (Ray's ``setproctitle`` overwrites it) says whose they were.  Standard
+library only: it never imports the project.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the pipe says when
     seen: dict[int, str] = {}
     reported = b""
+    born = _stat(owner)
     while True:
         ready, _, _ = select.select([0], [], [], 0.5)
         if ready:
@@ -130,6 +131,9 @@ def main() -> None:
             if not data:
                 break
             reported += data
+        now = _stat(owner)  # also without EOF (a forked child may hold the pipe open)
+        if born is None or now is None or now[0] == "Z" or now[2] != born[2]:
+            break
         record(owner, seen)
     raylets = reported.split()
     marks = {f"{OWNER_VAR}={owner}".encode()} | {b"RAY_RAYLET_PID=" + p for p in raylets}
