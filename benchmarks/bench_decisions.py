@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from tabulate import tabulate
 
 from agents.episode_pg import load_episode_pg
 from envs.gym.contention_env import ContentionEnv, srsf_teacher
@@ -164,18 +165,18 @@ def main() -> None:
     if args.json:
         print(json.dumps({"machine": platform.processor() or platform.machine(), **cells}))
         return
-    print(f"{'cell':<12} {'simulate':>9} {'native':>8} {'api':>8} {'overhead':>9} "
-          f"{'env+teacher':>12} {'env+policy':>11} {'decisions':>10} {'dec/s':>8} "
-          f"{'env+trained':>12} {'decisions':>10} {'starts':>7} {'dec/s':>8}")  # fmt: skip
-    for name, r in cells.items():
-        print(
-            f"{name:<12} {r['simulate_cpu_s']:>8.2f}s {r['native_cpu_s']:>7.2f}s "
-            f"{r['api_cpu_s']:>7.2f}s {r['api_overhead']:>+8.1%} {r['env_teacher_cpu_s']:>11.2f}s "
-            f"{r['env_policy_cpu_s']:>10.2f}s {r['decisions']:>10.0f} "
-            f"{r['policy_decisions_per_s']:>8.0f} {r['env_trained_cpu_s']:>11.2f}s "
-            f"{r['trained_decisions']:>10.0f} {r['trained_starts']:>7.0f} "
-            f"{r['trained_decisions_per_s']:>8.0f}"
-        )
+    headers = ["cell", "simulate", "native", "api", "overhead", "env+teacher", "env+policy",
+               "decisions", "dec/s", "env+trained", "decisions", "starts", "dec/s"]  # fmt: skip
+    rows = [
+        [name, f"{r['simulate_cpu_s']:.2f}s", f"{r['native_cpu_s']:.2f}s", f"{r['api_cpu_s']:.2f}s",
+         f"{r['api_overhead']:+.1%}", f"{r['env_teacher_cpu_s']:.2f}s",
+         f"{r['env_policy_cpu_s']:.2f}s", f"{r['decisions']:.0f}",
+         f"{r['policy_decisions_per_s']:.0f}", f"{r['env_trained_cpu_s']:.2f}s",
+         f"{r['trained_decisions']:.0f}", f"{r['trained_starts']:.0f}",
+         f"{r['trained_decisions_per_s']:.0f}"]
+        for name, r in cells.items()
+    ]  # fmt: skip
+    print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
 
 
 if __name__ == "__main__":

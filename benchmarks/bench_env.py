@@ -46,6 +46,7 @@ from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 from envs.gym.cluster_env import ClusterEnv  # noqa: E402
 from envs.gym.heuristic import HeuristicDriver  # noqa: E402
@@ -257,11 +258,13 @@ def main() -> None:
         print("## dlsched/ClusterPlan-v0: random-plan episodes, slots per CPU-second (wall)\n")
         print(f"{args.plan_episodes} episodes one call per slot, {args.reference_episodes} "
               "reference; target 15,000 slots/CPU-s and 10x the reference\n")  # fmt: skip
-        print("| setting | one call per slot, native allocators | reference path | ratio |")
-        print("|---|---|---|---|")
-        for label, fast, ref in plan_rates(args.plan_episodes, args.reference_episodes):
-            print(f"| {label} | {fast.cpu:,.0f} ({fast.wall:,.0f}) | {ref.cpu:,.0f} "
-                  f"({ref.wall:,.0f}) | {fast.cpu / ref.cpu:.1f}x |")  # fmt: skip
+        rows = [
+            [label, f"{fast.cpu:,.0f} ({fast.wall:,.0f})", f"{ref.cpu:,.0f} ({ref.wall:,.0f})",
+             f"{fast.cpu / ref.cpu:.1f}x"]
+            for label, fast, ref in plan_rates(args.plan_episodes, args.reference_episodes)
+        ]  # fmt: skip
+        headers = ["setting", "one call per slot, native allocators", "reference path", "ratio"]
+        print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
         print()
     if args.only in (None, "contention"):
         rate = contention_rate(min(args.steps, 20_000), args.seed)
@@ -271,12 +274,15 @@ def main() -> None:
         print("## dlsched/Cluster-v0\n")
         print(f"{args.steps} steps per measurement, best of {args.repeats}; "
               "target 87,000 steps/CPU-s\n")  # fmt: skip
-        print("| setting | random valid steps/CPU-s (wall) | DRF driver steps/CPU-s (wall) |")
-        print("|---|---|---|")
+        rows = []
         for name, setting in (("small", DL2_SMALL), ("large", DL2_LARGE)):
             rv = best(random_valid, setting, args)
             dr = best(driven, setting, args)
-            print(f"| {name} | {rv.cpu:,.0f} ({rv.wall:,.0f}) | {dr.cpu:,.0f} ({dr.wall:,.0f}) |")
+            rows.append(
+                [name, f"{rv.cpu:,.0f} ({rv.wall:,.0f})", f"{dr.cpu:,.0f} ({dr.wall:,.0f})"]
+            )
+        headers = ["setting", "random valid steps/CPU-s (wall)", "DRF driver steps/CPU-s (wall)"]
+        print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
     if args.fuzz_steps > 0:
         t0 = time.perf_counter()
         n, crashes, violations = fuzz(args.fuzz_steps, args.seed)

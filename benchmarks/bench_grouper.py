@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
+
+from tabulate import tabulate
 
 from envs.sim.grouper import POLICIES, GrouperConfig, builtin_trace, scale_trace, simulate_cojobs
 
@@ -32,8 +35,7 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n## Grouper trace, {args.scale} scale ({len(w.jobs)} jobs), best of {args.repeat}")
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.1f}\n")
-    print("| policy | wall s | CPU s | events | events/s | avg SCT s |")
-    print("|---|---|---|---|---|---|")
+    rows = []
     for name in POLICIES:
         best, cpu, res = float("inf"), float("inf"), None
         for _ in range(args.repeat):
@@ -42,11 +44,13 @@ def main() -> None:
             best = min(best, time.perf_counter() - t0)
             cpu = min(cpu, time.process_time() - c0)
         assert res is not None
-        print(
-            f"| {name} | {best:.2f} | {cpu:.2f} | {res.events} | {res.events / best:,.0f} "
-            f"| {res.avg_sct_ms() / 1e3:.1f} |",
-            flush=True,
-        )
+        rows.append([
+            name, f"{best:.2f}", f"{cpu:.2f}", str(res.events), f"{res.events / best:,.0f}",
+            f"{res.avg_sct_ms() / 1e3:.1f}",
+        ])  # fmt: skip
+        print(f"{name}: {best:.2f} s", file=sys.stderr, flush=True)
+    headers = ["policy", "wall s", "CPU s", "events", "events/s", "avg SCT s"]
+    print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
 
 
 if __name__ == "__main__":

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+
+from tabulate import tabulate
 
 from envs.sim import (
     ClusterSpec,
@@ -67,8 +70,7 @@ def reference_scale(seed: int, repeat: int) -> None:
     }
     w = builtin_ada_srsf(seed)
     print(f"\n## Reference scale (workload seed {seed}, 160 jobs, 1/100 iterations)\n")
-    print("| stack | mode | engine | wall s | events | events/s | reference CPU s | speed-up |")
-    print("|---|---|---|---|---|---|---|---|")
+    rows = []
     runs = (("reference", "python"), ("correct", "python"), ("correct", "native"))
     for stack in STACKS:
         for mode, engine in runs:
@@ -76,11 +78,14 @@ def reference_scale(seed: int, repeat: int) -> None:
                 continue
             wall, res = _timed(stack, w, SimConfig.named(mode, engine=engine), repeat)
             cpu = ref_cpu.get(("original", seed, REFERENCE_ALGO[stack]))
-            cmp = f"{cpu:.1f} | {cpu / wall:.0f}x" if cpu and mode == "reference" else "- | -"
-            rate = res.events / wall
-            print(
-                f"| {stack} | {mode} | {engine} | {wall:.3f} | {res.events} | {rate:,.0f} | {cmp} |"
+            cmp = (
+                [f"{cpu:.1f}", f"{cpu / wall:.0f}x"] if cpu and mode == "reference" else ["-", "-"]
             )
+            rate = res.events / wall
+            rows.append([stack, mode, engine, f"{wall:.3f}", str(res.events), f"{rate:,.0f}", *cmp])
+    headers = ["stack", "mode", "engine", "wall s", "events", "events/s", "reference CPU s",
+               "speed-up"]  # fmt: skip
+    print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
 
 
 def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
@@ -89,13 +94,12 @@ def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
     fidelity and its avg JCT deviation from FULL."""
     engine = "native" if native.available() else "python"
     print("\n## Paper scale (x100: 1000-6000 iterations over 20 min), correct mode, FULL\n")
-    head = f"| stack | seed | avg JCT s | events | {engine} CPU s | events/s |"
+    headers = ["stack", "seed", "avg JCT s", "events", f"{engine} CPU s", "events/s"]
     if python and engine == "native":
-        head += " python CPU s | same per-job times |"
+        headers += ["python CPU s", "same per-job times"]
     if fast:
-        head += f" FAST(K from {steps} steps) CPU s | FAST - FULL |"
-    print(head)
-    print("|---" * (head.count("|") - 1) + "|")
+        headers += [f"FAST(K from {steps} steps) CPU s", "FAST - FULL"]
+    rows = []
     full_cfg = SimConfig(run=RunOptions(engine=engine))
     worst = 0.0
     for seed in seeds:
@@ -103,9 +107,14 @@ def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
         for stack in STACKS:
             cl, rl = _timed(stack, w, full_cfg, clock=time.process_time)
             jl = rl.summary()["avg_jct_ms"] / 1000
-            row = (
-                f"| {stack} | {seed} | {jl:.1f} | {rl.events} | {cl:.2f} | {rl.events / cl:,.0f} |"
-            )
+            row = [
+                stack,
+                str(seed),
+                f"{jl:.1f}",
+                str(rl.events),
+                f"{cl:.2f}",
+                f"{rl.events / cl:,.0f}",
+            ]
             if python and engine == "native":
                 cp, rp = _timed(
                     stack, w, full_cfg.override(engine="python"), clock=time.process_time
@@ -113,7 +122,7 @@ def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
                 same = [(r.start_ms, r.finish_ms) for r in rp.records] == [
                     (r.start_ms, r.finish_ms) for r in rl.records
                 ]
-                row += f" {cp:.2f} | {'yes' if same else 'NO'} |"
+                row += [f"{cp:.2f}", "yes" if same else "NO"]
             if fast:
                 cfg = replace(
                     full_cfg, fidelity=FidelityOptions(level=Fidelity.FAST, fast_min_steps=steps)
@@ -121,8 +130,10 @@ def paper_scale(seeds: list[int], python: bool, fast: bool, steps: int) -> None:
                 cf, rf = _timed(stack, w, cfg, clock=time.process_time)
                 dev = 100 * (rf.summary()["avg_jct_ms"] / 1000 - jl) / jl
                 worst = max(worst, abs(dev))
-                row += f" {cf:.2f} | {dev:+.2f}% |"
-            print(row, flush=True)
+                row += [f"{cf:.2f}", f"{dev:+.2f}%"]
+            rows.append(row)
+            print(f"{stack} seed {seed}: {cl:.2f} CPU s", file=sys.stderr, flush=True)
+    print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
     if fast:
         print(f"\nlargest |FAST - FULL|: {worst:.2f}%")
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from tabulate import tabulate
 
 from envs.sim.models import PAPER_MODELS
 from envs.sim.tictac import (
@@ -47,8 +48,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
     args = ap.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}\n")
-    print("| model | recvs | ops | random evals/s | TAC uncached evals/s | TIC build | TAC build |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for name, prof in PAPER_MODELS.items():
         g = graph_for(prof)
         rand = IterationModel(g, "random", np.random.default_rng(0))
@@ -67,10 +67,13 @@ def main() -> None:
             return s.run(o, next(bws))  # noqa: B023 (bws is read in this iteration only)
 
         u_rate = _rate(uncached, args.seconds)
-        print(
-            f"| {name} | {g.num_recvs} | {g.num_ops} | {r_rate:,.0f} | {u_rate:,.0f} "
-            f"| {t_tic:.3f} s | {t_tac:.3f} s |"
-        )
+        rows.append([
+            name, str(g.num_recvs), str(g.num_ops), f"{r_rate:,.0f}", f"{u_rate:,.0f}",
+            f"{t_tic:.3f} s", f"{t_tac:.3f} s",
+        ])  # fmt: skip
+    headers = ["model", "recvs", "ops", "random evals/s", "TAC uncached evals/s", "TIC build",
+               "TAC build"]  # fmt: skip
+    print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import argparse
 import platform
 import time
 
+from tabulate import tabulate
+
 from envs.sim import (
     ClusterSpec,
     Fidelity,
@@ -70,24 +72,34 @@ def main() -> None:
     print(f"python {platform.python_version()}, calibration loop {calibration():.3f} s\n")
     w = builtin_tiresias_trace(copies=40)
     print(f"## {len(w)} jobs, {CLUSTER.num_gpus} GPUs, JOB fidelity\n")
-    print("| stack | wall s | CPU s | events | avg JCT s | preemptions | upstream wall s |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for stack in STACKS:
         wall, cpu, r = timed(stack, w, args.repeat)
         avg = r.summary()["avg_jct_ms"] / 1000
         pre = r.extra.get("preemptions", 0)
-        print(
-            f"| {stack} | {wall:.3f} | {cpu:.3f} | {r.events} | {avg:,.1f} | {pre} "
-            f"| {UPSTREAM_WALL_S[stack]} |"
-        )
+        rows.append([
+            stack, f"{wall:.3f}", f"{cpu:.3f}", str(r.events), f"{avg:,.1f}", str(pre),
+            str(UPSTREAM_WALL_S[stack]),
+        ])  # fmt: skip
+    headers = ["stack", "wall s", "CPU s", "events", "avg JCT s", "preemptions", "upstream wall s"]
+    print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
     if args.scaling:
         print("\n## Scaling (dlas:count_fs): cost per job stays flat as the queue grows\n")
-        print("| copies | jobs | wall s | CPU s | CPU µs per job |")
-        print("|---|---|---|---|---|")
+        rows = []
         for copies in (10, 20, 40, 80):
             wc = builtin_tiresias_trace(copies=copies)
             wall, cpu, _ = timed("dlas:count_fs", wc, args.repeat)
-            print(f"| {copies} | {len(wc)} | {wall:.3f} | {cpu:.3f} | {1e6 * cpu / len(wc):.0f} |")
+            rows.append(
+                [
+                    str(copies),
+                    str(len(wc)),
+                    f"{wall:.3f}",
+                    f"{cpu:.3f}",
+                    f"{1e6 * cpu / len(wc):.0f}",
+                ]
+            )
+        headers = ["copies", "jobs", "wall s", "CPU s", "CPU µs per job"]
+        print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
 
 
 if __name__ == "__main__":

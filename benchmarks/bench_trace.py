@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 import platform
 import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import cast
 
 import numpy as np
+from tabulate import tabulate
 
 from envs.sim import ClusterSpec, SimConfig, simulate
 from envs.sim.elastic.allocators import ALLOCATORS, Allocator
@@ -84,11 +86,9 @@ def main() -> None:
         f"macro-iterations (K <= {rules['max_merge_factor']}); cluster 8x8 GPUs, "
         f"load {args.load}, cap {args.cap_s:g} s\n"
     )
-    print(
-        "| scheduler | wall s | CPU s | CPU ms per job | events / slots | events per CPU s | "
-        "avg JCT (h) | peak RSS (MB) |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    headers = ["scheduler", "wall s", "CPU s", "CPU ms per job", "events / slots",
+               "events per CPU s", "avg JCT (h)", "peak RSS (MB)"]  # fmt: skip
+    rows = []
     for stack in args.stacks:
         t0 = time.perf_counter()
         c0 = time.process_time()
@@ -107,11 +107,14 @@ def main() -> None:
             count, jct_h = sim.events, float(sim.jcts_ms().mean()) / 3.6e6
         per_job = 1000.0 * cpu / len(workload)
         rate = count / cpu if cpu > 0 else float("nan")
-        print(
-            f"| {stack} | {wall:.2f} | {cpu:.2f} | {per_job:.3f} | {count} | {rate:,.0f} | "
-            f"{jct_h:.2f} | {peak_rss_mb():.0f} |",
-            flush=True,
-        )
+        rows.append([
+            stack, f"{wall:.2f}", f"{cpu:.2f}", f"{per_job:.3f}", str(count), f"{rate:,.0f}",
+            f"{jct_h:.2f}", f"{peak_rss_mb():.0f}",
+        ])  # fmt: skip
+        print(f"{stack}: {wall:.2f} s", file=sys.stderr, flush=True)
+    # numbers right-aligned in the text (GitHub's format has no alignment marks)
+    align = ["left"] + ["right"] * (len(headers) - 1)
+    print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align))
 
 
 if __name__ == "__main__":

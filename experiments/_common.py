@@ -1,4 +1,5 @@
-"""What several experiment scripts share: the ``--seeds`` parser and DL²'s reference numbers.
+"""What several experiment scripts share: the ``--seeds`` parser, DL²'s reference numbers and
+the Markdown table writer.
 
 The scripts run as ``python experiments/<script>.py``, so this directory is on ``sys.path``.
 """
@@ -6,6 +7,10 @@ The scripts run as ``python experiments/<script>.py``, so this directory is on `
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tabulate import tabulate
 
 #: DL² reference code, Google arrivals, "Normal" lengths, measured speeds (dl2.md §0; avg JCT
 #: in slots).
@@ -28,3 +33,12 @@ def seed_list(text: str) -> list[int]:
     if not seeds:
         raise argparse.ArgumentTypeError(f"seeds: empty range {text!r}")
     return seeds
+
+
+def markdown_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A GitHub Markdown table of ``rows`` (no trailing newline).  Cells are printed as given:
+    the scripts format their numbers themselves (``"1,675.7"``, ``"+1.6%"``), so tabulate's
+    number parsing, which would re-format them, is off."""
+    return str(
+        tabulate(list(rows), headers=list(headers), tablefmt="github", disable_numparse=True)
+    )

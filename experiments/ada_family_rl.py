@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from agents.checkpoint import load_policy
 from agents.evaluation import evaluate_policy
@@ -264,11 +264,15 @@ def main() -> None:
         )
 
     base = np.asarray(jct[BASELINE])
-    print(
-        "\n| scheduler | placement / NICs | avg JCT (s), mean ± 95% CI | paired diff. to "
-        "LWF-1 + Ada-SRSF (s) | ratio | per seed | CPU-s per run |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    headers = [
+        "scheduler",
+        "placement / NICs",
+        "avg JCT (s), mean ± 95% CI",
+        "paired diff. to LWF-1 + Ada-SRSF (s)",
+        "ratio",
+        "per seed",
+        "CPU-s per run",
+    ]
     where = {
         "LWF-1 + Ada-SRSF": "core LWF-1 / AdaDUAL",
         "LWF-1 + FS": "core LWF-1 / fair share",
@@ -277,16 +281,16 @@ def main() -> None:
         "DRF + LWF-1": "core LWF-1 / fair share",
         "Optimus": "own / fair share",
     }
+    table = []
     for label, values in jct.items():
         m, h = mean_ci95(values)
         d, dh = mean_ci95(list(np.asarray(values) - base))
-        per = ", ".join(f"{v:,.0f}" for v in values)
-        print(
-            f"| {label} | {where.get(label, learned_where(label))} | {m:,.0f} ± "
-            f"{h:,.0f} | {d:+,.0f} ± {dh:,.0f} | {m / base.mean():.3f} | {per} | "
-            f"{cpu_s[label]:.1f} |",
-            flush=True,
-        )
+        table.append([
+            label, where.get(label, learned_where(label)), f"{m:,.0f} ± {h:,.0f}",
+            f"{d:+,.0f} ± {dh:,.0f}", f"{m / base.mean():.3f}",
+            ", ".join(f"{v:,.0f}" for v in values), f"{cpu_s[label]:.1f}",
+        ])  # fmt: skip
+    print("\n" + markdown_table(table, headers), flush=True)
 
 
 if __name__ == "__main__":

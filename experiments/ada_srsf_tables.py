@@ -24,7 +24,7 @@ import argparse
 from collections.abc import Sequence
 
 import numpy as np
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from envs.sim import ClusterSpec, SimConfig, SimResult, simulate
 from envs.sim.stacks import REFERENCE_ALGO, STACKS, TABLE_IV, TABLE_V
@@ -68,8 +68,9 @@ def _fmt(xs: Sequence[float]) -> str:
     return f"{np.mean(xs):.1f}" if xs else "-"
 
 
-def _diff_stats(ours: list[SimResult], ref_cols: list[dict[int, float]]) -> str:
-    """Per-job |ours - reference| in paper s over all jobs of all seeds."""
+def _diff_stats(ours: list[SimResult], ref_cols: list[dict[int, float]]) -> list[str]:
+    """Per-job |ours - reference| in paper s over all jobs of all seeds: the cells share exact,
+    median, p95, max."""
     d = np.concatenate(
         [
             np.array([r.jct_ms for r in res.records]) / 10.0
@@ -78,10 +79,12 @@ def _diff_stats(ours: list[SimResult], ref_cols: list[dict[int, float]]) -> str:
         ]
     )
     a = np.abs(d)
-    return (
-        f"{100 * np.mean(a == 0):.0f}% | {np.median(a):.1f} | {np.percentile(a, 95):.1f} "
-        f"| {a.max():.1f}"
-    )
+    return [
+        f"{100 * np.mean(a == 0):.0f}%",
+        f"{np.median(a):.1f}",
+        f"{np.percentile(a, 95):.1f}",
+        f"{a.max():.1f}",
+    ]
 
 
 def compare_with_reference(stacks: Sequence[str], seeds: Sequence[int]) -> None:
@@ -97,11 +100,10 @@ def compare_with_reference(stacks: Sequence[str], seeds: Sequence[int]) -> None:
         "avg JCT in paper s, mean over the seeds each variant has; per-job |difference| over all "
         "jobs of those seeds: share exact, median, p95, max (paper s).\n"
     )
-    print(
-        "| stack | variant | seeds | reference avg | dlsched avg | diff | exact | median |d| "
-        "| p95 |d| | max |d| |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    # "\|": a literal bar inside a Markdown cell
+    headers = ["stack", "variant", "seeds", "reference avg", "dlsched avg", "diff", "exact",
+               "median \\|d\\|", "p95 \\|d\\|", "max \\|d\\|"]  # fmt: skip
+    table = []
     for stack in stacks:
         algo = REFERENCE_ALGO[stack]
         for variant, mode in (("original", "reference"), ("fixed_probe", "reference_fixed_probe")):
@@ -112,10 +114,11 @@ def compare_with_reference(stacks: Sequence[str], seeds: Sequence[int]) -> None:
             cols = [per_job[s][f"{variant}:{algo}"] for s in have]
             ref = float(np.mean([ref_avg[(variant, algo)][s] for s in have]))
             mine = float(np.mean([_paper_s(r).mean() for r in ours]))
-            print(
-                f"| {stack} | {variant} | {','.join(map(str, have))} | {ref:.1f} | {mine:.1f} "
-                f"| {100 * (mine - ref) / ref:+.2f}% | {_diff_stats(ours, cols)} |"
-            )
+            table.append([
+                stack, variant, ",".join(map(str, have)), f"{ref:.1f}", f"{mine:.1f}",
+                f"{100 * (mine - ref) / ref:+.2f}%", *_diff_stats(ours, cols),
+            ])  # fmt: skip
+    print(markdown_table(table, headers))
 
 
 def side_by_side(
@@ -123,14 +126,19 @@ def side_by_side(
 ) -> None:
     summary = load_reference_summary()
     print("\n### Side by side (paper s; GPU util %)\n")
-    print(
-        "| stack | paper | reference (orig.) | dlsched reference mode | reference (fixed probe) "
-        "| dlsched fixed-probe mode | dlsched correct |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    headers = [
+        "stack",
+        "paper",
+        "reference (orig.)",
+        "dlsched reference mode",
+        "reference (fixed probe)",
+        "dlsched fixed-probe mode",
+        "dlsched correct",
+    ]
+    table = []
     for stack in stacks:
         algo = REFERENCE_ALGO[stack]
-        cells = []
+        cells = [STACKS[stack]]
         util, avg = PAPER[stack][:2]
         cells.append(f"{avg:.1f} ({util:.1f}%)")
         for variant, mode in (("original", "reference"), ("fixed_probe", "reference_fixed_probe")):
@@ -157,7 +165,8 @@ def side_by_side(
             f"{np.mean([_paper_s(r).mean() for r in corr]):.1f} "
             f"({100 * np.mean([r.gpu_utilisation for r in corr]):.1f}%)"
         )
-        print(f"| {STACKS[stack]} | " + " | ".join(cells) + " |")
+        table.append(cells)
+    print(markdown_table(table, headers))
 
 
 def correct_table(stacks: Sequence[str], seeds: Sequence[int], scale: float) -> None:
@@ -165,8 +174,7 @@ def correct_table(stacks: Sequence[str], seeds: Sequence[int], scale: float) -> 
         f"\n### Correct model, workload seeds {seeds[0]}-{seeds[-1]}, iterations x{scale:g} "
         "(mean ± sd over seeds)\n"
     )
-    print("| stack | GPU util % | avg JCT | median | p95 |")
-    print("|---|---|---|---|---|")
+    table = []
     for stack in stacks:
         res = [_run(stack, s, "correct", scale) for s in seeds]
         cols = {
@@ -175,11 +183,10 @@ def correct_table(stacks: Sequence[str], seeds: Sequence[int], scale: float) -> 
             "med": [float(np.median(_paper_s(r))) for r in res],
             "p95": [float(np.percentile(_paper_s(r), 95)) for r in res],
         }
-        print(
-            f"| {STACKS[stack]} | "
-            + " | ".join(f"{np.mean(v):.1f} ± {np.std(v):.1f}" for v in cols.values())
-            + " |"
+        table.append(
+            [STACKS[stack], *(f"{np.mean(v):.1f} ± {np.std(v):.1f}" for v in cols.values())]
         )
+    print(markdown_table(table, ["stack", "GPU util %", "avg JCT", "median", "p95"]))
 
 
 def adadual_verdict(seeds: Sequence[int], scale: float) -> None:
@@ -192,10 +199,12 @@ def adadual_verdict(seeds: Sequence[int], scale: float) -> None:
         f"\nLWF-1 + Ada-SRSF against LWF-1 + SRSF(1), paired by workload seed, iterations "
         f"x{scale:g}.\n"
     )
-    print("| seed | Ada-SRSF avg JCT | SRSF(1) avg JCT | Ada-SRSF vs SRSF(1) |")
-    print("|---|---|---|---|")
-    for s, x, y, z in zip(seeds, a, b, d, strict=True):
-        print(f"| {s} | {x:.1f} | {y:.1f} | {z:+.1f}% |")
+    table = [
+        [str(s), f"{x:.1f}", f"{y:.1f}", f"{z:+.1f}%"]
+        for s, x, y, z in zip(seeds, a, b, d, strict=True)
+    ]
+    headers = ["seed", "Ada-SRSF avg JCT", "SRSF(1) avg JCT", "Ada-SRSF vs SRSF(1)"]
+    print(markdown_table(table, headers))
     mean, half = mean_ci95(d)
     print(
         f"\nmean paired difference {mean:+.1f}% (95% Student-t CI ± {half:.1f}%); Ada-SRSF is "

@@ -20,6 +20,7 @@ Results: docs/experiments/contention-env.md.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -27,11 +28,11 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from agents.episode_pg import (
     EpisodePG,
@@ -56,6 +57,7 @@ from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V
 from envs.sim.workload import paper_scale_workload
 from evaluation.contention import solo_jcts_ms
+from evaluation.stats import mean_ci95
 
 STACKS = [*dict.fromkeys([*TABLE_V, *TABLE_IV]), "dlas:skew_fs", "dgittins:skew_fs",
           "psrsf:count_fs", "srsf:count_fs"]  # fmt: skip
@@ -257,21 +259,25 @@ def save_policy(args: argparse.Namespace, seed: int, out: dict[str, Any]) -> Non
 
 
 # ------------------------------------------------------------------------------ report
-def summarise(rows: dict[str, list[np.ndarray]], base: str) -> None:
-    def ci(x: np.ndarray) -> tuple[float, float]:
-        h = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0
-        return float(x.mean()), float(h)
+def _pm(values: np.ndarray, fmt: str, unit: str = "") -> str:
+    """``"mean<unit> ± half-width"`` of the 95% Student-t CI over seeds
+    (:func:`evaluation.stats.mean_ci95`); ``± n/a`` with a single seed, which has no CI."""
+    m, h = mean_ci95(list(values))
+    return f"{m:{fmt}}{unit} ± " + ("n/a" if math.isnan(h) else f"{h:{fmt.lstrip('+')}}")
 
+
+def summary_table(rows: dict[str, list[np.ndarray]], base: str) -> str:
+    """The Markdown table of :func:`main`, rows by mean avg JCT: avg and p95 JCT (s) over the
+    seeds and the avg JCT relative to ``base`` on the same seed (%), each mean ± 95% CI."""
     ref = np.array([j.mean() for j in rows[base]])
-    print(f"{'scheduler':<26} {'avg JCT (s)':>18} {'p95 JCT (s)':>18} {'vs ' + base:>22}")
+    table = []
     for name, per_seed in sorted(rows.items(), key=lambda kv: np.mean([j.mean() for j in kv[1]])):
         avg = np.array([j.mean() for j in per_seed])
         p95 = np.array([np.percentile(j, 95) for j in per_seed])
-        m, h = ci(avg)
-        pm, ph = ci(p95)
-        d, dh = ci((avg - ref) / ref * 100)
-        print(f"{name:<26} {m:>10.1f} ± {h:<5.1f} {pm:>10.1f} ± {ph:<5.1f} "
-              f"{d:>+11.2f}% ± {dh:.2f}")  # fmt: skip
+        table.append([
+            name, _pm(avg, ".1f"), _pm(p95, ".1f"), _pm((avg - ref) / ref * 100, "+.2f", "%")
+        ])  # fmt: skip
+    return markdown_table(table, ["scheduler", "avg JCT (s)", "p95 JCT (s)", f"vs {base}"])
 
 
 def merge_rows(rows: dict[str, list[np.ndarray]], specs: list[str], n: int) -> None:
@@ -366,9 +372,10 @@ def main() -> None:
     - ``bound``: each job alone on an empty cluster from its arrival (its best placement: one
       server when it fits, else the fewest servers), avg JCT: no schedule can do better.
 
-    Printed: mean ± 95% CI (Student t over seeds) of avg and p95 JCT (s), and the paired avg-JCT
-    difference against LWF-1 + SRSF(1) with its 95% CI.  Training and the env run with
-    ``fidelity=fast`` unless ``--train-fidelity full``.
+    Printed: a Markdown table of mean ± 95% CI (Student t over seeds,
+    :func:`evaluation.stats.mean_ci95`; ``n/a`` with one test seed) of avg and p95 JCT (s), and
+    the paired avg-JCT difference against LWF-1 + SRSF(1) with its 95% CI.  Training and the
+    env run with ``fidelity=fast`` unless ``--train-fidelity full``.
     """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--test", type=seed_list, default=list(range(1000, 1010)))
@@ -455,7 +462,7 @@ def main() -> None:
             f"{n}/{i}": j for n, js in rows.items() for i, j in enumerate(js)
         }
         np.savez(args.save, **payload)
-    summarise(rows, "lwf1_srsf1")
+    print(summary_table(rows, "lwf1_srsf1"))
     if args.cdf is not None:
         from evaluation.report import plot_cdf
 

@@ -13,10 +13,11 @@ policy of the env.  JCT in slots.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from envs.gym.factory import SETTINGS, EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
@@ -36,8 +37,6 @@ def main() -> None:
     cl = setting.cluster()
     cols = ["solo bound", "window bound", "drf direct", "optimus direct", "drf env", "optimus env"]
     print(f"## Lower bounds, {args.setting} setting (J = {setting.J}), seeds {args.seeds}\n")
-    print("| seed | " + " | ".join(cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
     rows: list[list[float]] = []
     t0 = time.process_time()
     for seed in args.seeds:
@@ -52,9 +51,11 @@ def main() -> None:
             env = make_env(EnvConfig(setting=args.setting), seed=seed)
             row.append(HeuristicDriver(make(), env).run_episode(seed=seed)["avg_jct_slots"])
         rows.append(row)
-        print(f"| {seed} | " + " | ".join(f"{v:.1f}" for v in row) + " |", flush=True)
+        print(f"seed {seed} done", file=sys.stderr, flush=True)
     mean = np.mean(np.array(rows), axis=0)
-    print("| mean | " + " | ".join(f"{v:.1f}" for v in mean) + " |")
+    table = [[str(s), *(f"{v:.1f}" for v in row)] for s, row in zip(args.seeds, rows, strict=True)]
+    table.append(["mean", *(f"{v:.1f}" for v in mean)])
+    print(markdown_table(table, ["seed", *cols]))
     _, win, _, _, drf_env, opt_env = (float(v) for v in mean)
     print(f"\n({time.process_time() - t0:.1f} CPU s)\n")
     for label, bar in (

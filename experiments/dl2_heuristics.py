@@ -18,11 +18,12 @@ about 8.7k per CPU-second in its small setting, dl2.md §10).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
-from _common import DL2_REFERENCE_JCT, seed_list
+from _common import DL2_REFERENCE_JCT, markdown_table, seed_list
 
 from envs.sim.elastic.allocators import ALLOCATORS as REGISTRY
 from envs.sim.elastic.allocators import DL2_HEURISTICS, Allocator
@@ -57,11 +58,9 @@ def main() -> None:
         speeds = {"fixed": AnalyticalSpeed(), "reference": AnalyticalSpeed()}
     head = f"## DL² heuristics, {args.speed} speed, {args.setting} setting {setting}"
     print(f"{head}, seeds {args.seeds}\n")
-    print(
-        "| allocator | variant | avg JCT (slots) | sd over seeds | makespan | CPU util | GPU util "
-        "| decisions/CPU-s | DL² reference code |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    headers = ["allocator", "variant", "avg JCT (slots)", "sd over seeds", "makespan", "CPU util",
+               "GPU util", "decisions/CPU-s", "DL² reference code"]  # fmt: skip
+    table = []
     for name, (make_fixed, make_reference) in ALLOCATORS.items():
         for variant, speed in speeds.items():
             jct, mk, cpu_u, gpu_u = [], [], [], []
@@ -93,12 +92,13 @@ def main() -> None:
                 cpu_u.append(s["mean_cpu_util"])
                 gpu_u.append(s["mean_gpu_util"])
             ref = DL2_REFERENCE_JCT[args.setting].get(name, float("nan"))
-            print(
-                f"| {name} | {variant} | {np.mean(jct):.1f} | {np.std(jct):.1f} | "
-                f"{np.mean(mk):.1f} | {100 * np.mean(cpu_u):.1f}% | {100 * np.mean(gpu_u):.1f}% | "
-                f"{decisions / cpu:,.0f} | {ref:.1f} |",
-                flush=True,
-            )
+            table.append([
+                name, variant, f"{np.mean(jct):.1f}", f"{np.std(jct):.1f}", f"{np.mean(mk):.1f}",
+                f"{100 * np.mean(cpu_u):.1f}%", f"{100 * np.mean(gpu_u):.1f}%",
+                f"{decisions / cpu:,.0f}", f"{ref:.1f}",
+            ])  # fmt: skip
+            print(f"{name} {variant} done", file=sys.stderr, flush=True)
+    print(markdown_table(table, headers))
 
 
 if __name__ == "__main__":

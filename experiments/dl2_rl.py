@@ -26,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))  # _common, also when imported
+
+from _common import markdown_table  # noqa: E402
 
 from agents.checkpoint import load_policy  # noqa: E402
 from agents.evaluation import (  # noqa: E402
@@ -122,13 +125,13 @@ def cmd_report(args: argparse.Namespace) -> None:
     drf = next(r[1][0] for r in rows if r[0] == "drf")
     opt = next(r[1][0] for r in rows if r[0] == "optimus")
     print(f"\nTest workloads: seeds {seeds}; env {env_cfg.as_dict()}\n")
-    print("| scheduler | avg JCT (slots) | 95% CI | vs DRF | vs Optimus | note |")
-    print("|---|---|---|---|---|---|")
-    for name, (mean, half), note in rows:
-        print(
-            f"| {name} | {mean:.1f} | ±{half:.1f} | {100 * (mean / drf - 1):+.1f}% | "
-            f"{100 * (mean / opt - 1):+.1f}% | {note} |"
-        )
+    table = [
+        [name, f"{mean:.1f}", f"±{half:.1f}", f"{100 * (mean / drf - 1):+.1f}%",
+         f"{100 * (mean / opt - 1):+.1f}%", note]
+        for name, (mean, half), note in rows
+    ]  # fmt: skip
+    headers = ["scheduler", "avg JCT (slots)", "95% CI", "vs DRF", "vs Optimus", "note"]
+    print(markdown_table(table, headers))
     print("\n" + "\n\n".join(curves))
 
 
@@ -138,17 +141,13 @@ def _curve(run: Path) -> str:
         return f"{run.name}: no learning curve"
     with path.open() as f:
         rows = list(csv.DictReader(f))
-    lines = [
-        f"{run.name} (validation, sampled):",
-        "| decisions | wall s | avg JCT | vs DRF |",
-        "|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {int(float(r['timesteps']))} | {float(r['wall_s']):.0f} | "
-            f"{float(r['avg_jct']):.1f} | {float(r.get('ratio_to_drf', 'nan')):.3f} |"
-        )
-    return "\n".join(lines)
+    table = [
+        [str(int(float(r["timesteps"]))), f"{float(r['wall_s']):.0f}", f"{float(r['avg_jct']):.1f}",
+         f"{float(r.get('ratio_to_drf', 'nan')):.3f}"]
+        for r in rows
+    ]  # fmt: skip
+    headers = ["decisions", "wall s", "avg JCT", "vs DRF"]
+    return f"{run.name} (validation, sampled):\n" + markdown_table(table, headers)
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
@@ -298,14 +298,18 @@ def rule_table(config: EnvConfig, seeds: Sequence[int]) -> None:
         )
 
     base = run(EfficientSRTF)
-    print(f"\n| rule (seeds {seeds[0]}-{seeds[-1]}) | avg JCT | vs esrtf (mean of ratios) |")
-    print(f"|---|---|---|\n| esrtf | {base.mean():.2f} | |")
+    table = [["esrtf", f"{base.mean():.2f}", ""]]
     for light, heavy, lo, hi in RULES:
         r = run(functools.partial(LoadAwareESRTF, light, heavy, lo, hi))
-        print(
-            f"| n<={light}: {lo}, n>{heavy}: {hi} | {r.mean():.2f} | "
-            f"{100 * np.mean(r / base - 1):+.1f}% |"
+        table.append(
+            [
+                f"n<={light}: {lo}, n>{heavy}: {hi}",
+                f"{r.mean():.2f}",
+                f"{100 * np.mean(r / base - 1):+.1f}%",
+            ]
         )
+    headers = [f"rule (seeds {seeds[0]}-{seeds[-1]})", "avg JCT", "vs esrtf (mean of ratios)"]
+    print("\n" + markdown_table(table, headers))
 
 
 def replay(config: EnvConfig, seed: int, actions: Sequence[int]) -> float:
@@ -358,12 +362,10 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.setting}, base {args.base}, {args.mode} mode{extra}, {what}, "
         f"search seed {args.search_seed}\n"
     )
-    print(
-        f"| seed | base ({args.base}) | improved | change | window bound | points | changed | "
-        "rollouts | CPU-s | alternatives taken |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    headers = ["seed", f"base ({args.base})", "improved", "change", "window bound", "points",
+               "changed", "rollouts", "CPU-s", "alternatives taken"]  # fmt: skip
     rows = []
+    table: list[list[str]] = []
     by_load: dict[int, dict[str, int]] = {}
     if args.save and args.one_step:
         ap.error("--save records the rollout policy, not --one-step")
@@ -386,25 +388,28 @@ def main(argv: list[str] | None = None) -> None:
                 raise RuntimeError(f"seed {s}: replay gives {again}, search {r.jct}")
         b = _bound(config, s)
         taken = ", ".join(f"{k} {v}" for k, v in sorted(r.chosen.items()) if k != "base")
-        print(
-            f"| {s} | {r.base_jct:.2f} | {r.jct:.2f} | {r.change_pct:+.1f}% | {b:.2f} | "
-            f"{r.points} | {r.changed} | {r.rollouts} | {r.cpu_s:.0f} | {taken or '-'} |",
-            flush=True,
-        )
+        table.append([
+            str(s), f"{r.base_jct:.2f}", f"{r.jct:.2f}", f"{r.change_pct:+.1f}%", f"{b:.2f}",
+            str(r.points), str(r.changed), str(r.rollouts), f"{r.cpu_s:.0f}", taken or "-",
+        ])  # fmt: skip
+        print(f"seed {s}: {r.base_jct:.2f} -> {r.jct:.2f}", file=sys.stderr, flush=True)
         rows.append((r.base_jct, r.jct, b, r.cpu_s))
         for _t, n, name in r.trace:
             got = by_load.setdefault(min(n, 12), {})
             got[name] = got.get(name, 0) + 1
     a = np.array(rows)
-    print(
-        f"| mean | {a[:, 0].mean():.2f} | {a[:, 1].mean():.2f} | "
-        f"{np.mean(a[:, 1] / a[:, 0] - 1) * 100:+.1f}% | {a[:, 2].mean():.2f} | | | | "
-        f"{a[:, 3].sum():.0f} (total) | |"
-    )
+    table.append([
+        "mean", f"{a[:, 0].mean():.2f}", f"{a[:, 1].mean():.2f}",
+        f"{np.mean(a[:, 1] / a[:, 0] - 1) * 100:+.1f}%", f"{a[:, 2].mean():.2f}", "", "", "",
+        f"{a[:, 3].sum():.0f} (total)", "",
+    ])  # fmt: skip
+    print(markdown_table(table, headers))
     if by_load:
-        print("\n| active jobs (12: 12+) | alternatives taken |\n|---|---|")
-        for n, got in sorted(by_load.items()):
-            print(f"| {n} | {', '.join(f'{k} {v}' for k, v in sorted(got.items()))} |")
+        loads = [
+            [str(n), ", ".join(f"{k} {v}" for k, v in sorted(got.items()))]
+            for n, got in sorted(by_load.items())
+        ]
+        print("\n" + markdown_table(loads, ["active jobs (12: 12+)", "alternatives taken"]))
     if args.rule:
         if any(300 <= s <= 319 for s in args.rule):
             ap.error("seeds 300-319 are the test workloads")

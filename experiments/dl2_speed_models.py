@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from _common import DL2_REFERENCE_JCT, seed_list
+from _common import DL2_REFERENCE_JCT, markdown_table, seed_list
 
 from envs.sim.elastic.allocators import ALLOCATORS as REGISTRY
 from envs.sim.elastic.allocators import DL2_HEURISTICS, Allocator, FixedDemand
@@ -101,20 +101,19 @@ def table(
     the contention engine with the allocator's own task placement (fair-share NICs, G = 8,
     time compression ``--min-steps``, exact reuse of repeated slot states).  Allocators plan
     with the speed model of their world (for ``contention``: its uncontended speed).  One
-    Markdown row per (allocator, speed mode) over the seeds, printed as soon as its seeds are
-    done; ``--speeds`` picks the modes.
+    Markdown row per (allocator, speed mode) over the seeds, the table printed when all are
+    done (each run's figures as an HTML comment as soon as it ends); ``--speeds`` picks the
+    modes.
     """
     setting = SETTINGS[name]
     print(
         f"## {name} setting {setting}, seeds {seeds}, contention min_steps_per_slot={min_steps}, "
         f"measure_fraction={window}"
     )
-    print(
-        "\n| allocator | speed mode | avg JCT (slots) | sd over seeds | avg JCT (s) | makespan "
-        "(slots) | CPU util | GPU util | CPU-s per run | engine slots simulated/total "
-        "| DL² reference code (measured) |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    headers = ["allocator", "speed mode", "avg JCT (slots)", "sd over seeds", "avg JCT (s)",
+               "makespan (slots)", "CPU util", "GPU util", "CPU-s per run",
+               "engine slots simulated/total", "DL² reference code (measured)"]  # fmt: skip
+    table = []
     for a in allocators:
         for sp in speeds:
             rows = []
@@ -135,12 +134,12 @@ def table(
             cpu_s = float(np.mean([c for _, c, _ in rows]))
             notes = ", ".join(n for _, _, n in rows if n) or "-"
             ref = DL2_REFERENCE_JCT[name][a] if sp == "measured" else math.nan
-            print(
-                f"| {a} | {sp} | {jct.mean():.1f} | {jct.std():.1f} | {jct_s:,.0f} | {mk:.1f} | "
-                f"{cu:.1%} | {gu:.1%} | {cpu_s:.1f} | {notes} | "
-                f"{'' if math.isnan(ref) else f'{ref:.1f}'} |",
-                flush=True,
-            )
+            table.append([
+                a, sp, f"{jct.mean():.1f}", f"{jct.std():.1f}", f"{jct_s:,.0f}", f"{mk:.1f}",
+                f"{cu:.1%}", f"{gu:.1%}", f"{cpu_s:.1f}", notes,
+                "" if math.isnan(ref) else f"{ref:.1f}",
+            ])  # fmt: skip
+    print("\n" + markdown_table(table, headers), flush=True)
 
 
 def bias() -> None:
@@ -156,11 +155,9 @@ def bias() -> None:
         max_ps=8,
     )
     cluster = setting.cluster()
-    print(
-        "| allocator | seed | min_steps_per_slot | measure_fraction | avg JCT (slots) | makespan "
-        "| slots simulated/total | engine events | CPU-s |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    headers = ["allocator", "seed", "min_steps_per_slot", "measure_fraction", "avg JCT (slots)",
+               "makespan", "slots simulated/total", "engine events", "CPU-s"]  # fmt: skip
+    table = []
     for name in ("drf", "optimus"):
         for seed in (0, 1):
             jobs = setting.workload(seed)
@@ -169,12 +166,12 @@ def bias() -> None:
                 sim = ContentionSlotSimulator(cluster, jobs, ALLOCATORS[name](), cfg)
                 cpu = time.process_time()
                 r = sim.run()
-                print(
-                    f"| {name} | {seed} | {m or 'exact'} | {f or '-'} | {r.avg_jct_slots:.4f} | "
-                    f"{r.makespan_slots:.4f} | {sim.stats.simulated}/{sim.stats.slots} | "
-                    f"{sim.stats.events:,} | {time.process_time() - cpu:.1f} |",
-                    flush=True,
-                )
+                table.append([
+                    name, str(seed), str(m or "exact"), str(f or "-"), f"{r.avg_jct_slots:.4f}",
+                    f"{r.makespan_slots:.4f}", f"{sim.stats.simulated}/{sim.stats.slots}",
+                    f"{sim.stats.events:,}", f"{time.process_time() - cpu:.1f}",
+                ])  # fmt: skip
+    print(markdown_table(table, headers), flush=True)
 
 
 class _Shadow(ContentionSlotSimulator):
@@ -203,11 +200,9 @@ class _Shadow(ContentionSlotSimulator):
 def window_check(setting_name: str, seeds: list[int], slots: int, windows: list[float]) -> None:
     """Per-slot rate error of the measurement window against the whole slot (same state)."""
     setting = SETTINGS[setting_name]
-    print(
-        "| allocator | seed | measure_fraction | (slot, job) rates | mean rel. error | p99 "
-        "| max | CPU-s |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    headers = ["allocator", "seed", "measure_fraction", "(slot, job) rates", "mean rel. error",
+               "p99", "max", "CPU-s"]  # fmt: skip
+    table = []
     for name in ("drf", "optimus"):
         for seed in seeds:
             for f in windows:
@@ -220,12 +215,12 @@ def window_check(setting_name: str, seeds: list[int], slots: int, windows: list[
                     assert sim.allocator is not None
                     sim.end_slot(sim.allocator.allocate(views, sim.cluster, sim.speed, 1200.0))
                 e = np.array(sim.errors)
-                print(
-                    f"| {name} | {seed} | {f} | {e.size:,} | {e.mean():.2e} | "
-                    f"{np.quantile(e, 0.99):.2e} | {e.max():.2e} | "
-                    f"{time.process_time() - cpu:.1f} |",
-                    flush=True,
-                )
+                table.append([
+                    name, str(seed), str(f), f"{e.size:,}", f"{e.mean():.2e}",
+                    f"{np.quantile(e, 0.99):.2e}", f"{e.max():.2e}",
+                    f"{time.process_time() - cpu:.1f}",
+                ])  # fmt: skip
+    print(markdown_table(table, headers), flush=True)
 
 
 def ada_jobs(
@@ -272,11 +267,9 @@ def ada(seeds: list[int], slot_s: float, min_steps: int | None, time_unit: float
         f"per s, 16 nodes x 4 workers, fair-share NICs, min_steps_per_slot={min_steps}, "
         f"seeds {seeds}"
     )
-    print(
-        "\n| stack | speed mode | placement | avg JCT (s) | sd over seeds | makespan (s) "
-        "| CPU util | GPU util | CPU-s per run | engine slots simulated/total |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    headers = ["stack", "speed mode", "placement", "avg JCT (s)", "sd over seeds", "makespan (s)",
+               "CPU util", "GPU util", "CPU-s per run", "engine slots simulated/total"]  # fmt: skip
+    table = []
     stacks: list[tuple[str, Callable[[], Allocator], str | None]] = [
         (name, make, None) for name, make in ALLOCATORS.items()
     ]
@@ -322,11 +315,10 @@ def ada(seeds: list[int], slot_s: float, min_steps: int | None, time_unit: float
         gu = np.mean([r.mean_gpu_util for r, _, _, _ in rows])
         cpu_s = np.mean([c for _, c, _, _ in rows])
         notes = ", ".join(n for _, _, _, n in rows)
-        print(
-            f"| {label} | {mode} | {placer or 'allocator'} | {jct.mean():.2f} | {jct.std():.2f} | "
-            f"{mk:.2f} | {cu:.1%} | {gu:.1%} | {cpu_s:.1f} | {notes} |",
-            flush=True,
-        )
+        table.append([
+            label, mode, placer or "allocator", f"{jct.mean():.2f}", f"{jct.std():.2f}",
+            f"{mk:.2f}", f"{cu:.1%}", f"{gu:.1%}", f"{cpu_s:.1f}", notes,
+        ])  # fmt: skip
     for stack in ("lwf1_fs", "lwf1_adasrsf"):
         res = [
             Simulator(ClusterSpec(), builtin_ada_srsf(s), make_stack(stack)).run().summary()
@@ -334,11 +326,11 @@ def ada(seeds: list[int], slot_s: float, min_steps: int | None, time_unit: float
         ]
         jcts = np.array([x["avg_jct_ms"] / time_unit for x in res])
         mks = np.mean([x["makespan_ms"] / time_unit for x in res])
-        print(
-            f"| core `{stack}` (all-reduce, continuous time) | engine | lwf1 | {jcts.mean():.2f} "
-            f"| {jcts.std():.2f} | {mks:.2f} | | | | |",
-            flush=True,
-        )
+        table.append([
+            f"core `{stack}` (all-reduce, continuous time)", "engine", "lwf1",
+            f"{jcts.mean():.2f}", f"{jcts.std():.2f}", f"{mks:.2f}", "", "", "", "",
+        ])  # fmt: skip
+    print("\n" + markdown_table(table, headers), flush=True)
 
 
 def main() -> None:

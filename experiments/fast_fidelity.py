@@ -25,7 +25,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from envs.sim import ClusterSpec, Fidelity, FidelityOptions, SimConfig, simulate
 from envs.sim.stacks import STACKS
@@ -111,11 +111,10 @@ def report(args: argparse.Namespace) -> None:
     stacks = [s for s in STACKS if any(k[0] == s for k in jct)]
     seeds = sorted({k[1] for k in jct})
     print(f"FAST: fast_min_steps={args.steps} (K = 1000 // {args.steps})\n")
-    print(
-        "| stack | seed | members | FULL shipped | FULL min-max over ensemble | FULL spread "
-        "| FAST shipped | FAST - FULL, shipped | FAST - FULL, ensemble means |"
-    )
-    print("|---" * 9 + "|")
+    headers = ["stack", "seed", "members", "FULL shipped", "FULL min-max over ensemble",
+               "FULL spread", "FAST shipped", "FAST - FULL, shipped",
+               "FAST - FULL, ensemble means"]  # fmt: skip
+    table = []
     per_stack: dict[str, list[tuple[float, float]]] = defaultdict(list)
     cells = within_spread = within2_means = 0
     for stack in stacks:
@@ -132,21 +131,22 @@ def report(args: argparse.Namespace) -> None:
             cells += 1
             within_spread += lo <= fast[0] <= hi
             within2_means += abs(am - fm) <= 0.02 * fm
-            print(
-                f"| {stack} | {seed} | {len(common)} | {full[0]:.1f} | {lo:.1f}-{hi:.1f} "
-                f"| {100 * (hi - lo) / fm:.1f}% | {fast[0]:.1f} | {_dev(fast[0], full[0])} "
-                f"| {_dev(am, fm)} |"
-            )
+            table.append([
+                stack, str(seed), str(len(common)), f"{full[0]:.1f}", f"{lo:.1f}-{hi:.1f}",
+                f"{100 * (hi - lo) / fm:.1f}%", f"{fast[0]:.1f}", _dev(fast[0], full[0]),
+                _dev(am, fm),
+            ])  # fmt: skip
+    print(markdown_table(table, headers))
     print(
         f"\n{cells} cells; FAST (shipped timings) inside FULL's ensemble range: {within_spread}; "
         f"ensemble means within 2%: {within2_means}\n"
     )
-    print("| stack | seeds | FULL mean | FAST mean | FAST - FULL |")
-    print("|---|---|---|---|---|")
+    means = []
     for stack, pairs in per_stack.items():
         fm = statistics.fmean(p[0] for p in pairs)
         am = statistics.fmean(p[1] for p in pairs)
-        print(f"| {stack} | {len(pairs)} | {fm:.1f} | {am:.1f} | {_dev(am, fm)} |")
+        means.append([stack, str(len(pairs)), f"{fm:.1f}", f"{am:.1f}", _dev(am, fm)])
+    print(markdown_table(means, ["stack", "seeds", "FULL mean", "FAST mean", "FAST - FULL"]))
     _distribution(jct, fast_label)
 
 
@@ -163,8 +163,7 @@ def _distribution(jct: dict[tuple[str, int, str], dict[int, float]], fast_label:
         if 0 in full:
             self_dev += [abs(v - full[0]) / full[0] for m, v in full.items() if m]
         fast_dev += [abs(fast[m] - v) / v for m, v in full.items() if m in fast]
-    print("\n| pairs of runs | n | mean | median | p90 | max | share > 2% |")
-    print("|---|---|---|---|---|---|---|")
+    table = []
     for name, devs in (
         ("FULL (0.1% jitter) vs FULL (shipped)", self_dev),
         (f"{fast_label.upper()} vs FULL, same timings", fast_dev),
@@ -174,11 +173,13 @@ def _distribution(jct: dict[tuple[str, int, str], dict[int, float]], fast_label:
         d = sorted(devs)
         p90 = d[min(len(d) - 1, int(0.9 * len(d)))]
         share = sum(x > 0.02 for x in d) / len(d)
-        print(
-            f"| {name} | {len(d)} | {100 * statistics.fmean(d):.2f}% "
-            f"| {100 * statistics.median(d):.2f}% | {100 * p90:.2f}% | {100 * d[-1]:.2f}% "
-            f"| {100 * share:.0f}% |"
-        )
+        table.append([
+            name, str(len(d)), f"{100 * statistics.fmean(d):.2f}%",
+            f"{100 * statistics.median(d):.2f}%", f"{100 * p90:.2f}%", f"{100 * d[-1]:.2f}%",
+            f"{100 * share:.0f}%",
+        ])  # fmt: skip
+    headers = ["pairs of runs", "n", "mean", "median", "p90", "max", "share > 2%"]
+    print("\n" + markdown_table(table, headers))
 
 
 def main() -> None:

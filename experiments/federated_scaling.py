@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from _common import markdown_table
 
 from agents.build import build_agent
 from agents.config import AgentConfig
@@ -109,18 +110,14 @@ def report(
     rows: list[dict[str, Any]], baselines: dict[str, float], args: argparse.Namespace
 ) -> str:
     names = [r.name for r in runs() if r.name.startswith("fed")]
+    curves = [[name, *(f"{j:.2f} ({s:.0f}s)" for _, s, j in _points(rows, name))] for name in names]
     lines = [
         "Validation avg JCT (slots; mean over the 4 clusters' validation workloads, seeds "
         f"{list(args.val_seeds)}) after each update count; wall = training seconds to that "
         "point (validation excluded).",
         "",
-        "| run | " + " | ".join(f"u={u}" for u, _, _ in _points(rows, names[0])) + " |",
-        "|---|" + "---|" * len(_points(rows, names[0])),
+        markdown_table(curves, ["run", *(f"u={u}" for u, _, _ in _points(rows, names[0]))]),
     ]
-    for name in names:
-        pts = _points(rows, name)
-        cells = [f"{j:.2f} ({s:.0f}s)" for _, s, j in pts]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Baselines on the same workloads (mean over the 4 clusters): "]
     lines.append(
         ", ".join(f"{k} {v:.2f}" for k, v in baselines.items() if not k.startswith("drf_c"))
@@ -130,19 +127,21 @@ def report(
         "Per cluster, final validation avg JCT: the 4-cluster global policy vs a policy trained "
         "on that cluster alone (same updates; cluster 0 alone = fed1).",
         "",
-        "| cluster | fed4 (global) | alone | fed4 / alone | DRF |",
-        "|---|---|---|---|---|",
     ]
     last_update = max(r["updates"] for r in rows)
     final = {(r["run"], r["cluster"]): r["avg_jct"] for r in rows if r["updates"] == last_update}
+    table = []
     for i, entry in enumerate(CLUSTERS):
         alone = final[("fed1" if i == 0 else f"alone{i}", i)]
         glob = final[("fed4", i)]
         drf = baselines.get(f"drf_c{i}", float("nan"))
-        lines.append(
-            f"| {i}: {cluster_label(entry.env)} | {glob:.2f} | {alone:.2f} | "
-            f"{glob / alone:.3f} | {drf:.2f} |"
-        )
+        table.append([
+            f"{i}: {cluster_label(entry.env)}", f"{glob:.2f}", f"{alone:.2f}",
+            f"{glob / alone:.3f}", f"{drf:.2f}",
+        ])  # fmt: skip
+    lines.append(
+        markdown_table(table, ["cluster", "fed4 (global)", "alone", "fed4 / alone", "DRF"])
+    )
     return "\n".join(lines)
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from _common import markdown_table
+
 from envs.sim.grouper import (
     CojobWorkload,
     GrouperConfig,
@@ -79,20 +81,22 @@ def table(scale: str, cfg: GrouperConfig) -> None:
         f"\n### {scale} scale ({len(w.cojobs)} cojobs, {len(w.jobs)} jobs), queues {q}, "
         f"barrier {'on' if cfg.barrier else 'off'}\n"
     )
-    print(
-        "| policy | avg SCT s | vs FS | stage-1 SCT s | cojob CT s | JCT s | slowdown "
-        "| upstream SCT* s | upstream vs FS | wall s |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    headers = ["policy", "avg SCT s", "vs FS", "stage-1 SCT s", "cojob CT s", "JCT s", "slowdown",
+               "upstream SCT* s", "upstream vs FS", "wall s"]  # fmt: skip
+    table = []
     for name, (res, wall) in results.items():
         sct = res.avg_sct_ms()
-        u = f"{up[name]:.1f} | {100 * (up[name] / up['fs'] - 1):+.0f}%" if name in up else "- | -"
-        print(
-            f"| {LABEL[name]} | {sct / 1e3:.1f} | {100 * (sct / fs - 1):+.0f}% "
-            f"| {res.avg_sct_ms(1) / 1e3:.1f} | {res.avg_cojob_ct_ms() / 1e3:.1f} "
-            f"| {res.avg_jct_ms() / 1e3:.1f} | {res.avg_stage_slowdown():.2f} | {u} | {wall:.2f} |",
-            flush=True,
+        u = (
+            [f"{up[name]:.1f}", f"{100 * (up[name] / up['fs'] - 1):+.0f}%"]
+            if name in up
+            else ["-", "-"]
         )
+        table.append([
+            LABEL[name], f"{sct / 1e3:.1f}", f"{100 * (sct / fs - 1):+.0f}%",
+            f"{res.avg_sct_ms(1) / 1e3:.1f}", f"{res.avg_cojob_ct_ms() / 1e3:.1f}",
+            f"{res.avg_jct_ms() / 1e3:.1f}", f"{res.avg_stage_slowdown():.2f}", *u, f"{wall:.2f}",
+        ])  # fmt: skip
+    print(markdown_table(table, headers), flush=True)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from envs.gym.factory import EnvConfig
 from envs.gym.workloads import TRAIN_VCS, VALIDATION_DAYS, TraceWindows
@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     names = list(args.heuristics)
     kind = "Test" if any(300 <= s <= 319 for s in args.seeds) else "Validation"
     print(f"{kind} workloads: seeds {args.seeds[0]}-{args.seeds[-1]} (or as many windows)\n")
-    print("| setting | " + " | ".join(names) + " | best | bound | best vs bound |")
-    print("|---" * (len(names) + 5) + "|")
+    rows = []
     for name in args.settings:
         t0 = time.perf_counter()
         config, traces = SETTINGS[name]
@@ -93,8 +92,9 @@ def main(argv: list[str] | None = None) -> None:
         lb = float(np.mean([bound(config, w) for w in workloads]))
         cells = [f"{means[h]:.1f}" + ("*" if table.unfinished[h] else "") for h in names]
         gap = "n/a" if math.isnan(lb) else f"{100 * (means[best] / lb - 1):+.1f}%"
-        print(f"| {name} | " + " | ".join(cells) + f" | {best} | {lb:.1f} | {gap} |", flush=True)
+        rows.append([name, *cells, best, f"{lb:.1f}", gap])
         print(f"<!-- {name}: {time.perf_counter() - t0:.0f} s -->", file=sys.stderr, flush=True)
+    print(markdown_table(rows, ["setting", *names, "best", "bound", "best vs bound"]))
     print("\n(* some jobs unfinished at the horizon, counted as finishing there)")
 
 

@@ -31,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))  # _common, also when imported
+
+from _common import markdown_table  # noqa: E402
 
 from agents.checkpoint import load_policy  # noqa: E402
 from agents.plan_policy import PlanPolicy  # noqa: E402
@@ -69,30 +72,25 @@ def report(table: Table, title: str, versus: str | None = None) -> str:
     """The Markdown table; ``versus``: one more paired column, against that heuristic."""
     heur = {k: v for k, v in table.avg_jct.items() if v.ndim == 1}
     best = min(heur, key=lambda k: float(heur[k].mean()))
-    extra = f" vs {versus} (paired) |" if versus else ""
-    lines = [
-        f"**{title}** (best heuristic: {best})",
-        "",
-        f"| scheduler | avg JCT (slots) ± 95% CI | vs {best} (paired) | vs DRF (paired) |{extra} "
-        f"per-training-seed means | p95 JCT vs {best} (paired) | unfinished jobs |",
-        "|---|---|---|---|" + ("---|" if versus else "") + "---|---|---|",
-    ]
+    headers = ["scheduler", "avg JCT (slots) ± 95% CI", f"vs {best} (paired)", "vs DRF (paired)",
+               *([f"vs {versus} (paired)"] if versus else []), "per-training-seed means",
+               f"p95 JCT vs {best} (paired)", "unfinished jobs"]  # fmt: skip
+    rows = []
     for name, v in table.avg_jct.items():
         mean, half = mean_ci95(list(v.mean(axis=0) if v.ndim == 2 else v))
         d_best = "" if name == best else "{:+.1f}% ± {:.1f}".format(*paired(v, heur[best]))
         d_drf = "" if name == "drf" else "{:+.1f}% ± {:.1f}".format(*paired(v, heur["drf"]))
-        d_vs = ""
+        d_vs = []
         if versus:
-            d_vs = "" if name == versus else "{:+.1f}% ± {:.1f}".format(*paired(v, heur[versus]))
-            d_vs = f" {d_vs} |"
+            d_vs = ["" if name == versus else "{:+.1f}% ± {:.1f}".format(*paired(v, heur[versus]))]
         seeds = ", ".join(f"{x:.2f}" for x in v.mean(axis=1)) if v.ndim == 2 else "-"
         p95 = table.p95_jct
         d_p95 = "" if name == best else "{:+.1f}% ± {:.1f}".format(*paired(p95[name], p95[best]))
-        lines.append(
-            f"| {name} | {mean:.2f} ± {half:.2f} | {d_best} | {d_drf} |{d_vs} {seeds} "
-            f"| {d_p95} | {table.unfinished[name]} |"
-        )
-    return "\n".join(lines)
+        rows.append([
+            name, f"{mean:.2f} ± {half:.2f}", d_best, d_drf, *d_vs, seeds, d_p95,
+            str(table.unfinished[name]),
+        ])  # fmt: skip
+    return f"**{title}** (best heuristic: {best})\n\n" + markdown_table(rows, headers)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,7 +33,7 @@ import torch as th
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import seed_list
+from _common import markdown_table, seed_list
 
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, run_episode
 from envs.gym.plan_env import PlanEnv
@@ -117,14 +117,15 @@ def test(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def table(jct: dict[str, np.ndarray], versus: list[str]) -> str:
-    head = "| scheduler | avg JCT ± 95% CI | " + " | ".join(f"vs {v} (paired)" for v in versus)
-    lines = [head + " | per-training-seed means |", "|---|---|" + "---|" * len(versus) + "---|"]
+    headers = ["scheduler", "avg JCT ± 95% CI", *(f"vs {v} (paired)" for v in versus),
+               "per-training-seed means"]  # fmt: skip
+    rows = []
     for name, v in jct.items():
         mean, half = mean_ci95(list(v.mean(axis=0) if v.ndim == 2 else v))
         cols = ["" if name == w else "{:+.1f}% ± {:.1f}".format(*paired(v, jct[w])) for w in versus]
         seeds = ", ".join(f"{x:.2f}" for x in v.mean(axis=1)) if v.ndim == 2 else "-"
-        lines.append(f"| {name} | {mean:.2f} ± {half:.2f} | " + " | ".join(cols) + f" | {seeds} |")
-    return "\n".join(lines)
+        rows.append([name, f"{mean:.2f} ± {half:.2f}", *cols, seeds])
+    return markdown_table(rows, headers)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import plan_rl
+from _common import markdown_table
 
 from agents.episode_pg import MaskedMLP, run_episode
 from envs.gym.plan_env import PlanEnv
@@ -75,12 +76,13 @@ def main(argv: list[str] | None = None) -> None:
     p95 = {k: np.array([np.percentile(x, 95) for x in v]) for k, v in out.items()}
     print(f"{args.setting} (backlog {args.backlog}), test seeds 300-319, JCT in slots, "
           f"paired vs {args.base}")  # fmt: skip
-    print("| scheduler | avg JCT | vs base | p95 JCT | vs base |\n|---|---|---|---|---|")
+    rows = []
     for k in sorted(out, key=lambda k: float(avg[k].mean())):
         (m, h), (pm, ph) = mean_ci95(list(avg[k])), mean_ci95(list(p95[k]))
         (da, ha), (dp, hp) = paired(avg[k], avg[args.base]), paired(p95[k], p95[args.base])
-        print(f"| {k} | {m:.2f} ± {h:.2f} | {da:+.1f}% ± {ha:.1f} | {pm:.1f} ± {ph:.1f} | "
-              f"{dp:+.1f}% ± {hp:.1f} |")  # fmt: skip
+        rows.append([k, f"{m:.2f} ± {h:.2f}", f"{da:+.1f}% ± {ha:.1f}", f"{pm:.1f} ± {ph:.1f}",
+                     f"{dp:+.1f}% ± {hp:.1f}"])  # fmt: skip
+    print(markdown_table(rows, ["scheduler", "avg JCT", "vs base", "p95 JCT", "vs base"]))
     if unfinished:
         print(f"jobs left unfinished at the env's horizon: {', '.join(unfinished)}")
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
+from _common import markdown_table
 
 from envs.sim import (
     ClusterSpec,
@@ -53,32 +54,31 @@ def iteration_ms(
     return simulate(cluster, Workload((job,)), "ff_fs", cfg).records[0].jct_ms / iters
 
 
-def _row(model: str, w: int, p: int, b: float, iters: int, seed: int) -> str:
+def _row(model: str, w: int, p: int, b: float, iters: int, seed: int) -> list[str]:
     t = {m: iteration_ms(model, w, p, m, b, iters, seed) for m in MODES}
     gain = {m: 100 * (t["random"] / t[m] - 1) for m in ("tic", "tac")}
-    return (
-        f"| {model} | {w} | {p} | {t['sequential']:.1f} | {t['random']:.1f} | {t['tic']:.1f} "
-        f"| {t['tac']:.1f} | {gain['tic']:+.1f}% | {gain['tac']:+.1f}% |"
-    )
+    return [
+        model, str(w), str(p), f"{t['sequential']:.1f}", f"{t['random']:.1f}", f"{t['tic']:.1f}",
+        f"{t['tac']:.1f}", f"{gain['tic']:+.1f}%", f"{gain['tac']:+.1f}%",
+    ]  # fmt: skip
+
+
+#: the columns of :func:`_row`
+ROW_HEADERS = ["model", "workers", "PSs", "sequential ms", "random ms", "TIC ms", "TAC ms",
+               "TIC vs random", "TAC vs random"]  # fmt: skip
 
 
 def scaling(b: float, iters: int, seed: int, models: Sequence[str]) -> None:
-    head = (
-        "| model | workers | PSs | sequential ms | random ms | TIC ms | TAC ms "
-        "| TIC vs random | TAC vs random |\n|---|---|---|---|---|---|---|---|---|"
-    )
     print(
         f"\n### Workers scale, PS:worker = 1:4 (Fig. 9 shape); b = {b} ms/MB, {iters} iterations\n"
     )
-    print(head)
-    for model in models:
-        for w in (2, 4, 8, 16):
-            print(_row(model, w, max(1, w // 4), b, iters, seed))
+    rows = [
+        _row(model, w, max(1, w // 4), b, iters, seed) for model in models for w in (2, 4, 8, 16)
+    ]
+    print(markdown_table(rows, ROW_HEADERS))
     print(f"\n### PSs scale, 8 workers (Fig. 10 shape); b = {b} ms/MB\n")
-    print(head)
-    for model in models:
-        for p in (1, 2, 4, 8):
-            print(_row(model, 8, p, b, iters, seed))
+    rows = [_row(model, 8, p, b, iters, seed) for model in models for p in (1, 2, 4, 8)]
+    print(markdown_table(rows, ROW_HEADERS))
 
 
 def as_ps(w: Workload) -> Workload:
@@ -92,9 +92,8 @@ def as_ps(w: Workload) -> Workload:
 
 def cluster(seeds: Sequence[int], stack: str) -> None:
     print(f"\n### Ada-SRSF 160 jobs, multi-GPU jobs as PS jobs, stack {stack}: avg JCT (s)\n")
-    print("| seed | sequential | random | TIC | TAC | TIC vs rand | TAC vs rand | TAC vs seq |")
-    print("|---|---|---|---|---|---|---|---|")
     rows = []
+    table = []
     for seed in seeds:
         w = as_ps(builtin_ada_srsf(seed))
         avg = {}
@@ -104,20 +103,23 @@ def cluster(seeds: Sequence[int], stack: str) -> None:
             )
             avg[m] = float(np.mean(r.jcts_ms())) / 10.0
         rows.append(avg)
-        print(_cluster_row(str(seed), avg))
+        table.append(_cluster_row(str(seed), avg))
     if len(rows) > 1:
         mean = {m: float(np.mean([r[m] for r in rows])) for m in MODES}
-        print(_cluster_row("mean", mean))
+        table.append(_cluster_row("mean", mean))
+    headers = ["seed", "sequential", "random", "TIC", "TAC", "TIC vs rand", "TAC vs rand",
+               "TAC vs seq"]  # fmt: skip
+    print(markdown_table(table, headers))
 
 
-def _cluster_row(label: str, a: dict[str, float]) -> str:
+def _cluster_row(label: str, a: dict[str, float]) -> list[str]:
     def rel(x: str, y: str) -> str:
         return f"{100 * (a[x] / a[y] - 1):+.1f}%"
 
-    return (
-        f"| {label} | {a['sequential']:.1f} | {a['random']:.1f} | {a['tic']:.1f} | {a['tac']:.1f} "
-        f"| {rel('tic', 'random')} | {rel('tac', 'random')} | {rel('tac', 'sequential')} |"
-    )
+    return [
+        label, f"{a['sequential']:.1f}", f"{a['random']:.1f}", f"{a['tic']:.1f}",
+        f"{a['tac']:.1f}", rel("tic", "random"), rel("tac", "random"), rel("tac", "sequential"),
+    ]  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:

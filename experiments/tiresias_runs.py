@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from _common import markdown_table
+
 from envs.sim import (
     ClusterSpec,
     Fidelity,
@@ -55,26 +57,26 @@ UPSTREAM_60 = {
 def table(title: str, cluster: ClusterSpec, w: Workload, cfg: SimConfig, unit: str) -> None:
     scale = 1000.0 if unit == "s" else 3_600_000.0
     print(f"\n### {title}\n")
-    head = f"| stack | avg JCT {unit} | median {unit} | p95 {unit} | makespan {unit} |"
-    head += " preemptions | wall s |"
+    headers = ["stack", f"avg JCT {unit}", f"median {unit}", f"p95 {unit}", f"makespan {unit}",
+               "preemptions", "wall s"]  # fmt: skip
     upstream = "60" in w.name and cfg.fidelity.level is Fidelity.JOB
     if upstream:
-        head += " upstream avg JCT s |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
+        headers.append("upstream avg JCT s")
+    rows = []
     for stack in TIRESIAS_STACKS:
         t0 = time.perf_counter()
         r = simulate(cluster, w, stack, cfg)
         wall = time.perf_counter() - t0
         s = r.summary()
-        row = (
-            f"| `{stack}` | {s['avg_jct_ms'] / scale:,.1f} | {s['median_jct_ms'] / scale:,.1f} "
-            f"| {s['p95_jct_ms'] / scale:,.1f} | {s['makespan_ms'] / scale:,.1f} "
-            f"| {r.extra.get('preemptions', 0)} | {wall:.2f} |"
-        )
+        row = [
+            f"`{stack}`", f"{s['avg_jct_ms'] / scale:,.1f}", f"{s['median_jct_ms'] / scale:,.1f}",
+            f"{s['p95_jct_ms'] / scale:,.1f}", f"{s['makespan_ms'] / scale:,.1f}",
+            str(r.extra.get("preemptions", 0)), f"{wall:.2f}",
+        ]  # fmt: skip
         if upstream:
-            row += f" {UPSTREAM_60[stack]} |"
-        print(row)
+            row.append(UPSTREAM_60[stack])
+        rows.append(row)
+    print(markdown_table(rows, headers))
 
 
 def main() -> None:
