@@ -11,6 +11,7 @@ module-level, inside functions (lazy imports) and under ``if TYPE_CHECKING:`` al
 ``training``   the training pipeline (config schema, pretraining stage, RL run, run records):
                ``envs``, ``agents``, ``pretrain``
 ``evaluation`` the head-to-head evaluation: ``envs``, ``agents``, ``pretrain``
+``dlsched``    the public API, a facade over every layer: all five above
 =============  ==============================================================================
 
 ``training`` and ``evaluation`` are siblings: neither imports the other.  Entry points sit on
@@ -18,6 +19,10 @@ top and may import anything, but no package imports them: the scripts at the roo
 (``train.py``, ``evaluate.py``), ``experiments/``, ``benchmarks/``, ``tools/``, ``tests/``
 and a package's ``__main__.py`` (``python -m pretrain``: running the package's command, not
 importing the package).  A new top-level package must be placed in :data:`LAYERS`.
+
+``dlsched`` is the top: no package imports it (:data:`LAYERS`), and neither does any entry
+point but the tests (:func:`test_nothing_but_tests_imports_the_facade`): it is the users'
+way in, and the project's own code stays on the layers.
 """
 
 from __future__ import annotations
@@ -38,7 +43,10 @@ LAYERS: dict[str, frozenset[str]] = {
     "pretrain": frozenset({"envs", "agents"}),
     "training": frozenset({"envs", "agents", "pretrain"}),
     "evaluation": frozenset({"envs", "agents", "pretrain"}),
+    "dlsched": frozenset({"envs", "agents", "pretrain", "training", "evaluation"}),
 }
+#: The facade: only tests may import it (module docstring).
+FACADE = "dlsched"
 #: Directories of scripts and tests (not packages anything may import).
 ENTRY_DIRS = ("experiments", "benchmarks", "tools", "tests")
 #: Directories that hold no Python to check.
@@ -128,7 +136,51 @@ def test_every_package_has_a_layer() -> None:
         f"new top-level package(s) {sorted(packages - set(LAYERS))}: place them in LAYERS "
         "(tests/test_layers.py) with the packages they may import"
     )
-    assert {"envs", "agents", "pretrain", "training", "evaluation"} <= packages
+    assert {"envs", "agents", "pretrain", "training", "evaluation", FACADE} <= packages
+
+
+def test_the_facade_is_the_top_layer() -> None:
+    """Every other package is below ``dlsched``, and none may import it."""
+    assert set(LAYERS[FACADE]) == set(LAYERS) - {FACADE}
+    assert all(FACADE not in allowed for allowed in LAYERS.values())
+
+
+def facade_importers(root: Path) -> list[str]:
+    """Every ``import`` of the facade outside it and ``tests/``, as ``file:line``."""
+    sites = []
+    for top in sorted(root.iterdir()):
+        name = top.name
+        if name in (FACADE, "tests") or name in SKIP_DIRS or name.startswith("."):
+            continue
+        if name.endswith(".egg-info"):
+            continue
+        for path in sorted(top.rglob("*.py")) if top.is_dir() else [top]:
+            if path.suffix != ".py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                if any(m.split(".")[0] == FACADE for m in _imported(node)):
+                    sites.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}")
+    return sites
+
+
+def test_nothing_but_tests_imports_the_facade() -> None:
+    bad = facade_importers(ROOT)
+    assert not bad, f"{FACADE} is imported by the project's own code: " + ", ".join(bad)
+
+
+def test_the_facade_check_catches_an_import(tmp_path: Path) -> None:
+    files = {
+        "dlsched/__init__.py": "import envs\n",
+        "envs/__init__.py": "",
+        "experiments/run.py": "import json\n\ndef f():\n    from dlsched.api import make\n",
+        "tests/test_x.py": "import dlsched\n",
+        "train.py": "import dlsched\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert facade_importers(tmp_path) == ["experiments/run.py:4", "train.py:1"]
 
 
 def test_the_layers_themselves_have_no_cycle() -> None:
