@@ -150,7 +150,8 @@ def _hydra_main(dcfg: DictConfig) -> None:
 
 def _write_sweep_table() -> None:
     """One table for a whole ``-m`` sweep: every job's per-run and mean rows, with the job's
-    number and overrides, as ``summary.csv`` / ``summary.md`` in the sweep directory."""
+    number and overrides, as ``summary.md``, ``summary.csv`` (per run) and
+    ``summary_means.csv`` (means over seeds) in the sweep directory."""
     from evaluation.report import markdown_table, write_csv
 
     rows = [
@@ -159,7 +160,11 @@ def _write_sweep_table() -> None:
         for row in job_rows
     ]
     sweep_dir = _sweep[0][0]
-    write_csv(sweep_dir / "summary.csv", rows)
+    is_mean = [str(r["seed"]).startswith("mean(") for r in rows]  # as a run's own files:
+    write_csv(sweep_dir / "summary.csv", [r for r, m in zip(rows, is_mean, strict=True) if not m])
+    means = [r for r, m in zip(rows, is_mean, strict=True) if m]
+    if means:
+        write_csv(sweep_dir / "summary_means.csv", means)  # means over seeds, with CIs
     parts = [f"Sweep of {len(_sweep)} job(s); per job: its overrides, then its runs.\n"]
     for _, num, job, job_rows in sorted(_sweep, key=lambda x: x[1]):
         parts.append(f"**job {num}**: `{job}`\n\n" + markdown_table(job_rows, False) + "\n")

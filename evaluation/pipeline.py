@@ -26,7 +26,7 @@ from evaluation.report import (
     plot_cdf,
     plot_utilisation,
     safe_name,
-    stack_colors,
+    seed_span,
     workload_lines,
     write_csv,
     write_jobs_csv,
@@ -197,7 +197,8 @@ class Collector:
         self.by_seed = {p.seed: p for p in plan.prepared}
         self.results: dict[tuple[str, int], dict[str, Any]] = {}
         self.jcts: dict[str, list[np.ndarray]] = {s: [] for s in plan.cfg.stacks}
-        self.util_series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # per seed, per scheduler: (bin edges, utilisation), for utilisation.png's panels
+        self.util_series: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
         self.util_rows: list[dict[str, Any]] = []
         self.runs: dict[tuple[str, int], dict[str, Any]] = {}
 
@@ -211,8 +212,7 @@ class Collector:
         metrics = run_metrics(out)
         self.results[key] = result_row(out, metrics, prepared.ms_per_s, self.plan.paper_div)
         self.jcts[out.scheduler].append(out.jct_s)
-        if out.seed == self.plan.cfg.seeds[0]:
-            self.util_series[out.scheduler] = (out.util_t, out.util)
+        self.util_series.setdefault(out.seed, {})[out.scheduler] = (out.util_t, out.util)
         self.util_rows.extend(
             {"stack": out.scheduler, "seed": out.seed, "t0_s": float(a), "t1_s": float(b),
              "gpu_util": float(u)}
@@ -237,66 +237,164 @@ class Collector:
 
 @dataclass
 class Summary:
+    """``rows``: the per-run rows, then each scheduler's mean row (what :func:`evaluate`
+    returns); ``per_run`` and ``means`` the same rows apart (``summary.csv`` and
+    ``summary_means.csv``)."""
+
     rows: list[dict[str, Any]]
     paired: list[dict[str, Any]]
     text: str
+    per_run: list[dict[str, Any]] = field(default_factory=list)
+    means: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _caption(plan: Plan) -> str:
     cfg, first, cluster = plan.cfg, plan.prepared[0], plan.cluster
-    unit = (
-        f"s of trace time (sim ms / {first.ms_per_s:g})"
-        if first.ms_per_s != 1000.0
-        else "s of simulated time"
-    )
     if plan.env_config is not None:
         c = first.record["cluster"]
-        world = (
-            f"DL² env, {c['num_nodes']} nodes x {c['gpu_slots']} GPU slots (times / "
-            f"{c['slot_s']:g} = slots, the unit of train.py's validation)"
-        )
+        world = f"DL² env, {c['num_nodes']} nodes x {c['gpu_slots']} GPU slots"
     else:
         world = f"cluster {cluster.num_servers}x{cluster.gpus_per_server} GPUs"
-    caption = (
+    return (
         f"workload `{cfg.workload.kind}` ({first.num_jobs} jobs; "
         f"{', '.join(p.name for p in plan.prepared)}), mode `{cfg.mode}`, "
         f"fidelity `{cfg.fidelity}`, {world}. "
-        f"Times in {unit}"
-        + ("; paper s = sim ms / 10 (1/100 of the paper's scale)." if plan.paper_div else ".")
-        + " Slowdown = JCT / run time alone at the requested GPUs."
+        "Slowdown = JCT / run time alone at the requested GPUs."
     )
-    if (
+
+
+def _time_unit(plan: Plan) -> str:
+    """What one ``s`` of the tables and plots is."""
+    first = plan.prepared[0]
+    if first.ms_per_s != 1000.0:
+        return f"seconds of trace time (sim ms / {first.ms_per_s:g})"
+    engine, slot = _util_kinds(plan)
+    how = []
+    if engine or not slot:
+        how.append("the contention engine's sim ms / 1000" if slot else "sim ms / 1000")
+    if slot:
+        slot_s = (
+            first.record["cluster"]["slot_s"]
+            if plan.env_config is not None
+            else plan.cfg.elastic.slot_s
+        )
+        how.append(f"{'DL² slot world: ' if engine else ''}slots x {slot_s:g} s")
+    return f"seconds of simulated time ({'; '.join(how)})"
+
+
+def _units_line(plan: Plan) -> str:
+    """The one place that says what every time column and axis is in."""
+    cfg, first = plan.cfg, plan.prepared[0]
+    line = f"**Units**: `s` (tables, plot axes) = {_time_unit(plan)}"
+    if plan.paper_div:
+        line += (
+            '; `paper s` = s x 100 = sim ms / 10, the Ada-SRSF paper\'s "seconds" (this '
+            "workload runs 1/100 of the paper's iterations and arrival times, as the paper's "
+            "reference code does)"
+        )
+    elif (
         cfg.workload.kind not in ("trace", "philly_builtin", "dl2", "env")
         and cfg.workload.iterations_scale == 100.0
     ):
-        caption += " At the paper's scale, simulated s are the paper's seconds."
-    return caption
+        line += "; at the paper's scale, simulated s are the paper's seconds"
+    if plan.env_config is not None:
+        c = first.record["cluster"]
+        line += f"; `slots` = s / {c['slot_s']:g}, the unit of train.py's validation"
+    return line + "."
+
+
+#: what ``gpu_util_pct`` measures, by the scheduler kind's world
+_ENGINE_KINDS = ("stack", "contention")
+_SLOT_KINDS = ("elastic", "policy")
+
+
+def _util_kinds(plan: Plan) -> tuple[list[str], list[str]]:
+    """The schedulers whose utilisation is compute work (the contention engine) and those
+    whose utilisation is GPUs allocated (DL²'s slot world); ``bound:`` has none."""
+    kind = {s: plan.kinds[s][0] for s in plan.cfg.stacks}
+    return (
+        [s for s in plan.cfg.stacks if kind[s] in _ENGINE_KINDS],
+        [s for s in plan.cfg.stacks if kind[s] in _SLOT_KINDS],
+    )
+
+
+def _util_ylabel(plan: Plan) -> str:
+    engine, slot = _util_kinds(plan)
+    if slot and not engine:
+        return "GPUs allocated (% of the cluster's GPU slots)"
+    if engine and not slot:
+        return "GPU compute work (% of the cluster's GPUs)"
+    return "GPU utilisation (% of the cluster's GPUs; see note)"
+
+
+def _util_note(plan: Plan, markdown: bool = True) -> str:
+    """What `GPU util %` and utilisation.png measure, and why an allocation-hungry elastic
+    scheduler (DRF) shows far more of it than a better one (Optimus)."""
+    engine, slot = _util_kinds(plan)
+    tick = "`" if markdown else ""
+    parts = []
+    if engine:
+        parts.append(
+            f"for {', '.join(tick + s + tick for s in engine)} (the contention engine), the "
+            "jobs' GPU compute work (workers x iterations x forward+backward time, spread "
+            "evenly over each job's run) / (cluster GPUs x time); the work is fixed per job, "
+            "so a shorter makespan gives a higher mean, and above 100% means GPUs "
+            "time-shared by several workers"
+        )
+    if slot:
+        parts.append(
+            f"for {', '.join(tick + s + tick for s in slot)} (DL²'s slot world), the GPU "
+            "slots allocated at each slot's start / the cluster's GPU slots, averaged over "
+            "the run's slots. An allocated GPU counts whether or not it speeds its job up: "
+            "DRF, FIFO, SRTF and Tetris give a job worker+PS bundles up to its caps "
+            "(max_workers / max_ps) while the cluster has room, but the measured speed of "
+            "every model (envs/sim/data/dl2/measured_speed.csv) peaks at 1-5 workers and "
+            "falls by a third to two thirds at 11-23, so much of that allocation does no "
+            "useful work; Optimus adds a worker only while it shortens the job, so it can hold "
+            "far fewer GPUs and still finish jobs sooner. Compare schedulers by JCT, not by "
+            "this figure"
+        )
+    if not parts:
+        return ""
+    head = "**GPU util %** (table) and utilisation.png measure " if markdown else "Measured: "
+    return head + "; ".join(parts) + "."
 
 
 def summarise(plan: Plan, results: dict[tuple[str, int], dict[str, Any]]) -> Summary:
     """The summary rows (per run, then means over seeds), paired differences and the text."""
     cfg = plan.cfg
-    # a seed where any scheduler left jobs unfinished at the env's horizon is censored: its
-    # JCTs are lower bounds, so it is shown per run but left out of means and paired figures
+    # a seed where a scheduler left jobs unfinished at the env's horizon is censored: its
+    # JCTs are lower bounds, so it is shown per run but left out of means and paired figures;
+    # a scheduler censored on every seed (a policy that never finishes its jobs) is left out
+    # of them instead, so that it does not take every other scheduler's statistics with it
     censored = {
         seed: [s for s in cfg.stacks if results[(s, seed)].get("censored_jobs", 0) > 0]
         for seed in cfg.seeds
     }
-    seeds = [seed for seed in cfg.seeds if not censored[seed]]
-    by_stack = {s: [results[(s, seed)] for seed in seeds] for s in cfg.stacks}
+    always = [s for s in cfg.stacks if all(s in censored[k] for k in cfg.seeds)]
+    kept = [s for s in cfg.stacks if s not in always] if len(always) < len(cfg.stacks) else []
+    seeds = [seed for seed in cfg.seeds if kept and not set(censored[seed]) & set(kept)]
+    by_stack = {s: [results[(s, seed)] for seed in seeds] for s in kept}
+    baseline = plan.baseline if plan.baseline in kept else (kept[0] if kept else plan.baseline)
     rows: list[dict[str, Any]] = []
+    per_run: list[dict[str, Any]] = []
     means: list[dict[str, Any]] = []
     for stack in cfg.stacks:
-        rows.extend(results[(stack, seed)] for seed in cfg.seeds)
-        if len(seeds) > 1:
+        own = [results[(stack, seed)] for seed in cfg.seeds]
+        rows.extend(own)
+        per_run.extend(own)
+        if len(seeds) > 1 and stack in by_stack:
             means.append(mean_row(by_stack[stack], seeds))
             rows.append(means[-1])
-    paired = paired_rows(by_stack, plan.baseline) if len(cfg.stacks) > 1 and seeds else []
+    paired = paired_rows(by_stack, baseline) if len(kept) > 1 and seeds else []
     sections = [
-        _caption(plan),
+        _caption(plan) + "\n" + _units_line(plan),
         "\n".join(workload_lines(plan.prepared)),
         markdown_table(rows, bool(plan.paper_div)),
     ]
+    note = _util_note(plan)
+    if note:
+        sections.append(note)
     bad = {seed: stacks for seed, stacks in censored.items() if stacks}
     if bad:
         lines = [
@@ -304,12 +402,21 @@ def summarise(plan: Plan, results: dict[tuple[str, int], dict[str, Any]]) -> Sum
             + ", ".join(f"`{s}` {results[(s, seed)]['censored_jobs']:.0f} job(s)" for s in stacks)
             for seed, stacks in bad.items()
         ]
+        left_out = [k for k in cfg.seeds if k not in seeds]
+        clauses = []
+        if always and seeds:
+            names = ", ".join(f"`{s}`" for s in always)
+            clauses.append(f"{names} (censored on every seed): left out of the means and paired "
+                           "differences below")  # fmt: skip
+        if left_out and seeds:
+            clauses.append(f"seeds {left_out}: left out of them")
+        fate = "; ".join(clauses) if seeds else "no means or paired differences are given"
         sections.append(
             "**Censored runs**: jobs unfinished at the env's horizon "
             f"({plan.env_config.max_slots if plan.env_config else '-'} slots) count as finishing "
-            "there, so these runs' JCTs are lower bounds (column `censored_jobs`). Their seeds "
-            + ("are left out of the means and paired differences below" if seeds else
-               "are all the seeds: no means or paired differences are given")
+            f"there, so these runs' JCTs are lower bounds (column `censored_jobs`): {fate}"
+            + (f"; differences are against `{baseline}`, the baseline being censored"
+               if seeds and baseline != plan.baseline else "")
             + "; raise `workload.env.max_slots` to finish them.\n\n"
             + "\n".join(lines)
         )  # fmt: skip
@@ -318,12 +425,69 @@ def summarise(plan: Plan, results: dict[tuple[str, int], dict[str, Any]]) -> Sum
         sections.append(f"Mean ± 95% CI over {n} seeds (Student t):\n\n" + ci_table(means))
     if paired:
         sections.append(
-            f"Paired difference vs `{plan.baseline}` on the same workload"
+            f"Paired difference vs `{baseline}` on the same workload"
             + (f", mean ± 95% CI over {n} seeds" if n > 1 else " (1 seed: no CI)")
             + " (mean relative difference):\n\n"
             + paired_table(paired)
         )
-    return Summary(rows, paired, "\n\n".join(sections))
+    return Summary(rows, paired, "\n\n".join(sections), per_run, means)
+
+
+def _plot_title(plan: Plan) -> str:
+    """What every plot shows: the workload and the world (the seeds: per plot)."""
+    cfg = plan.cfg
+    if plan.env_config is not None:
+        c = plan.prepared[0].record["cluster"]
+        world = f"DL² env, {c['num_nodes']} nodes x {c['gpu_slots']} GPU slots"
+    else:
+        world = f"{plan.cluster.num_servers}x{plan.cluster.gpus_per_server} GPUs"
+    text = f"workload {cfg.workload.kind}, {world}"
+    if cfg.mode != "correct":  # the default model goes unsaid; another is named
+        text += f", simulator mode {cfg.mode}"
+    if cfg.fidelity != "full":
+        text += f", fidelity {cfg.fidelity}"
+    return text
+
+
+def _util_plot_note(plan: Plan) -> str:
+    engine, slot = _util_kinds(plan)
+    parts = []
+    if engine:
+        parts.append(
+            "contention-engine schedulers: jobs' GPU compute work spread over each job's run "
+            "/ cluster GPUs (above 100%: GPUs time-shared)"
+        )
+    if slot:
+        parts.append(
+            "elastic/policy schedulers: GPU slots allocated / cluster GPU slots, useful or not "
+            "(measured speeds fall beyond 1-5 workers; see summary.md)"
+        )
+    return "; ".join(parts)
+
+
+def _plots(plan: Plan, got: Collector, run_dir: Path) -> None:
+    """``jct_cdf.png`` (jobs of every finished seed pooled) and ``utilisation.png`` (one
+    panel per seed), schedulers in the config's order, styled by name."""
+    cfg = plan.cfg
+    title = _plot_title(plan)
+    jcts = {s: got.jcts[s] for s in cfg.stacks if got.jcts.get(s)}
+    seeds = sorted({k for (s, k) in got.results if s in jcts})
+    plot_cdf(run_dir / "jct_cdf.png", jcts, f"JCT CDF: {title}", seeds=seeds, unit="s")
+    series = {
+        seed: {s: got.util_series[seed][s] for s in cfg.stacks if s in got.util_series[seed]}
+        for seed in cfg.seeds
+        if seed in got.util_series
+    }
+    n = len(series)
+    plot_utilisation(
+        run_dir / "utilisation.png",
+        series,
+        f"GPU utilisation over time: {title}\n"
+        + (f"one panel per seed ({seed_span(list(series))})" if n > 1 else
+           f"seed {seed_span(list(series))}"),
+        ylabel=_util_ylabel(plan),
+        note=_util_plot_note(plan),
+    )  # fmt: skip
 
 
 def _write(
@@ -332,45 +496,74 @@ def _write(
     """The tables, plots and ``run.json``, each written atomically, and ``summary.md`` last: it
     exists only when everything else was written."""
     cfg = plan.cfg
-    write_csv(run_dir / "summary.csv", summary.rows)
+    write_csv(run_dir / "summary.csv", summary.per_run)
+    if summary.means:
+        write_csv(run_dir / "summary_means.csv", summary.means)
     if summary.paired:
         write_csv(run_dir / "paired.csv", summary.paired)
     write_csv(run_dir / "utilisation.csv", got.util_rows)
     if cfg.plot:
-        title = f"{cfg.workload.kind}: {plan.prepared[0].name}, mode {cfg.mode}"
-        colors = stack_colors(list(cfg.stacks))  # one colour per scheduler in every plot
-        jcts = {s: got.jcts[s] for s in cfg.stacks if s in got.jcts}  # the config's order
-        series = {s: got.util_series[s] for s in cfg.stacks if s in got.util_series}
-        plot_cdf(run_dir / "jct_cdf.png", jcts, f"JCT CDF: {title}", colors)
-        plot_utilisation(
-            run_dir / "utilisation.png",
-            series,
-            f"GPU utilisation, seed {cfg.seeds[0]}: {title}",
-            colors,
-        )
+        _plots(plan, got, run_dir)
     write_text(run_dir / "run.json", json.dumps(record, indent=2, default=json_default) + "\n")
     write_text(run_dir / "summary.md", summary.text + "\n")
 
 
 def _write_partial(plan: Plan, got: Collector, run_dir: Path, exc: RunsFailed) -> None:
-    """What finished when some runs failed: ``summary.md`` (marked partial; statistics over
-    the seeds every scheduler finished), ``summary.csv`` with every finished run, and
-    ``failed.csv``; the per-job CSVs are already written."""
+    """What finished when some runs failed: ``summary.md`` (marked partial), ``summary.csv``
+    with every finished run, ``summary_means.csv``, ``failed.csv``, and the plots of what
+    finished; the per-job CSVs are already written.
+
+    A scheduler that failed on every seed is listed with its causes and left out; the
+    statistics (means, CIs, paired differences) are over the other schedulers and the seeds
+    all of them finished, so that one broken scheduler never hides the others' results.  When
+    the baseline is the one left out, differences are taken against the first scheduler left."""
     cfg = plan.cfg
-    complete = [k for k in cfg.seeds if all((s, k) in got.results for s in cfg.stacks)]
-    head = (
+    causes: dict[str, list[str]] = {}
+    for s, k, c in exc.failures:
+        causes.setdefault(s, []).append(f"seed {k}: {c}")
+    dead = [s for s in cfg.stacks if not any((s, k) in got.results for k in cfg.seeds)]
+    alive = [s for s in cfg.stacks if s not in dead]
+    complete = [k for k in cfg.seeds if alive and all((s, k) in got.results for s in alive)]
+    head = [
         f"**PARTIAL**: {exc}. Finished runs: {len(got.results)} of {len(plan.tasks)}; "
-        f"statistics over the seeds every scheduler finished: {complete or 'none'}."
-    )
-    text = head
+        f"statistics over {', '.join(f'`{s}`' for s in alive) or 'no scheduler'} on the seeds "
+        f"all of them finished: {complete or 'none'}."
+    ]
+    if dead:
+        head.append(
+            "Failed on every seed (left out of the statistics):\n\n"
+            + "\n".join(f"- `{s}`: {'; '.join(causes.get(s, ['no result']))}" for s in dead)
+        )
+    partly = [s for s in alive if s in causes]
+    if partly:
+        head.append(
+            "Failed on some seeds (those seeds are left out of the statistics):\n\n"
+            + "\n".join(f"- `{s}`: {'; '.join(causes[s])}" for s in partly)
+        )
+    summary = None
     if complete:
-        sub = replace(plan, cfg=replace(cfg, seeds=complete))
-        text += "\n\n" + summarise(sub, got.results).text
-    write_csv(run_dir / "summary.csv", list(got.results.values()))
+        baseline = plan.baseline if plan.baseline in alive else alive[0]
+        if baseline != plan.baseline:
+            head.append(
+                f"The baseline `{plan.baseline}` failed: paired differences are against "
+                f"`{baseline}`."
+            )
+        sub = replace(plan, cfg=replace(cfg, stacks=alive, seeds=complete), baseline=baseline)
+        summary = summarise(sub, got.results)
+    text = "\n\n".join(head) + ("\n\n" + summary.text if summary is not None else "")
+    order = [(s, k) for s in cfg.stacks for k in cfg.seeds]  # as a full run's summary.csv
+    write_csv(run_dir / "summary.csv", [got.results[key] for key in order if key in got.results])
+    if summary is not None and summary.means:
+        write_csv(run_dir / "summary_means.csv", summary.means)
+    if summary is not None and summary.paired:
+        write_csv(run_dir / "paired.csv", summary.paired)
     write_csv(
         run_dir / "failed.csv",
         [{"stack": s, "seed": k, "cause": c} for s, k, c in exc.failures],
     )
+    write_csv(run_dir / "utilisation.csv", got.util_rows)
+    if cfg.plot and got.results:
+        _plots(plan, got, run_dir)
     write_text(run_dir / "summary.md", text + "\n")
     exc.args = (f"{exc}; the finished runs are in {run_dir / 'summary.md'}",)
 

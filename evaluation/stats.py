@@ -1,14 +1,15 @@
 """Summary statistics: per-run metrics, means with Student-t 95% CIs over seeds, and paired
-differences against a baseline on the same seeds."""
+differences against a baseline on the same seeds (CIs by :mod:`scipy.stats`)."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import t as student_t
+from scipy.stats import ttest_1samp, ttest_rel
 
 from envs.sim import STACKS
 from evaluation.runs import RunOutput
@@ -19,6 +20,7 @@ __all__ = [
     "PAPER_STATS",
     "mean_ci95",
     "mean_row",
+    "paired_ci95",
     "paired_rows",
     "result_row",
     "run_metrics",
@@ -53,13 +55,42 @@ PAIRED_METRICS = (
 )
 
 
+def _half_width(ci: Any) -> float:
+    return float((ci.high - ci.low) / 2.0)
+
+
 def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of its 95% Student-t confidence interval (``nan`` for n < 2)."""
+    """Mean and half-width of its 95% Student-t confidence interval (``nan`` for n < 2).
+
+    The interval is scipy's ``ttest_1samp(...).confidence_interval(0.95)``, taken of the
+    values *minus their mean* and halved: the interval of the raw values, ``mean ± h``, would
+    lose ``h``'s low digits to cancellation when the mean is large (1e12 ± 2.5 keeps 5 digits
+    of 2.5, not 16).  n < 2 has no interval (scipy would give one with a warning, from no
+    degrees of freedom), so it is ``nan`` here, without asking scipy."""
     x = np.asarray(values, dtype=float)
     if x.size < 2:
         return float(x.mean()), math.nan
-    t = float(student_t.ppf(0.975, x.size - 1))  # exact for every n (a table ended at 31)
-    return float(x.mean()), float(t * x.std(ddof=1) / math.sqrt(x.size))
+    mean = float(x.mean())
+    with warnings.catch_warnings():  # identical values: scipy warns of precision loss and
+        warnings.simplefilter("ignore", RuntimeWarning)  # gives the exact answer, 0
+        ci = ttest_1samp(x - mean, 0.0).confidence_interval(0.95)
+    return mean, _half_width(ci)
+
+
+def paired_ci95(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Mean of ``a - b`` (pairs: the same seed) and the half-width of its 95% CI, scipy's
+    ``ttest_rel(a, b).confidence_interval(0.95)`` (``nan`` for fewer than 2 pairs)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired_ci95: {x.size} values against {y.size}")
+    d = x - y
+    if d.size < 2:
+        return float(d.mean()), math.nan
+    mean = float(d.mean())
+    with warnings.catch_warnings():  # as in mean_ci95; the pairs shifted by the mean
+        warnings.simplefilter("ignore", RuntimeWarning)  # difference, for the same reason
+        ci = ttest_rel(x - mean, y).confidence_interval(0.95)
+    return mean, _half_width(ci)
 
 
 def run_metrics(out: RunOutput) -> dict[str, float]:
@@ -133,14 +164,17 @@ def paired_rows(by_stack: dict[str, list[dict[str, Any]]], baseline: str) -> lis
     for stack, rows in by_stack.items():
         if stack == baseline:
             continue
+        if len(rows) != len(base):
+            raise ValueError(f"paired_rows: {stack} has {len(rows)} seeds, {baseline} {len(base)}")
         row: dict[str, Any] = {"stack": stack, "baseline": baseline, "seeds": len(rows)}
         for key in PAIRED_METRICS:
-            diffs = [r[key] - b[key] for r, b in zip(rows, base, strict=True)]
             rel = [
                 100.0 * (r[key] - b[key]) / b[key] if b[key] else math.nan
                 for r, b in zip(rows, base, strict=True)
             ]
-            row[f"d_{key}"], row[f"d_{key}_ci95"] = mean_ci95(diffs)
+            row[f"d_{key}"], row[f"d_{key}_ci95"] = paired_ci95(
+                [r[key] for r in rows], [b[key] for b in base]
+            )
             row[f"rel_{key}_pct"] = float(np.mean(rel))
         out.append(row)
     return out

@@ -23,8 +23,14 @@ def test_one_stack_writes_the_run_dir(tmp_path: Path) -> None:
     proc = _evaluate("stacks=[lwf1_srsf1]", "seeds=[0]", "workers=1", f"out_dir={run_dir}")
     assert proc.returncode == 0, proc.stderr
 
-    assert "| lwf1_srsf1 | LWF-1 + SRSF(1) | 0 |" in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| lwf1_srsf1 "))
+    assert [c.strip() for c in row.strip("|").split("|")][:3] == [
+        "lwf1_srsf1",
+        "LWF-1 + SRSF(1)",
+        "0",
+    ]
     assert "paper s" in proc.stdout
+    assert "**Units**: `s` (tables, plot axes) = seconds of simulated time" in proc.stdout
     assert str(run_dir) in proc.stdout.strip().splitlines()[-1]
 
     with open(run_dir / "summary.csv", newline="") as f:
@@ -133,10 +139,21 @@ def test_trace_engine_and_elastic_over_seeds(tmp_path: Path) -> None:
 
     with open(run_dir / "summary.csv", newline="") as f:
         summary = {(r["stack"], r["seed"]): r for r in csv.DictReader(f)}
+    with open(run_dir / "summary_means.csv", newline="") as f:
+        means = {r["stack"]: r for r in csv.DictReader(f)}
+    # summary.csv: one row per run, nothing else; summary_means.csv: one per scheduler
+    assert set(summary) == {(s, k) for s in ("lwf1_srsf1", "elastic:drf", "elastic:fifo")
+                            for k in ("0", "1")}  # fmt: skip
+    assert list(means) == ["lwf1_srsf1", "elastic:drf", "elastic:fifo"]
     for stack in ("lwf1_srsf1", "elastic:drf", "elastic:fifo"):
         per_seed = [float(summary[(stack, s)]["avg_jct_s"]) for s in ("0", "1")]
-        mean = summary[(stack, "mean(0,1)")]
+        mean = means[stack]
+        assert mean["seed"] == "mean(0,1)"
         assert float(mean["avg_jct_s"]) == pytest.approx(sum(per_seed) / 2)
+        # the 95% CI of 2 values: t(0.975, 1) x |a - b| / 2 = 12.706... x |a - b| / 2
+        half = 12.706204736174694 * abs(per_seed[0] - per_seed[1]) / 2
+        assert float(mean["avg_jct_s_ci95"]) == pytest.approx(half, rel=1e-9, abs=1e-9)
+    assert "avg_jct_s_ci95" not in next(iter(summary.values()))
     with open(run_dir / "paired.csv", newline="") as f:
         paired = {r["stack"]: r for r in csv.DictReader(f)}
     diffs = [
@@ -186,7 +203,8 @@ def test_jitter_makes_each_seed_a_jittered_copy(tmp_path: Path) -> None:
     record = json.loads((run_dir / "run.json").read_text())
     assert record["config"]["workload"]["jitter"] == 0.001
     with open(run_dir / "summary.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["seed"].isdigit()]  # not the mean row
+        rows = list(csv.DictReader(f))  # one per run (the means: summary_means.csv)
+    assert [r["seed"] for r in rows] == ["1", "2"]
     jct = {int(r["seed"]): float(r["avg_jct_s"]) for r in rows}
     # the same 160 jobs, two timing draws, two results (measured 1,449.7 / 1,324.5 paper s)
     assert len(jct) == 2 and jct[1] != jct[2]
@@ -268,16 +286,16 @@ def test_a_failing_sweep_job_does_not_end_the_sweep(tmp_path: Path) -> None:
     assert "**job 1**" in (tmp_path / "summary.md").read_text()
 
 
-def test_plot_colours_follow_the_config_order_and_time_axes_scale() -> None:
-    """A scheduler keeps its colour in every plot (by its place in ``stacks``, not by which
-    run finished first); long time axes are in hours or days."""
+def test_plot_styles_follow_the_name_and_time_axes_scale() -> None:
+    """A scheduler keeps its colour, line style and marker in every plot and run, whatever
+    its place in ``stacks`` (details: tests/test_evaluation_report.py); long time axes are in
+    hours or days."""
     from evaluation.report import _time_axis, stack_colors
 
     a = stack_colors(["lwf1_adasrsf", "ff_adasrsf", "ls_adasrsf"])
-    b = stack_colors(["lwf1_adasrsf", "ff_adasrsf", "ls_adasrsf"])
-    assert a == b == {"lwf1_adasrsf": "C0", "ff_adasrsf": "C1", "ls_adasrsf": "C2"}
-    many = stack_colors([f"s{i}" for i in range(14)])  # the one-command head-to-head's 14
-    assert len(set(many.values())) == 14
+    b = stack_colors(["ls_adasrsf", "lwf1_adasrsf", "ff_adasrsf"])
+    assert a == b
+    assert a == {"lwf1_adasrsf": "#1f77b4", "ff_adasrsf": "#2ca02c", "ls_adasrsf": "#d62728"}
     assert _time_axis(100.0) == (1.0, "s")
     assert _time_axis(5 * 3600.0) == (3600.0, "hours")
     assert _time_axis(30 * 86400.0) == (86400.0, "days")
