@@ -1,6 +1,12 @@
 """Shared fixtures: ``ray_cluster``, a real two-node Ray cluster on 127.0.0.1 (a head and a
-worker, ``ray start``, one CPU each, telemetry off, Ray's token authentication on as in Ray >=
-2.60).  Only the processes started here are stopped, by their process groups."""
+worker, ``ray start`` through ``tests/ray_loopback.py`` so that both nodes advertise and listen
+on 127.0.0.1 only, one CPU each, telemetry off, Ray's token authentication on as in Ray >=
+2.60, the token in the nodes' environment).  Only the processes started here are stopped, by
+their process groups.
+
+``_home_ray_untouched`` (session, autouse): the suite must leave ``~/.ray`` as it found it (Ray
+writes its token to ``~/.ray/auth_token`` when a local Ray starts without one); a test run that
+adds, changes or removes anything there ends with an error naming it."""
 
 from __future__ import annotations
 
@@ -20,6 +26,32 @@ from pathlib import Path
 import pytest
 
 RAY = Path(sys.executable).parent / "ray"
+#: ``ray start`` that keeps 127.0.0.1 (Ray's own turns it into the machine's network address)
+RAY_LOOPBACK = Path(__file__).with_name("ray_loopback.py")
+
+
+def ray_home_state(home: Path) -> dict[str, tuple[int, int]]:
+    """What ``home/.ray`` holds: each path in it (``"."``: the folder itself) with its size and
+    modification time (ns); empty when there is no such folder."""
+    root = home / ".ray"
+    if not root.is_dir():
+        return {}
+    state = {".": (0, root.stat().st_mtime_ns)}
+    for path in root.rglob("*"):
+        st = path.lstat()
+        state[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _home_ray_untouched() -> Iterator[None]:
+    """The suite leaves ``$HOME/.ray`` as it found it: checked once, after the last test."""
+    home = Path.home()
+    before = ray_home_state(home)
+    yield
+    after = ray_home_state(home)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"the tests changed {home / '.ray'}: {', '.join(changed)}"
 
 
 def _free_port() -> int:
@@ -66,12 +98,15 @@ def ray_cluster(tmp_path: Path) -> Iterator[RayNodes]:
     if not RAY.is_file():
         pytest.skip("the ray command is not installed")
     # (another test's one-machine Ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in this process:
-    # not for these nodes, which must form a multi-node cluster)
+    # not for these nodes, which must form a multi-node cluster; the token is this fixture's)
+    drop = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_TOKEN_PATH")
     env = {
-        **{k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"},
+        **{k: v for k, v in os.environ.items() if k not in drop},
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN": secrets.token_hex(16),
+        # on SIGTERM a node drains first, for up to 30 s (Ray 2.60): nothing to drain here
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
     }
     port = _free_port()
     address = f"127.0.0.1:{port}"
@@ -92,12 +127,11 @@ def ray_cluster(tmp_path: Path) -> Iterator[RayNodes]:
             time.sleep(0.5)
 
     try:
-        head = [str(RAY), "start", "--head", f"--port={port}", "--include-dashboard=false",
+        ray = [sys.executable, str(RAY_LOOPBACK), "start"]
+        head = [*ray, "--head", f"--port={port}", "--include-dashboard=false",
                 f"--temp-dir={temp}", *common]  # fmt: skip
         start(head, tmp_path / "head.log", "head")
-        start(
-            [str(RAY), "start", f"--address={address}", *common], tmp_path / "worker.log", "worker"
-        )
+        start([*ray, f"--address={address}", *common], tmp_path / "worker.log", "worker")
         yield RayNodes(address, env, started[1])
     finally:
         for proc in reversed(started):

@@ -82,6 +82,13 @@ def _scalar_tags(tb: Path) -> set[str]:
     return tags
 
 
+def test_the_local_ray_is_one_loopback_node_of_two_cpus(ray_session) -> None:
+    """``init_ray(None, num_cpus=2)``: one node, advertised (and listening) on 127.0.0.1 only,
+    with the 2 CPUs it declared (no more than this machine has: the two actors need them)."""
+    assert [n["NodeManagerAddress"] for n in ray_session.nodes()] == ["127.0.0.1"]
+    assert ray_session.cluster_resources()["CPU"] == 2 <= (os.cpu_count() or 1)
+
+
 def test_local_and_ray_train_the_same_policy_with_per_cluster_metrics(
     ray_session, tmp_path: Path
 ) -> None:
