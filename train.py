@@ -5,7 +5,8 @@ group learner), ``plan_pg`` (one action per slot picks its allocator: training/p
 groups ``env``, ``pretrain``, ``eval``, ``federated`` (see ``conf/train.yaml``).  Each run writes
 ``runs/<time>_train_<agent>/``: ``run.json``, TensorBoard events (``tb/``), the learning curve,
 checkpoints and ``summary.json``.  ``-m`` sweeps, e.g. ``python train.py -m +agent=a2c,ppo
-seed=0,1``.
+seed=0,1``, and then write one table of every job (``sweep.md`` and ``sweep.csv`` in the sweep
+directory: :mod:`training.sweep`).
 
 Ctrl-C, SIGTERM or SIGHUP stop a run cleanly: one line says what was saved (the newest
 complete checkpoint, or that nothing was) and the command that resumes it, exit status 130;
@@ -92,6 +93,8 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
 
 
 _failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
+#: a ``-m`` sweep's jobs, finished or failed: (sweep dir, the job's row of the sweep table)
+_sweep: list[tuple[Path, dict[str, Any]]] = []
 
 
 def _forked_child_signals() -> None:
@@ -219,7 +222,10 @@ _RUN_FILES = frozenset({"run.json", "summary.json", "learning_curve.csv"})
 def _run(cfg: DictConfig, hc: Any, out: Path) -> None:
     from envs.sim.errors import DlschedError
     from training.run import to_train_config, train
+    from training.sweep import job_row
 
+    multirun = hc.mode == RunMode.MULTIRUN
+    task = list(hc.overrides.task)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     try:
         with sigterm_as_interrupt():  # SIGTERM/SIGHUP stop the run as Ctrl-C does
@@ -239,10 +245,15 @@ def _run(cfg: DictConfig, hc: Any, out: Path) -> None:
             import shutil  # a run that failed before training leaves no directory behind
 
             shutil.rmtree(out, ignore_errors=True)
-        if hc.mode == RunMode.MULTIRUN:  # one failing job does not end the sweep
-            _failed.append(f"job {hc.job.num} ({' '.join(hc.overrides.task)}): {exc}")
+        if multirun:  # one failing job does not end the sweep
+            _failed.append(f"job {hc.job.num} ({' '.join(task)}): {exc}")
+            row = job_row(int(hc.job.num), task, int(cfg.seed), out, error=str(exc))
+            _sweep.append((Path(hc.sweep.dir), row))
             return
         sys.exit(2)
+    if multirun:
+        row = job_row(int(hc.job.num), task, int(cfg.seed), out, summary)
+        _sweep.append((Path(hc.sweep.dir), row))
     final = summary.get("final") or {}
     print(
         json.dumps({k: summary[k] for k in ("agent", "timesteps", "baselines_avg_jct")}, indent=2)
@@ -264,6 +275,16 @@ if __name__ == "__main__":
         how = f" ({exc.args[0]})" if exc.args else ""
         print(f"train.py: interrupted{how}", file=sys.stderr)
         sys.exit(130)
+    if _sweep:  # after a ``-m`` sweep: one table of every job
+        from envs.sim.errors import ConfigError
+        from training.sweep import write_sweep_table
+
+        try:
+            _, md = write_sweep_table(_sweep[0][0], [row for _, row in _sweep])
+        except ConfigError as exc:  # a full or read-only disk: one line
+            print(f"train.py: the sweep table: {exc}", file=sys.stderr)
+            sys.exit(2)
+        print(f"sweep table: {md} (and {md.with_suffix('.csv').name})")
     if _failed:
         print(f"train.py: {len(_failed)} sweep job(s) failed:", file=sys.stderr)
         for line in _failed:

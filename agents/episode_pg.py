@@ -52,6 +52,7 @@ __all__ = [
     "clone",
     "contention_env_layout",
     "load_episode_pg",
+    "masked_kl",
     "replicas",
     "run_episode",
     "run_lockstep",
@@ -321,9 +322,11 @@ def clone(
     lr: float = 1e-3,
     seed: int = 0,
     smoothing: float = 0.0,
+    on_epoch: Callable[[int, float], None] | None = None,
 ) -> float:
     """Behaviour cloning: masked cross-entropy on ``teacher``'s actions over the given
-    workloads; returns the final epoch's mean loss.  ``smoothing`` (in [0, 1)) moves that
+    workloads; returns the final epoch's mean loss (``on_epoch(epoch, mean loss)`` after each
+    epoch, from 1).  ``smoothing`` (in [0, 1)) moves that
     share of each target onto the valid actions uniformly: the clone's argmax is still the
     teacher's, but it keeps probability on the alternatives, so that on-policy rollouts
     explore and PPO's ratio can move them (a near-deterministic clone's rare actions can grow
@@ -334,7 +337,7 @@ def clone(
     opt = th.optim.Adam(net.parameters(), lr=lr)
     gen = th.Generator().manual_seed(seed)
     loss_sum = 0.0
-    for _ in range(epochs):
+    for epoch in range(epochs):
         loss_sum, n = 0.0, 0
         for idx in th.randperm(len(act_t), generator=gen).split(256):
             logp = th.log_softmax(net(obs_t[idx], mask_t[idx]), -1)
@@ -347,7 +350,21 @@ def clone(
             opt.step()
             loss_sum, n = loss_sum + float(loss.detach()) * len(idx), n + len(idx)
         loss_sum /= n
+        if on_epoch is not None:
+            on_epoch(epoch + 1, loss_sum)
     return loss_sum
+
+
+def masked_kl(net: MaskedMLP, reference: MaskedMLP, obs: th.Tensor, masks: th.Tensor) -> float:
+    """Mean over the states ``obs`` (with action ``masks``) of KL(net || reference) between
+    the two masked policies, in nats: ``sum_a p(a) (log p(a) - log q(a))`` over the valid
+    actions (an invalid action has probability 0 under both).  Computed without gradients
+    and without random draws."""
+    with th.no_grad():
+        logp = th.log_softmax(net(obs, masks).double(), -1)
+        logq = th.log_softmax(reference(obs, masks).double(), -1)
+        terms = (logp.exp() * (logp - logq)).masked_fill(~masks, 0.0)
+        return float(terms.sum(-1).mean()) if len(obs) else 0.0
 
 
 class EpisodePG:
@@ -366,6 +383,11 @@ class EpisodePG:
         self._pool: list[Any] = []  # copies of env for the side-by-side rollouts
         self._pool_used = 0
         self._rollouts: RolloutPool | None = None  # the processes of config.workers
+        #: a frozen policy (e.g. the behaviour clone before RL): when set, each update's
+        #: stats also hold ``kl_to_reference``, the mean KL(net || reference) over the
+        #: iteration's states after the update (no gradients, no random draws: the training
+        #: numbers do not change)
+        self.reference: MaskedMLP | None = None
 
     def rollout_pool(self) -> RolloutPool:
         """The processes of ``config.workers`` (made on first use; also for other work with
@@ -450,7 +472,7 @@ class EpisodePG:
         w = th.clamp(th.exp(old - th.as_tensor(lmu, dtype=th.float64)), max=1.0).float()
         adv_t = th.as_tensor(adv_all, dtype=th.float32)
         old = old.float()
-        stats = {"loss": 0.0, "entropy": 0.0, "clipped": 0.0}
+        stats = {"loss": 0.0, "pg_loss": 0.0, "entropy_loss": 0.0, "entropy": 0.0, "clipped": 0.0}
         n = 0
         for _ in range(cfg.epochs):
             for idx in th.randperm(len(act), generator=self.gen).split(cfg.batch_size):
@@ -464,16 +486,22 @@ class EpisodePG:
                 )
                 probs = logp_all.exp()
                 ent = -(probs * logp_all.clamp(min=-30)).sum(-1)
-                loss = -(w[idx] * surr).mean() - cfg.ent_coef * ent.mean()
+                pg_loss = -(w[idx] * surr).mean()
+                ent_loss = cfg.ent_coef * ent.mean()
+                loss = pg_loss - ent_loss  # the terms apart, the same operations as one sum
                 self.opt.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.net.parameters(), 0.5)
                 self.opt.step()
                 stats["loss"] += float(loss.detach())
+                stats["pg_loss"] += float(pg_loss.detach())
+                stats["entropy_loss"] -= float(ent_loss.detach())
                 stats["entropy"] += float(ent.mean().detach())
                 stats["clipped"] += float(((ratio - 1).abs() > cfg.clip_range).float().mean())
                 n += 1
         out = {k: v / max(n, 1) for k, v in stats.items()}
+        if self.reference is not None:
+            out["kl_to_reference"] = masked_kl(self.net, self.reference, obs_t, mask_t)
         rets = [e.ret for eps in groups for e in eps]
         out["return"] = float(np.mean(rets))
         out["decisions"] = float(len(act))

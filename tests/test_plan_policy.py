@@ -169,7 +169,7 @@ def test_train_py_plan_pg_writes_a_reproducible_run(tmp_path: Path) -> None:
     assert summary["pretrain"]["teacher"] == "esrtf"
     assert "| esrtf |" in text and "learned (final)" in text
     run = json.loads((out / "run.json").read_text())
-    assert run["seed"] == 0 and run["git"]["commit"]
+    assert run["seed"] == 0 and run["git_commit"]
     assert any((out / "tb").rglob("events.out.tfevents.*"))
     # the best checkpoint acts as recorded, through evaluate.py's policy kind
     best = summary["best"]

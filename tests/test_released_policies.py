@@ -17,6 +17,7 @@ from agents.evaluation import evaluate_allocator, evaluate_policy
 from agents.plan_policy import PlanPolicy
 from envs.gym.factory import coerce_env_config, make_env
 from envs.gym.plan_env import PLAN_ENV_ID
+from envs.provenance import read_provenance
 from envs.sim.elastic.allocators import DRF, make_allocator
 from tests.cli import run_script
 
@@ -62,8 +63,10 @@ def test_plan_policies_are_shipped_small_and_documented() -> None:
         assert (path / "policy.npz").stat().st_size < 1_000_000
         _, meta = load_episode_pg(path / "policy.npz")
         record = meta["training"]
-        assert record["command"].startswith("train.py") and "+agent=plan_pg" in record["command"]
-        assert record["config"]["seed"] == record["seed"] and record["git"]["commit"]
+        made = read_provenance(record)  # released before or after envs/provenance.py
+        command = " ".join(made["command"])
+        assert command.startswith("train.py") and "+agent=plan_pg" in command
+        assert record["config"]["seed"] == record["seed"] and made["git_commit"]
         assert f"`{path.name}`" in listed
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents.checkpoint import load_policy, save_policy_weights
+from envs.provenance import read_provenance
 from envs.sim.errors import ConfigError
 
 
@@ -36,7 +37,8 @@ def release(run_dir: Path, out: Path, act: str | None = None) -> Path:
         raise ConfigError(f"{run_dir}: run.json (the run's record) is missing")
     run = json.loads(run_json.read_text())
     policy, meta = load_policy(checkpoint)
-    argv = [a for a in run.get("argv", []) if not a.startswith("hydra.run.dir=")]
+    made = read_provenance(run)  # run.json's provenance, of this or an older version
+    argv = [a for a in made["command"] or [] if not a.startswith("hydra.run.dir=")]
     info = {
         "env": meta["env"],
         "policy": meta.get("policy", {}),
@@ -47,8 +49,9 @@ def release(run_dir: Path, out: Path, act: str | None = None) -> Path:
         "trained_with": {
             "command": shlex.join(["python", *argv]),
             "seed": run.get("seed"),
-            "git": run.get("git"),
-            "versions": run.get("versions"),
+            "git_commit": made["git_commit"],
+            "git_dirty": made["git_dirty"],
+            "versions": made["versions"],
             "time": run.get("time"),
         },
     }

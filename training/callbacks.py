@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import BaseCallback, EveryNTimesteps
 from stable_baselines3.common.logger import (
     HParam,
     HumanOutputFormat,
@@ -52,12 +52,17 @@ def run_logger(out: Path, tb_dir: Path, verbose: int) -> Logger:
     return _StepLogger(str(out), formats)
 
 
-class ValidationCallback(BaseCallback):
+class ValidationCallback(EveryNTimesteps):
     """Every ``every`` decisions (and at the start and end of training) evaluate the policy on
     the fixed validation workloads; log ``eval/avg_jct``, ``eval/median_jct``,
     ``eval/p95_jct``, ``eval/gpu_util``, ``eval/cpu_util``, ``eval/unfinished`` and
     ``eval/ratio_to_<baseline>`` (the baselines' average JCTs are computed once, by the
-    caller); append each point to ``curve_csv`` (with wall seconds since the start)."""
+    caller); append each point to ``curve_csv`` (with wall seconds since the start).
+
+    The "every ``every`` decisions" is SB3's :class:`EveryNTimesteps` (its event: one
+    evaluation), counted from the decisions at the start of training (a resumed run's too),
+    on the grid ``start + k x every`` (a point a few decisions late, as ``n_envs`` > 1 steps
+    land, does not shift the next ones); ``every`` = 0: only at the start and the end."""
 
     def __init__(
         self,
@@ -71,7 +76,7 @@ class ValidationCallback(BaseCallback):
         curve_csv: Path,
         hparams: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(max(int(every), 1), callback=None)  # type: ignore[arg-type]
         self.env_config = env_config
         self.seeds = list(seeds)
         self.every = int(every)
@@ -80,7 +85,7 @@ class ValidationCallback(BaseCallback):
         self.sample_seed = sample_seed
         self.curve_csv = curve_csv
         self.hparams = hparams or {}
-        self._next = 0
+        self._start = 0
         self._t0 = time.perf_counter()
         self.history: list[dict[str, float]] = []
 
@@ -97,12 +102,15 @@ class ValidationCallback(BaseCallback):
             )
         if not self.history or self.history[-1]["timesteps"] != self.num_timesteps:
             self.evaluate()
-        self._next = self.num_timesteps + self.every if self.every > 0 else -1
+        self._start = self.last_time_trigger = self.num_timesteps
 
     def _on_step(self) -> bool:
-        if self._next > 0 and self.num_timesteps >= self._next:
-            self.evaluate()
-            self._next += self.every
+        return super()._on_step() if self.every > 0 else True
+
+    def _on_event(self) -> bool:
+        # SB3 set the trigger to now; back to the grid point passed, so the next is on it
+        self.last_time_trigger -= (self.last_time_trigger - self._start) % self.every
+        self.evaluate()
         return True
 
     def _on_training_end(self) -> None:
@@ -142,6 +150,8 @@ class ValidationCallback(BaseCallback):
         return row
 
 
+# Not SB3's CheckpointCallback: it saves inside a rollout (``_on_step``, every save_freq calls),
+# non-atomically; a resumable checkpoint must be taken between an update and the next rollout.
 class CheckpointCallback(BaseCallback):
     """Every ``every`` decisions (at the next update boundary), save a resumable checkpoint to
     ``directory`` (replaced atomically: :func:`~agents.checkpoint.save_checkpoint`)."""

@@ -21,8 +21,9 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
    ``eval.deterministic``, else sampled with ``eval.sample_seed``).
 
 Writes ``learning_curve.csv`` (decisions, iteration, avg JCT, ratio to each baseline),
-TensorBoard scalars (``tb/``), ``checkpoints/best/policy.npz`` (the best validation point)
-and ``checkpoints/final/policy.npz`` (the last), each usable as ``policy:<dir>`` in
+TensorBoard scalars (``tb/``: reference lines of the heuristics, losses apart, KL to the clone,
+timing, hparams: see :class:`_Log`), ``checkpoints/best/policy.npz`` (the best validation
+point) and ``checkpoints/final/policy.npz`` (the last), each usable as ``policy:<dir>`` in
 ``evaluate.py``, and ``summary.json``, each written atomically (:mod:`envs.files`).  Ctrl-C
 (or SIGTERM, under ``train.py``) stops between iterations and still saves ``final``; the
 rollout workers are stopped however the run ends.
@@ -30,6 +31,7 @@ rollout workers are stopped however the run ends.
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import sys
@@ -64,7 +66,7 @@ from envs.gym.workloads import (
 from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
 from training.config import TrainConfig
-from training.runinfo import git_commit, package_versions, run_record, write_run_record
+from training.runinfo import agent_in_use, provenance, run_record, write_run_record
 
 __all__ = ["check_plan_config", "train_plan", "validate_plan"]
 
@@ -170,7 +172,23 @@ def _validation_windows(
 
 
 class _Log:
-    """The learning curve (CSV), TensorBoard scalars and console lines of one run."""
+    """The learning curve (CSV), TensorBoard scalars and console lines of one run.
+
+    TensorBoard (``tb/plan_pg_1``; the step is the number of decisions so far):
+
+    * ``eval/avg_jct``, ``eval/p95_jct``, ``eval/unfinished``, ``eval/ratio_to_<heuristic>``
+      at each validation; ``reference/avg_jct_<heuristic>``: each heuristic's validation avg
+      JCT, logged at every validation step (a flat line beside the policy's curve; the custom
+      scalars tab draws them in one chart, "validation avg JCT vs heuristics");
+    * per iteration: ``train/return``, ``train/loss`` (the minimised total), its terms apart
+      ``train/pg_loss`` (the clipped policy-gradient term) and ``train/entropy_loss``
+      (``-ent_coef x entropy``), ``train/entropy``, ``train/clipped``, ``train/kl_to_clone``
+      (mean KL(policy || the frozen clone) over the iteration's states, after the update;
+      with pretraining only), ``time/iteration_s`` (rollouts + update) and
+      ``time/slots_per_s`` (decisions, i.e. slots planned, per second of it);
+    * ``pretrain/bc_loss`` per cloning epoch (the step is the epoch);
+    * the hyperparameters (HPARAMS tab) with the final and best validation avg JCT.
+    """
 
     def __init__(self, out: Path, baselines: dict[str, float]) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -178,6 +196,17 @@ class _Log:
         self.baselines = baselines
         self.tb_dir = out / "tb"
         self.writer = SummaryWriter(str(self.tb_dir / "plan_pg_1"))
+        self.writer.add_custom_scalars(
+            {
+                "validation": {
+                    "avg JCT vs heuristics": ["Multiline", ["eval/avg_jct", "reference/.*"]],
+                    "ratio to heuristics": ["Multiline", ["eval/ratio_to_.*"]],
+                },
+                "training": {
+                    "losses": ["Multiline", ["train/loss", "train/pg_loss", "train/entropy_loss"]],
+                },
+            }
+        )
         self.curve_path = out / "learning_curve.csv"
         cols = ["timesteps", "iteration", "avg_jct", "p95_jct", "unfinished", "wall_s"]
         self.cols = cols + [f"ratio_to_{b}" for b in baselines]
@@ -207,6 +236,8 @@ class _Log:
         write_text(self.curve_path, self._csv)
         for key in ("avg_jct", "p95_jct", "unfinished", *(c for c in row if c.startswith("ratio"))):
             self.writer.add_scalar(f"eval/{key}", row[key], decisions)
+        for b, v in self.baselines.items():  # reference lines: the same value at every step
+            self.writer.add_scalar(f"reference/avg_jct_{b}", v, decisions)
         self.writer.flush()
         ratios = ", ".join(f"{b} {row[f'ratio_to_{b}']:.3f}" for b in self.baselines)
         print(
@@ -217,16 +248,48 @@ class _Log:
         )
 
     def iteration(
-        self, decisions: int, i: int, total: int, st: dict[str, float], wall: float
+        self,
+        decisions: int,
+        i: int,
+        total: int,
+        st: dict[str, float],
+        wall: float,
+        iteration_s: float,
     ) -> None:
-        for key in ("return", "entropy", "loss", "clipped"):
+        for key in ("return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped"):
             self.writer.add_scalar(f"train/{key}", st[key], decisions)
+        kl = st.get("kl_to_reference")
+        if kl is not None:
+            self.writer.add_scalar("train/kl_to_clone", kl, decisions)
+        self.writer.add_scalar("time/iteration_s", iteration_s, decisions)
+        if iteration_s > 0:
+            self.writer.add_scalar("time/slots_per_s", st["decisions"] / iteration_s, decisions)
         print(
             f"[plan_pg] iteration {i}/{total}: return {st['return']:.1f}, entropy "
-            f"{st['entropy']:.3f}, {decisions:,} decisions, {wall:.0f} s",
+            f"{st['entropy']:.3f}"
+            + ("" if kl is None else f", KL to the clone {kl:.4f}")
+            + f", {decisions:,} decisions, {iteration_s:.1f} s ({wall:.0f} s in all)",
             file=sys.stderr,
             flush=True,
         )
+
+    def pretrain(self, losses: Sequence[float]) -> None:
+        """The clone's mean loss of each epoch."""
+        for epoch, loss in enumerate(losses, 1):
+            self.writer.add_scalar("pretrain/bc_loss", loss, epoch)
+
+    def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
+        """``hparams`` with the run's final ``metrics``, in this run's own event file (the
+        HPARAMS tab; ``SummaryWriter.add_hparams`` would write another run directory)."""
+        from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+        exp, ssi, sei = hparams_summary(hparams, metrics)
+        file_writer = self.writer._get_file_writer()
+        for s in (exp, ssi, sei):
+            file_writer.add_summary(s)
+        for k, v in metrics.items():
+            self.writer.add_scalar(k, v)
+        self.writer.flush()
 
 
 def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
@@ -243,12 +306,14 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     env, val = PlanEnv(config=cfg.env, plans=plans), PlanEnv(config=cfg.env, plans=plans)
     net = MaskedMLP(env.obs_size, env.K, p.hidden)
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "plans": list(env.labels)}
+    bc_losses: list[float] = []
     if cfg.pretrain.enabled:
         k = _teacher_plan(str(cfg.pretrain.teacher), env)
         seeds = [cfg.pretrain.seed_offset + i for i in range(cfg.pretrain.num_workloads)]
         t0 = time.perf_counter()
         loss = clone(net, env, lambda _e: k, seeds, epochs=p.bc_epochs, seed=cfg.seed,
-                     smoothing=p.bc_smoothing)  # fmt: skip
+                     smoothing=p.bc_smoothing,
+                     on_epoch=lambda _epoch, x: bc_losses.append(x))  # fmt: skip
         summary["pretrain"] = {"teacher": env.labels[k], "workloads": seeds, "loss": loss}
         summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
     ev = cfg.eval
@@ -263,21 +328,18 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     summary["baselines_avg_jct"] = baselines
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
     log = _Log(out, baselines)
+    log.pretrain(bc_losses)
     pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
                              ent_coef=agent.ent_coef, hidden=p.hidden,
                              workers=p.workers)  # fmt: skip
     pg = EpisodePG(env, net, pg_cfg)
+    if cfg.pretrain.enabled:  # the clone, frozen: each iteration's KL to it (no random draw)
+        pg.reference = copy.deepcopy(net).requires_grad_(False)
     if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
         pg.draw_workload = _mixture_draw(Mixture(cfg.mixture, cfg.env), cfg.env, env)
         summary["mixture"] = asdict(cfg.mixture)
-    record = {
-        "command": " ".join(sys.argv),
-        "config": resolved,
-        "seed": cfg.seed,
-        "versions": package_versions(),
-        "git": git_commit(),
-    }
+    record = {"config": agent_in_use(resolved), "seed": cfg.seed, **provenance()}
     act = "argmax" if ev.deterministic else "sampled"
 
     def save(name: str, extra: dict[str, Any]) -> Path:
@@ -289,6 +351,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
 
     decisions = 0
     t_train = time.perf_counter()
+    t_iteration = [t_train]  # when the running iteration started (after the last validation)
 
     def validate(iteration: int) -> dict[str, float]:
         m = validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
@@ -301,19 +364,24 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
 
     def on_iteration(i: int, st: dict[str, float]) -> None:
         nonlocal decisions, best
+        now = time.perf_counter()
         decisions += int(st["decisions"])
-        log.iteration(decisions, i, p.iterations, st, time.perf_counter() - t_train)
-        if i % p.val_every and i != p.iterations:
-            return
-        v = validate(i)["avg_jct"]
-        if v < best[0]:
-            best = (v, i)
-            save("best", {"iteration": i, "val_avg_jct": v})
+        log.iteration(decisions, i, p.iterations, st, now - t_train, now - t_iteration[0])
+        try:
+            if i % p.val_every and i != p.iterations:
+                return
+            v = validate(i)["avg_jct"]
+            if v < best[0]:
+                best = (v, i)
+                save("best", {"iteration": i, "val_avg_jct": v})
+        finally:
+            t_iteration[0] = time.perf_counter()
 
     interrupted: KeyboardInterrupt | None = None
     try:
         best = (validate(0)["avg_jct"], 0)  # (validation avg JCT, iteration)
         save("best", {"iteration": 0, "val_avg_jct": best[0]})
+        t_iteration[0] = time.perf_counter()
         try:
             pg.learn(p.iterations, on_iteration)
         except KeyboardInterrupt as exc:  # stop between iterations; train.py says what was saved
@@ -321,8 +389,12 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     finally:
         pg.close()  # the rollout workers, however the run ends
     final = save("final", {"iteration": pg.iteration})
-    log.writer.close()
     curve = log.rows
+    log.hparams(
+        _hparams(cfg),
+        {"hparam/final_avg_jct": float(curve[-1]["avg_jct"]), "hparam/best_avg_jct": best[0]},
+    )
+    log.writer.close()
     summary.update(
         {
             "timesteps": decisions,
@@ -343,6 +415,23 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     if interrupted is not None:  # Ctrl-C or SIGTERM (its name: train.py's message says which)
         raise interrupted
     return summary
+
+
+def _hparams(cfg: TrainConfig) -> dict[str, float | int | str | bool]:
+    """The run's hyperparameters for TensorBoard's HPARAMS tab (scalars; lists as text)."""
+    p: PlanPGConfig = cfg.agent.plan
+    out: dict[str, float | int | str | bool] = {
+        "seed": int(cfg.seed),
+        "learning_rate": float(cfg.agent.learning_rate),
+        "ent_coef": float(cfg.agent.ent_coef),
+        "env.setting": str(cfg.env.setting),
+        "env.backlog": str(cfg.env.backlog),
+        "pretrain.teacher": str(cfg.pretrain.teacher) if cfg.pretrain.enabled else "none",
+        "mixture": bool(cfg.mixture.enabled),
+    }
+    for key, v in asdict(p).items():
+        out[f"plan.{key}"] = v if isinstance(v, int | float | str | bool) else str(v)
+    return out
 
 
 def _mixture_draw(

@@ -1,73 +1,75 @@
-"""What a run records about itself: config, seed, package versions, git commit."""
+"""What a run records about itself (``run.json``): config, seed, time, working directory and
+the provenance of :mod:`envs.provenance` (``git_commit``, ``git_dirty``, ``versions``,
+``command``: the same keys as ``evaluate.py``'s records).  The config's ``agent`` block holds
+only what the run's learner reads (:func:`agent_in_use`), not the settings of the others."""
 
 from __future__ import annotations
 
 import os
-import platform
-import subprocess
-import sys
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from envs.files import write_json
+from envs.provenance import package_versions, provenance
 
-__all__ = ["git_commit", "package_versions", "run_record", "write_run_record"]
+__all__ = [
+    "AGENT_KEYS",
+    "agent_in_use",
+    "package_versions",
+    "provenance",
+    "run_record",
+    "write_run_record",
+]
 
-PACKAGES = (
-    "numpy",
-    "torch",
-    "gymnasium",
-    "stable-baselines3",
-    "sb3-contrib",
-    "hydra-core",
-    "omegaconf",
-    "tensorboard",
-)
+_SB3_COMMON = ("learning_rate", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "policy")
+
+#: ``agent.algo`` -> the keys of ``agent`` (:class:`agents.config.AgentConfig`) its learner
+#: reads (:func:`agents.build.build_agent`, :mod:`training.plan`), besides ``name`` and
+#: ``algo``; the other blocks (``ppo``, ``group``, ``plan``, ``exploration``, ``replay``)
+#: belong to other learners.
+AGENT_KEYS: dict[str, tuple[str, ...]] = {
+    "dl2_a2c": (
+        *_SB3_COMMON,
+        "n_steps",
+        "returns",
+        "critic",
+        "baseline_momentum",
+        "gradient_steps",
+        "normalize_advantage",
+        "exploration",
+        "replay",
+    ),
+    "group_ppo": (*_SB3_COMMON, "normalize_advantage", "group"),
+    "ppo": (*_SB3_COMMON, "n_steps", "ppo"),
+    "maskable_ppo": (*_SB3_COMMON, "n_steps", "ppo"),
+    "plan_pg": ("learning_rate", "ent_coef", "plan"),
+}
 
 
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *args],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def git_commit() -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the source tree."""
-    sha = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": sha, "dirty": None if status is None else bool(status)}
-
-
-def package_versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+def agent_in_use(config: Any) -> Any:
+    """``config`` (a resolved train config, as a dict) with its ``agent`` block cut to the
+    keys the learner ``agent.algo`` reads (:data:`AGENT_KEYS`); anything else unchanged."""
+    if not isinstance(config, dict) or not isinstance(config.get("agent"), dict):
+        return config
+    agent = config["agent"]
+    keys = AGENT_KEYS.get(str(agent.get("algo")))
+    if keys is None:  # an algo this table does not know: keep everything
+        return config
+    kept = {k: v for k, v in agent.items() if k in ("name", "algo", *keys)}
+    return {**config, "agent": kept}
 
 
 def run_record(config: Any, seed: int | None, **extra: Any) -> dict[str, Any]:
-    """A JSON-able record of a run: resolved config, seed, versions, git state, time, argv."""
+    """A JSON-able record of a run: time, working directory, seed, the resolved config (its
+    agent block cut to the learner in use) and the provenance
+    (:func:`envs.provenance.provenance`)."""
     return {
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
-        "argv": list(sys.argv),
         "cwd": os.getcwd(),
         "seed": seed,
-        "config": config,
-        "versions": package_versions(),
-        "git": git_commit(),
+        "config": agent_in_use(config),
+        **provenance(),
         **extra,
     }
 
