@@ -544,8 +544,12 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
         if p.name == "model.zip":
             verify_checkpoint(p.parent, names=["model.zip"])
         meta = read_meta(p.parent)
+        if "class" not in meta:  # a stock SB3 model (PPO, MaskablePPO, A2C, any activation)
+            from agents.policy import policy_from_zip
+
+            return policy_from_zip(p), meta
         classes = _agent_classes()
-        cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
+        cls = classes[meta["class"]] if meta["class"] in classes else classes["DL2A2C"]
         with _reading(p, "the model"):
             return cls.load(p, device="cpu").policy, meta
     if p.suffix == ".pt":

@@ -204,7 +204,8 @@ class DL2A2C(MaskedPredict, A2C):
                 info = infos[i]
                 if info.get("slot_ended") or dones[i]:
                     self._close_slot(i, float(rewards[i]), info, bool(dones[i]), new_obs[i], fast)
-                if dones[i] and "avg_jct_slots" in info:
+                if dones[i] and "avg_jct_slots" in info and not info.get("unfinished_jobs"):
+                    # finished episodes only: a truncated one carries a lower bound
                     self._episode_jct.append(float(info["avg_jct_slots"]))
             self._last_obs = new_obs
             self._last_episode_starts = dones

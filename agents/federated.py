@@ -30,6 +30,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import (
@@ -39,7 +40,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 )
 
 from agents.ray_setup import blas_threads, init_ray
-from agents.vec import LeanVecEnv, stack_masks
+from agents.vec import LeanVecEnv
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env
 from envs.sim.errors import ConfigError
 
@@ -223,7 +224,7 @@ class _EnvHost:
         return f"{ray.util.get_node_ip_address()} ({ctx.get_node_id()[:8]})"
 
     def _masks(self) -> np.ndarray | None:
-        return stack_masks(self.vec) if self.has_masks else None
+        return get_action_masks(self.vec) if self.has_masks else None
 
     def reset(self, seeds: list[int | None], options: list[dict[str, Any]]) -> tuple[Any, ...]:
         self.vec._seeds = list(seeds)

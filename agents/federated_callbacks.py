@@ -104,7 +104,8 @@ class FederatedMetricsCallback(BaseCallback):
         infos = self.locals.get("infos") or []
         dones = self.locals.get("dones")
         for i, info in enumerate(infos):
-            if dones is not None and dones[i] and "avg_jct_slots" in info:
+            # finished episodes only: a truncated one carries a lower bound (unfinished_jobs > 0)
+            if dones is not None and dones[i] and not info.get("unfinished_jobs", 1):
                 jct = float(info["avg_jct_slots"])
                 self.rollout_jct[i].append(jct)
                 self.logger.record_mean(f"federated/cluster{i}/rollout_avg_jct", jct)

@@ -18,9 +18,11 @@ with it and fine-tuning loads the pretrained weights into a policy built with it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,9 @@ import numpy.typing as npt
 import torch as th
 from gymnasium import spaces
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from scipy import special
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import MlpExtractor
 from stable_baselines3.common.type_aliases import Schedule
 
 from envs.sim.errors import ConfigError
@@ -38,7 +43,11 @@ __all__ = [
     "NumpyPolicy",
     "PerJobNetwork",
     "PolicyConfig",
+    "TorchPolicy",
+    "inference_policy",
     "masked_logits",
+    "numpy_support",
+    "policy_from_zip",
     "policy_kwargs",
 ]
 
@@ -354,13 +363,168 @@ class MaskedPredict:
         )
 
 
-class NumpyPolicy:
-    """A frozen numpy copy of a :class:`DL2Policy`'s actor and critic, for fast single-decision
-    inference (a torch forward costs ~0.3 ms per call on one observation; this ~20 us).
+#: SB3's actor-critic policies (sb3-contrib's masked one is not an ``ActorCriticPolicy``).
+_ACTOR_CRITIC = (ActorCriticPolicy, MaskableActorCriticPolicy)
 
-    Valid for the networks :func:`policy_kwargs` builds: flatten features and ``Linear`` +
-    ReLU stacks (``arch: mlp``) or a :class:`PerJobNetwork` (``arch: per_job``, same
-    arithmetic in float64); anything else raises :class:`ConfigError`.  Re-create (or
+
+_Fn = Callable[[np.ndarray], np.ndarray]
+_SELU_ALPHA = 1.6732632423543772848170429916717  # torch's constants
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0, out=x)
+
+
+def _gelu(m: Any) -> _Fn:
+    if m.approximate == "tanh":
+        return lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3)))
+    return lambda x: 0.5 * x * (1.0 + special.erf(x / np.sqrt(2.0)))
+
+
+def _leaky(slope: float) -> _Fn:
+    return lambda x: np.where(x > 0, x, x * slope)
+
+
+def _softplus(beta: float, threshold: float) -> _Fn:
+    return lambda x: np.where(x * beta > threshold, x, np.logaddexp(0.0, x * beta) / beta)
+
+
+def _elu(alpha: float) -> _Fn:
+    return lambda x: np.where(x > 0, x, alpha * np.expm1(x))
+
+
+def _celu(alpha: float) -> _Fn:
+    return lambda x: np.maximum(x, 0.0) + np.minimum(0.0, alpha * np.expm1(x / alpha))
+
+
+def _clip(lo: float, hi: float) -> _Fn:
+    return lambda x: np.clip(x, lo, hi, out=x)
+
+
+def _threshold(threshold: float, value: float) -> _Fn:
+    return lambda x: np.where(x > threshold, x, value)
+
+
+def _hardshrink(lambd: float) -> _Fn:
+    return lambda x: np.where(np.abs(x) > lambd, x, 0.0)
+
+
+def _softshrink(lambd: float) -> _Fn:
+    return lambda x: np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0.0))
+
+
+def _prelu(m: Any) -> _Fn:
+    w = m.weight.detach().cpu().numpy().astype(np.float64).copy()  # one, or one per unit
+    return lambda x: np.where(x > 0, x, x * w)
+
+
+#: Elementwise torch activations -> their numpy function (float64), built from the module
+#: (its options): torch's definitions, ``RReLU`` as in inference (the mean slope).
+_ACTIVATIONS: dict[type[th.nn.Module], Callable[[Any], _Fn]] = {
+    th.nn.ReLU: lambda m: _relu,
+    th.nn.Identity: lambda m: lambda x: x,
+    th.nn.Tanh: lambda m: lambda x: np.tanh(x, out=x),
+    th.nn.Sigmoid: lambda m: lambda x: special.expit(x, out=x),
+    th.nn.SiLU: lambda m: lambda x: x * special.expit(x),
+    th.nn.LeakyReLU: lambda m: _leaky(float(m.negative_slope)),
+    th.nn.RReLU: lambda m: _leaky((m.lower + m.upper) / 2.0),
+    th.nn.PReLU: _prelu,
+    th.nn.ELU: lambda m: _elu(float(m.alpha)),
+    th.nn.CELU: lambda m: _celu(float(m.alpha)),
+    th.nn.SELU: lambda m: lambda x: _SELU_SCALE * _elu(_SELU_ALPHA)(x),
+    th.nn.GELU: _gelu,
+    th.nn.Softplus: lambda m: _softplus(float(m.beta), float(m.threshold)),
+    th.nn.Mish: lambda m: lambda x: x * np.tanh(np.logaddexp(0.0, x)),
+    th.nn.LogSigmoid: lambda m: lambda x: -np.logaddexp(0.0, -x),
+    th.nn.Softsign: lambda m: lambda x: x / (1.0 + np.abs(x)),
+    th.nn.Tanhshrink: lambda m: lambda x: x - np.tanh(x),
+    th.nn.Hardtanh: lambda m: _clip(float(m.min_val), float(m.max_val)),
+    th.nn.ReLU6: lambda m: _clip(0.0, 6.0),
+    th.nn.Hardsigmoid: lambda m: lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    th.nn.Hardswish: lambda m: lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    th.nn.Threshold: lambda m: _threshold(float(m.threshold), float(m.value)),
+    th.nn.Hardshrink: lambda m: _hardshrink(float(m.lambd)),
+    th.nn.Softshrink: lambda m: _softshrink(float(m.lambd)),
+}
+
+
+def _elementwise(module: th.nn.Module) -> _Fn | None:
+    """The numpy (float64) function of an elementwise torch activation module, exactly
+    torch's definition (:data:`_ACTIVATIONS`), or ``None`` if :class:`NumpyPolicy` does not
+    know the module (its exact type: a subclass may compute something else).  The function
+    may overwrite its argument (always a fresh array of the forward pass)."""
+    build = _ACTIVATIONS.get(type(module))
+    return None if build is None else build(module)
+
+
+#: A step of a :class:`NumpyPolicy` forward: a ``Linear`` layer (``(W.T, b)``, float64) or an
+#: elementwise activation.
+_Op = tuple[np.ndarray, np.ndarray] | Callable[[np.ndarray], np.ndarray]
+
+
+def _linear(module: th.nn.Linear) -> tuple[np.ndarray, np.ndarray]:
+    w = module.weight.detach().cpu().numpy().astype(np.float64).T.copy()
+    bias = module.bias
+    b = np.zeros(w.shape[1]) if bias is None else bias.detach().cpu().numpy().astype(np.float64)
+    return w, b.copy()
+
+
+def _ops(seq: th.nn.Module) -> list[_Op]:
+    """``seq`` (a ``Linear``, an activation, or a ``Sequential`` of them, nested or not) as the
+    steps of its forward, in order; :class:`ConfigError` naming the first module it cannot
+    mirror."""
+    if isinstance(seq, th.nn.Sequential):
+        return [op for child in seq for op in _ops(child)]
+    if isinstance(seq, th.nn.Linear):
+        return [_linear(seq)]
+    fn = _elementwise(seq)
+    if fn is None:
+        raise ConfigError(f"unsupported layer {type(seq).__name__}")
+    return [fn]
+
+
+def _run(ops: list[_Op], x: np.ndarray) -> np.ndarray:
+    """The forward of :func:`_ops`' steps on ``x`` (never changed in place)."""
+    fresh = False
+    for op in ops:
+        if type(op) is tuple:
+            w, b = op
+            x = x @ w + b
+            fresh = True
+        else:
+            if not fresh:
+                x, fresh = x.copy(), True
+            x = op(x)  # type: ignore[operator]
+    return x
+
+
+def numpy_support(policy: Any) -> str | None:
+    """Why :class:`NumpyPolicy` cannot mirror ``policy`` (``None`` if it can): it needs an
+    SB3 actor-critic policy over a flat ``Box`` observation with flatten features extractors
+    and either SB3's ``MlpExtractor`` of ``Linear`` layers and elementwise activations
+    (:func:`_elementwise`: ReLU, Tanh, LeakyReLU, ELU, GELU, SiLU, Sigmoid, ...) or a
+    :class:`PerJobNetwork`."""
+    try:
+        NumpyPolicy(policy)
+    except ConfigError as exc:
+        return str(exc).removeprefix("NumpyPolicy: ")
+    return None
+
+
+class NumpyPolicy:
+    """A frozen numpy copy of an SB3 actor-critic policy's actor and critic (a
+    :class:`DL2Policy`, or a stock ``PPO`` / ``MaskablePPO`` / ``A2C`` ``MlpPolicy``), for fast
+    single-decision inference (a torch forward costs ~0.3 ms per call on one observation;
+    this ~20 us).
+
+    Valid for flatten features extractors and SB3's ``MlpExtractor`` of ``Linear`` layers and
+    any elementwise activation of :func:`_elementwise` (ReLU, Tanh, LeakyReLU, ELU, GELU,
+    SiLU, Sigmoid, Softplus, Mish, ...; torch's definitions in float64: equal to the torch
+    forward to float32 rounding), or a :class:`PerJobNetwork` (``arch: per_job``, same
+    arithmetic in float64); anything else raises :class:`ConfigError` (:func:`numpy_support`
+    says why; :class:`TorchPolicy` acts with the torch network instead).  Re-create (or
     :meth:`sync`) after every update: it does not follow the torch weights.
     """
 
@@ -370,15 +534,11 @@ class NumpyPolicy:
 
     @staticmethod
     def _layers(seq: th.nn.Module) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The ``Linear`` layers of a :class:`PerJobNetwork` part (ReLU between them)."""
         layers = []
         for module in seq.modules() if not isinstance(seq, th.nn.Linear) else [seq]:
             if isinstance(module, th.nn.Linear):
-                layers.append(
-                    (
-                        module.weight.detach().cpu().numpy().astype(np.float64).T.copy(),
-                        module.bias.detach().cpu().numpy().astype(np.float64).copy(),
-                    )
-                )
+                layers.append(_linear(module))
             elif not isinstance(module, th.nn.Sequential | th.nn.ReLU | th.nn.Identity):
                 raise ConfigError(f"NumpyPolicy: unsupported layer {type(module).__name__}")
         return layers
@@ -386,13 +546,19 @@ class NumpyPolicy:
     def sync(self) -> None:
         """Copy the current torch weights."""
         p = self.policy
-        if not isinstance(p.features_extractor, th.nn.Module) or any(
-            not isinstance(m, th.nn.Flatten | type(p.features_extractor))
-            for m in p.features_extractor.modules()
-        ):
-            raise ConfigError("NumpyPolicy needs a flatten features extractor")
-        if p.activation_fn is not th.nn.ReLU:
-            raise ConfigError("NumpyPolicy supports ReLU networks only")
+        if not isinstance(p, _ACTOR_CRITIC):
+            raise ConfigError(
+                f"NumpyPolicy: needs an SB3 actor-critic policy, got {type(p).__name__}"
+            )
+        space = p.observation_space
+        if not isinstance(space, spaces.Box) or len(space.shape) != 1:
+            raise ConfigError(f"NumpyPolicy: needs a flat Box observation space, got {space}")
+        extractors = (p.features_extractor, p.pi_features_extractor, p.vf_features_extractor)
+        for extractor in (e for e in extractors if e is not None):
+            if not isinstance(extractor, th.nn.Module) or any(
+                not isinstance(m, th.nn.Flatten | type(extractor)) for m in extractor.modules()
+            ):
+                raise ConfigError("NumpyPolicy: needs a flatten features extractor")
         net = p.mlp_extractor
         if isinstance(net, PerJobNetwork):
             if not isinstance(p.action_net, th.nn.Identity):
@@ -414,9 +580,14 @@ class NumpyPolicy:
             self._job_first = (w[:W], w[W : W + h], w[W + h :], b)
             self._job_rest = rest
             return
+        if type(net) is not MlpExtractor:
+            raise ConfigError(f"NumpyPolicy: unsupported mlp_extractor {type(net).__name__}")
         self._per_job = None
-        self._pi = self._layers(p.mlp_extractor.policy_net) + self._layers(p.action_net)
-        self._vf = self._layers(p.mlp_extractor.value_net) + self._layers(p.value_net)
+        try:
+            self._pi = _ops(net.policy_net) + _ops(p.action_net)
+            self._vf = _ops(net.value_net) + _ops(p.value_net)
+        except ConfigError as exc:
+            raise ConfigError(f"NumpyPolicy: {exc}") from None
 
     @staticmethod
     def _forward(
@@ -449,7 +620,7 @@ class NumpyPolicy:
     def _raw_logits(self, obs: np.ndarray) -> np.ndarray:
         net = self._per_job
         if net is None:
-            return self._forward(self._pi, obs)
+            return _run(self._pi, obs)
         rows, emb, ctx = self._encode(net, obs, "pi_rows", "pi_ctx")
         w_row, w_emb, w_ctx, b = self._job_first
         hidden = rows @ w_row + emb @ w_emb + (ctx @ w_ctx + b)[..., None, :]
@@ -464,16 +635,13 @@ class NumpyPolicy:
         return np.where(mask, z, -np.inf)
 
     def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        z = self.logits(obs, mask)
-        z = z - z.max(axis=-1, keepdims=True)
-        e = np.exp(z)
-        return e / e.sum(axis=-1, keepdims=True)
+        return _softmax(self.logits(obs, mask))
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         x = np.asarray(obs, dtype=np.float64)
         net = self._per_job
         if net is None:
-            return self._forward(self._vf, x)[..., 0]
+            return _run(self._vf, x)[..., 0]
         ctx = self._encode(net, x, "vf_rows", "vf_ctx")[2]
         return self._forward(self._pj["value"], ctx)[..., 0]
 
@@ -488,8 +656,112 @@ class NumpyPolicy:
         """Masked argmax, or a draw from the masked softmax with ``rng`` (inverse CDF)."""
         if deterministic:
             return int(np.argmax(self.logits(obs, mask)))
-        if rng is None:
-            raise ConfigError("sampling an action needs an rng")
-        p = self.probs(obs, mask)
-        c = np.cumsum(p)
-        return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(p) - 1))
+        return _draw(self.probs(obs, mask), rng)
+
+
+def _draw(p: np.ndarray, rng: np.random.Generator | None) -> int:
+    """One draw from the probabilities ``p`` with ``rng`` (inverse CDF, one uniform)."""
+    if rng is None:
+        raise ConfigError("sampling an action needs an rng")
+    c = np.cumsum(p)
+    return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(p) - 1))
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class TorchPolicy:
+    """:class:`NumpyPolicy`'s interface over the torch network itself, for policies it cannot
+    mirror (``reason``, from :func:`numpy_support`): masked logits of the actor's own forward
+    (:func:`masked_logits`, in float32, then float64), the same masked argmax and the same
+    draw from ``rng``.  Slower (~0.3 ms a decision), any actor-critic network."""
+
+    def __init__(self, policy: Any, reason: str = "") -> None:
+        self.policy = policy
+        self.reason = reason
+        policy.set_training_mode(False)
+
+    @th.no_grad()
+    def logits(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Masked logits (``-inf`` where ``mask`` is False) of one observation or a batch."""
+        x = th.as_tensor(np.asarray(obs, dtype=np.float32))
+        one = x.ndim == 1
+        z = masked_logits(self.policy, x[None] if one else x, None)
+        out = z.double().numpy()
+        return np.where(mask, out[0] if one else out, -np.inf)
+
+    def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return _softmax(self.logits(obs, mask))
+
+    @th.no_grad()
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        x = th.as_tensor(np.asarray(obs, dtype=np.float32))
+        one = x.ndim == 1
+        v = self.policy.predict_values(x[None] if one else x)[..., 0].double().numpy()
+        return v[0] if one else v
+
+    def act(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        *,
+        deterministic: bool,
+        rng: np.random.Generator | None = None,
+    ) -> int:
+        """Masked argmax, or a draw from the masked softmax with ``rng`` (inverse CDF)."""
+        if deterministic:
+            return int(np.argmax(self.logits(obs, mask)))
+        return _draw(self.probs(obs, mask), rng)
+
+
+def inference_policy(policy: Any) -> NumpyPolicy | TorchPolicy:
+    """``policy`` (an SB3 actor-critic policy) for acting one decision at a time: its
+    :class:`NumpyPolicy` copy where it can mirror the network, else a :class:`TorchPolicy`
+    (whose ``reason`` says why not)."""
+    try:
+        return NumpyPolicy(policy)
+    except ConfigError as exc:
+        if not isinstance(policy, _ACTOR_CRITIC):
+            raise ConfigError(
+                f"expected an SB3 actor-critic policy, got {type(policy).__name__}"
+            ) from None
+        return TorchPolicy(policy, str(exc).removeprefix("NumpyPolicy: "))
+
+
+def policy_from_zip(path: str | Path) -> Any:
+    """The policy of any SB3 ``.zip`` (``PPO``, ``MaskablePPO``, ``A2C``, this project's
+    learners, any ``policy_kwargs``), on the CPU in inference mode, without building the
+    algorithm (so without its env or its hyperparameters): the policy class and constructor
+    arguments the zip records, and its ``policy`` weights.  :class:`ConfigError` naming the
+    file if it is not such a zip."""
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    p = Path(path)
+    try:
+        data, params, _ = load_from_zip_file(p, device="cpu", print_system_info=False)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:  # zipfile errors are these
+        raise ConfigError(f"{p}: not a readable SB3 model zip ({exc})") from None
+    if not data or not params or "policy" not in params:
+        raise ConfigError(f"{p}: not an SB3 model zip (no policy weights or no data)")
+    cls = data.get("policy_class")
+    if not isinstance(cls, type) or not issubclass(cls, _ACTOR_CRITIC):
+        raise ConfigError(
+            f"{p}: its policy_class is {getattr(cls, '__name__', cls)!r}; evaluation takes "
+            "actor-critic policies (PPO, MaskablePPO, A2C)"
+        )
+    policy = cls(
+        data["observation_space"],
+        data["action_space"],
+        lambda _: 0.0,
+        **(data.get("policy_kwargs") or {}),
+    )
+    weights: Any = params["policy"]  # the state dict SB3 saved
+    try:
+        policy.load_state_dict(weights)
+    except RuntimeError as exc:
+        raise ConfigError(f"{p}: its policy weights do not fit its policy ({exc})") from None
+    policy.set_training_mode(False)
+    return policy

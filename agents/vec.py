@@ -4,7 +4,8 @@
 step (about a third of a decision's cost here).  :class:`LeanVecEnv` returns a plain copy of
 the observation array and the info dicts themselves (each env builds a fresh dict per step, so
 nothing is shared).  Same semantics otherwise (auto-reset, ``terminal_observation``,
-``TimeLimit.truncated``).
+``TimeLimit.truncated``).  Action masks of every env: sb3-contrib's ``get_action_masks(vec)``
+(each env's ``action_masks()`` through its wrappers, stacked: ``(n_envs, n_actions)``).
 """
 
 from __future__ import annotations
@@ -61,8 +62,3 @@ def make_training_vec_env(
         return build
 
     return LeanVecEnv([factory(c, int(s)) for c, s in zip(configs, seeds, strict=True)])
-
-
-def stack_masks(vec: DummyVecEnv) -> np.ndarray:
-    """Action masks of every env, (n_envs, n_actions)."""
-    return np.stack([env.unwrapped.action_masks() for env in vec.envs])  # type: ignore[attr-defined]

@@ -9,9 +9,18 @@ Its recorded training env (``meta["env"]``) is the default evaluation env of wor
 run is reproducible whatever other seeds run; by default as the policy was validated in
 training (:func:`act_deterministic`).
 
+``path`` may also be a stock SB3 model (``model.save("x.zip")`` of ``PPO``, ``MaskablePPO``,
+``A2C``, any activation): a ``.zip`` that no ``meta.json`` beside it attributes to a learner of
+``train.py``.  Its policy is loaded alone (:func:`agents.policy.policy_from_zip`), it acts with
+the env's action masks like every policy here (also a ``PPO`` trained without masks), and its
+default is sampled actions (``policy_eval.deterministic=true``: argmax).  It records no
+training env: give the evaluation env (``workload.env.setting=...``) it was trained in.
+
 The parent process reads only the JSON metadata (no torch); each worker process loads the
-network once (:func:`agents.checkpoint.load_policy`) and acts with its numpy copy
-(:class:`agents.policy.NumpyPolicy`).
+network once (:func:`agents.checkpoint.load_policy`, or :func:`agents.policy.policy_from_zip`)
+and acts with its numpy copy (:class:`agents.policy.NumpyPolicy`), or, for a network that copy
+cannot mirror, with the torch network itself (:class:`agents.policy.TorchPolicy`; a note on
+stderr and ``inference_reason`` in ``run.json`` say why).
 
 ``path`` may also be a ``dlsched/ClusterPlan-v0`` policy: a ``policy.npz`` of
 :func:`agents.episode_pg.save_episode_pg` (or a directory holding one) whose layout names
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +48,7 @@ from evaluation.runs import RunOutput, RunTask
 if TYPE_CHECKING:
     from agents.evaluation import Actor
     from agents.plan_policy import PlanPolicy
-    from agents.policy import NumpyPolicy
+    from agents.policy import NumpyPolicy, TorchPolicy
     from envs.gym.cluster_env import ClusterEnv
 
 __all__ = ["PolicyKind", "act_deterministic", "checkpoint_meta", "policy_path"]
@@ -126,14 +136,40 @@ def checkpoint_meta(path: Path) -> dict[str, Any]:
     )
 
 
-@functools.lru_cache(maxsize=4)
-def _load(path: str) -> tuple[NumpyPolicy, dict[str, Any]]:
-    """The policy of ``path`` as a numpy network, loaded once per process."""
-    from agents.checkpoint import load_policy
-    from agents.policy import NumpyPolicy
+def _stock_zip(path: Path, meta: dict[str, Any]) -> Path | None:
+    """The ``.zip`` at ``path`` (a file, or a directory's ``model.zip``) when no ``meta.json``
+    names the learner that saved it (``class``, which ``train.py`` records): a stock SB3 model
+    (``model.save(...)`` of PPO, MaskablePPO, A2C, ...), whose policy is loaded alone."""
+    if "class" in meta:
+        return None
+    if path.is_dir():
+        path = path / "model.zip"
+    return path if path.suffix == ".zip" and path.is_file() else None
 
-    policy, meta = load_policy(path)
-    return NumpyPolicy(getattr(policy, "policy", policy)), meta
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> tuple[NumpyPolicy | TorchPolicy, dict[str, Any]]:
+    """The policy of ``path`` for acting, loaded once per process: its numpy copy, or the
+    torch network itself where the numpy copy cannot mirror it (a note on stderr says why)."""
+    from agents.checkpoint import load_policy, verify_checkpoint
+    from agents.policy import TorchPolicy, inference_policy, policy_from_zip
+
+    p = Path(path)
+    meta = checkpoint_meta(p)
+    stock = _stock_zip(p, meta)
+    if stock is not None:
+        verify_checkpoint(stock.parent, names=[stock.name])  # nothing to check without manifest
+        policy: Any = policy_from_zip(stock)
+    else:
+        policy, meta = load_policy(path)
+    fast = inference_policy(getattr(policy, "policy", policy))
+    if isinstance(fast, TorchPolicy):
+        print(
+            f"note: policy:{path} acts with its torch network (slower): the numpy copy cannot "
+            f"mirror it ({fast.reason})",
+            file=sys.stderr,
+        )
+    return fast, meta
 
 
 def _plan_actor(policy: PlanPolicy, deterministic: bool, sample_seed: int, spec: str) -> Any:
@@ -147,7 +183,9 @@ def _plan_actor(policy: PlanPolicy, deterministic: bool, sample_seed: int, spec:
     return make
 
 
-def _actor(fast: NumpyPolicy, deterministic: bool, sample_seed: int, spec: str) -> Any:
+def _actor(
+    fast: NumpyPolicy | TorchPolicy, deterministic: bool, sample_seed: int, spec: str
+) -> Any:
     def make(env: ClusterEnv, seed: int) -> Actor:
         shape = fast.policy.observation_space.shape
         if shape != env.observation_space.shape:
@@ -190,16 +228,22 @@ class PolicyKind:
             meta = _plan_meta(policy)
             deterministic = act_deterministic(pe.deterministic, meta)
             make = _plan_actor(policy, deterministic, pe.sample_seed, task.scheduler)
+            inference: dict[str, Any] = {}
         else:
             fast, meta = _load(str(path))
             deterministic = act_deterministic(pe.deterministic, meta)
             make = _actor(fast, deterministic, pe.sample_seed, task.scheduler)
+            reason = getattr(fast, "reason", None)  # a TorchPolicy's: why not numpy
+            inference = {"inference": "torch" if reason else "numpy"}
+            if reason:
+                inference["inference_reason"] = reason
         info = {
             "policy": {
                 "path": str(path),
                 "deterministic": deterministic,
                 "sample_seed": pe.sample_seed,
                 "meta": meta,
+                **inference,
             }
         }
         return run_in_env(task, make, info)

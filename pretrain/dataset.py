@@ -214,7 +214,8 @@ def collect(
         results.append(
             {
                 "seed": int(seed),
-                "avg_jct_slots": info.get("avg_jct_slots"),
+                # a truncated episode's figure is a lower bound: recorded as None
+                "avg_jct_slots": None if info.get("unfinished_jobs") else info.get("avg_jct_slots"),
                 "makespan_slots": info.get("makespan_slots"),
                 "decisions": decisions,
                 "shortfalls": driver.shortfalls,

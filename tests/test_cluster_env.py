@@ -429,6 +429,7 @@ def test_returned_arrays_are_fresh_copies():
 
 
 LATER_KEYS = frozenset({"unfinished_jobs", "stuck"})
+CENSORED_KEYS = frozenset({"avg_jct_slots", "avg_jct_s", "makespan_slots"})
 
 
 def episode_digest(env: ClusterEnv, seed: int, actions: str) -> str:
@@ -446,8 +447,10 @@ def episode_digest(env: ClusterEnv, seed: int, actions: str) -> str:
         h.update(env.action_masks().tobytes())
         h.update(repr((reward, term, trunc)).encode())
         # keys added after the digests were recorded (episode-end ``unfinished_jobs``,
-        # ``stuck``) are left out, so that the recorded digests keep their meaning
-        shown = [(k, type(v).__name__, v) for k, v in info.items() if k not in LATER_KEYS]
+        # ``stuck``, and a truncated episode's censored JCT figures) are left out, so that the
+        # recorded digests keep their meaning
+        later = LATER_KEYS | (CENSORED_KEYS if trunc and not term else frozenset())
+        shown = [(k, type(v).__name__, v) for k, v in info.items() if k not in later]
         h.update(repr(shown).encode())
 
     obs, info = env.reset(seed=seed)

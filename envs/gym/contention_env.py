@@ -91,7 +91,11 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
     return is exactly ``-avg JCT`` in seconds (tested).  An invalid action changes nothing, gets
     reward 0 and ``info["invalid_action"]``; ``max_invalid`` in a row truncate the episode
     (``info["stuck"]``).  At the end ``info`` has ``avg_jct_s``, ``p95_jct_s``, ``makespan_s``,
-    ``decisions`` and the engine's :class:`~envs.sim.results.SimResult` (``result``).
+    ``decisions``, ``unfinished_jobs`` (0) and the engine's
+    :class:`~envs.sim.results.SimResult` (``result``); a truncated (stuck) episode's last
+    ``info`` has the same figures but ``result``, each unfinished job counted as finishing
+    at the truncation (a job still to arrive: JCT 0), so that they are lower bounds, the
+    return is still exactly ``-avg_jct_s``, and ``unfinished_jobs`` says how many.
 
     **Workloads**: ``generate_ada_srsf`` per episode seed (``scale="small"``: the reference's
     1/100 scale; ``"paper"``: 1000-6000 iterations over 20 minutes), or ``workloads=[...]`` given,
@@ -270,6 +274,29 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
                 a += t - sub
         return a
 
+    def _censored_figures(self) -> dict[str, Any]:
+        """The end-of-episode figures of an episode truncated with jobs unfinished: each counts
+        as finishing now (a job still to arrive: JCT 0), so ``avg_jct_s`` is ``A(now) / N``
+        (a lower bound; the episode's return is still exactly ``-avg_jct_s``)."""
+        sim = self.sim
+        assert sim is not None
+        now = sim.now
+        jct, ends = [], []
+        for j in sim.jobs:
+            sub = j.spec.submit_ms
+            end = j.finish_ms if not math.isnan(j.finish_ms) else max(now, sub)
+            jct.append(end - sub)
+            ends.append(j.finish_ms if not math.isnan(j.finish_ms) else now)
+        arr = np.asarray(jct, dtype=float) / 1000.0
+        return {
+            "avg_jct_s": float(arr.mean()) if arr.size else 0.0,
+            "p95_jct_s": float(np.percentile(arr, 95)) if arr.size else 0.0,
+            "makespan_s": max(ends, default=0.0) / 1000.0,
+            "decisions": self.decisions,
+            "stops": sim.stops,
+            "unfinished_jobs": sum(math.isnan(j.finish_ms) for j in sim.jobs),
+        }
+
     # ------------------------------------------------------------------ acting
     def action_masks(self) -> npt.NDArray[np.bool_]:
         mask = np.zeros(self.J * self.C + 1, dtype=bool)
@@ -324,6 +351,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
             if truncated:
                 self.done = True
                 info["stuck"] = True
+                info.update(self._censored_figures())
             return self._obs(), 0.0, False, truncated, info
         self.invalid_run = 0
         area = self._area()
@@ -338,6 +366,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
                 makespan_s=result.makespan_ms / 1000.0,
                 decisions=self.decisions,
                 stops=sim.stops,
+                unfinished_jobs=0,
                 result=result,
             )
         return self._obs(), float(reward), self.done, False, info

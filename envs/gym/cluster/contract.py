@@ -101,6 +101,7 @@ def step_info(
     result: ElasticResult | None = None,
     unfinished_jobs: int | None = None,
     stuck: bool = False,
+    censored: tuple[float, float, float] | None = None,
 ) -> dict[str, Any]:
     """The ``info`` of ``reset`` and of every ``step``, a fresh dict, keys in this order:
 
@@ -109,12 +110,18 @@ def step_info(
     ``slot_reward`` (the slot's reward, unwrapped, for logging; 0 otherwise),
     ``closed_slot`` (index of the slot closed at this step, -1 if none), ``empty_slots``
     (empty slots run at this step), ``empty_slots_total`` (over the episode),
-    ``invalid_actions`` (over the episode), ``jobs_finished``, ``num_jobs``; when the episode
-    terminated (``result``, the simulator's ``result()``, computed only then):
-    ``avg_jct_slots``, ``avg_jct_s``, ``makespan_slots`` (SB3's
-    ``Monitor(env, info_keywords=("avg_jct_slots",))`` logs them); then ``invalid_action``
+    ``invalid_actions`` (over the episode), ``jobs_finished``, ``num_jobs``; at the episode's
+    end, terminated or truncated: ``avg_jct_slots``, ``avg_jct_s``, ``makespan_slots``
+    (SB3's ``Monitor(env, info_keywords=("avg_jct_slots", "unfinished_jobs"))`` logs them),
+    from ``result`` (the simulator's ``result()``) when every job finished, else from
+    ``censored``: a truncated episode's figures with every unfinished job counted as
+    finishing at the episode's end (slot ``slot``; a job that had not arrived yet, at its
+    arrival): lower bounds, finite, the convention of ``evaluate.py`` and
+    :class:`agents.evaluation.EpisodeResult`, and with ``reward="jct"`` the episode's return
+    is still exactly ``-avg_jct_slots * num_jobs / jct_scale``; then ``invalid_action``
     (this step's action was invalid); at the episode's end (``unfinished_jobs`` given):
-    ``unfinished_jobs`` and ``stuck`` (truncated by ``max_invalid_per_slot``).
+    ``unfinished_jobs`` (jobs unfinished: 0 when terminated, else how many of the figures
+    are censored) and ``stuck`` (truncated by ``max_invalid_per_slot``).
 
     ``ClusterEnv.step``'s hot path writes this dict out for its values (a call costs ~2% of
     a step); the recorded episode digests (``tests/test_cluster_env.py``) hold both to the
@@ -135,6 +142,8 @@ def step_info(
         info["avg_jct_slots"] = result.avg_jct_slots
         info["avg_jct_s"] = result.avg_jct_s
         info["makespan_slots"] = result.makespan_slots
+    elif censored is not None:
+        info["avg_jct_slots"], info["avg_jct_s"], info["makespan_slots"] = censored
     info["invalid_action"] = invalid_action
     if unfinished_jobs is not None:
         info["unfinished_jobs"] = unfinished_jobs

@@ -513,11 +513,29 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
             sim.result() if terminated else None,
             self._num_jobs - self._finished if self._ended else None,
             stuck and not terminated,
+            self._censored_figures() if self._ended and not terminated else None,
         )
         obs = self._obs_flat.copy() if self._slot_open else self._obs_flat_closed()
         return obs, reward, terminated, truncated, info
 
     # ------------------------------------------------------------------ internals
+    def _censored_figures(self) -> tuple[float, float, float]:
+        """``(avg_jct_slots, avg_jct_s, makespan_slots)`` of an episode truncated with jobs
+        unfinished: each counts as finishing at the episode's end, slot ``sim.t`` (or, not yet
+        arrived, at its arrival: JCT 0), as :class:`agents.evaluation.EpisodeResult` counts
+        them (lower bounds; :func:`~envs.gym.cluster.contract.step_info`)."""
+        sim = self._require_sim()
+        if not self.jobs:
+            return 0.0, 0.0, 0.0
+        end = float(sim.t)
+        total, makespan = 0.0, 0.0
+        for job in self.jobs:
+            f = sim.finish_time(job.job_id)
+            total += (max(end, float(job.arrival_slot)) if f is None else f) - job.arrival_slot
+            makespan = max(makespan, end if f is None else f)
+        avg = total / len(self.jobs)
+        return avg, avg * self.cluster_spec.slot_s, makespan
+
     def _new_sim(self) -> SlotSimulator:
         """The episode's simulator for ``self.jobs`` (built by :meth:`reset`)."""
         return SlotSimulator(
