@@ -63,18 +63,15 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     if curve.is_file():
         rows = list(csv.DictReader(curve.open()))
         if rows and "iteration" in rows[0]:  # plan_pg: iterations of one decision per slot
-            lines += [
-                "| iteration | decisions (slots planned) | avg JCT (slots) |",
-                "|---|---|---|",
-            ]
-            lines += [
-                f"| {r['iteration']} | {float(r['timesteps']):,.0f} | {float(r['avg_jct']):.2f} |"
+            head = ["iteration", "decisions (slots planned)", "avg JCT (slots)"]
+            cells = [
+                [r["iteration"], f"{float(r['timesteps']):,.0f}", f"{float(r['avg_jct']):.2f}"]
                 for r in rows
             ]
         else:
-            lines += ["| decisions | avg JCT (slots) |", "|---|---|"]
-            lines += [f"| {float(r['timesteps']):,.0f} | {float(r['avg_jct']):.2f} |" for r in rows]
-        lines.append("")
+            head = ["decisions", "avg JCT (slots)"]
+            cells = [[f"{float(r['timesteps']):,.0f}", f"{float(r['avg_jct']):.2f}"] for r in rows]
+        lines += [_markdown(cells, head), ""]
     final = summary["final"]
     assert isinstance(final, dict)
     table = {"learned (final)": float(final["avg_jct"])}
@@ -85,11 +82,22 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     assert isinstance(baselines, dict)
     table.update({str(k): float(v) for k, v in baselines.items()})
     mine = table["learned (final)"]
-    lines += ["| scheduler | avg JCT (slots) | learned vs it |", "|---|---|---|"]
-    for name, v in sorted(table.items(), key=lambda kv: kv[1]):
-        rel = "" if name.startswith("learned") else f"{100 * (mine / v - 1):+.1f}%"
-        lines.append(f"| {name} | {v:.2f} | {rel} |")
+    cells = [
+        [name, f"{v:.2f}", "" if name.startswith("learned") else f"{100 * (mine / v - 1):+.1f}%"]
+        for name, v in sorted(table.items(), key=lambda kv: kv[1])
+    ]
+    lines.append(_markdown(cells, ["scheduler", "avg JCT (slots)", "learned vs it"]))
     return "\n".join(lines)
+
+
+def _markdown(cells: list[list[str]], head: list[str]) -> str:
+    """A GitHub Markdown table of formatted cells (tabulate parses none of them)."""
+    from tabulate import tabulate
+
+    align = ("left",) + ("right",) * (len(head) - 1)
+    return str(
+        tabulate(cells, headers=head, tablefmt="github", colalign=align, disable_numparse=True)
+    )
 
 
 _failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)
