@@ -178,7 +178,7 @@ class Policy:
         :func:`agents.evaluation.run_episode`."""
         from envs.gym.cluster_env import ClusterEnv
         from envs.sim.errors import ConfigError
-        from evaluation.policy import _actor, _plan_actor, act_deterministic
+        from evaluation.policy import act_deterministic, network_actor, plan_actor
 
         base = getattr(env, "unwrapped", env)
         if self.kind == "contention" or not isinstance(base, ClusterEnv):
@@ -189,7 +189,7 @@ class Policy:
             )
         det = act_deterministic(deterministic, self.meta)
         spec = f"policy:{self.path}"
-        make = _actor if self.kind == "network" else _plan_actor
+        make = network_actor if self.kind == "network" else plan_actor
         actor: Callable[[Any, Any], int] = make(self.model, det, sample_seed, spec)(base, seed)
         return actor
 
@@ -224,11 +224,11 @@ def load_policy(path: str | os.PathLike[str], *, seed: int = 0) -> Policy:
     :class:`~envs.sim.errors.ConfigError` naming the path."""
     from agents.episode_pg import load_episode_pg
     from envs.sim.errors import ConfigError
-    from evaluation.policy import _plan_file, act_deterministic
+    from evaluation.policy import act_deterministic, plan_file
 
     p = _resolve(path)
     rng = np.random.default_rng(seed)
-    npz = _plan_file(p)
+    npz = plan_file(p)
     if npz is not None:
         net, meta = load_episode_pg(npz)
         layout = meta.get("env")
@@ -244,9 +244,9 @@ def load_policy(path: str | os.PathLike[str], *, seed: int = 0) -> Policy:
             raise ConfigError(f"{npz}: a {layout['id']} policy; dlsched loads {_PLAN_ID} and "
                               f"{_CONTENTION_ID} policies of this format")  # fmt: skip
         return Policy(npz, "contention", _CONTENTION_ID, dict(layout), True, meta, net, rng)
-    from evaluation.policy import _load
+    from evaluation.policy import load_network
 
-    fast, meta = _load(str(p))  # evaluate.py's loader (cached): its numpy or torch network
+    fast, meta = load_network(str(p))  # evaluate.py's loader (cached): its numpy or torch network
     env = meta.get("env")
     det = act_deterministic(None, meta)
     return Policy(p, "network", _CLUSTER_ID, dict(env) if isinstance(env, dict) else None,

@@ -88,7 +88,7 @@ def _read_json(path: Path, required: bool) -> dict[str, Any]:
     return data
 
 
-def _plan_file(path: Path) -> Path | None:
+def plan_file(path: Path) -> Path | None:
     """The ``.npz`` of a ClusterPlan-v0 policy at ``path`` (a file or a directory holding
     ``policy.npz``), else ``None``."""
     if path.is_dir() and (path / _NPZ).is_file():
@@ -112,7 +112,7 @@ def checkpoint_meta(path: Path) -> dict[str, Any]:
     """The metadata of a policy checkpoint (the layouts :func:`load_policy` accepts, or a
     plan policy's ``.npz``), without loading an SB3 network; :class:`ConfigError` for a
     missing or unknown layout."""
-    plan = _plan_file(path)
+    plan = plan_file(path)
     if plan is not None:
         if not plan.is_file():
             raise ConfigError(f"policy file {str(plan)!r} not found")
@@ -148,7 +148,7 @@ def _stock_zip(path: Path, meta: dict[str, Any]) -> Path | None:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str) -> tuple[NumpyPolicy | TorchPolicy, dict[str, Any]]:
+def load_network(path: str) -> tuple[NumpyPolicy | TorchPolicy, dict[str, Any]]:
     """The policy of ``path`` for acting, loaded once per process: its numpy copy, or the
     torch network itself where the numpy copy cannot mirror it (a note on stderr says why)."""
     from agents.checkpoint import load_policy, verify_checkpoint
@@ -172,7 +172,7 @@ def _load(path: str) -> tuple[NumpyPolicy | TorchPolicy, dict[str, Any]]:
     return fast, meta
 
 
-def _plan_actor(policy: PlanPolicy, deterministic: bool, sample_seed: int, spec: str) -> Any:
+def plan_actor(policy: PlanPolicy, deterministic: bool, sample_seed: int, spec: str) -> Any:
     def make(env: ClusterEnv, seed: int) -> Actor:
         rng = np.random.default_rng([sample_seed, seed])
         try:
@@ -183,7 +183,7 @@ def _plan_actor(policy: PlanPolicy, deterministic: bool, sample_seed: int, spec:
     return make
 
 
-def _actor(
+def network_actor(
     fast: NumpyPolicy | TorchPolicy, deterministic: bool, sample_seed: int, spec: str
 ) -> Any:
     def make(env: ClusterEnv, seed: int) -> Actor:
@@ -222,17 +222,17 @@ class PolicyKind:
 
         path = policy_path(task.arg)
         pe = task.policy_eval
-        plan = _plan_file(path)
+        plan = plan_file(path)
         if plan is not None:
             policy = _load_plan(str(plan))
             meta = _plan_meta(policy)
             deterministic = act_deterministic(pe.deterministic, meta)
-            make = _plan_actor(policy, deterministic, pe.sample_seed, task.scheduler)
+            make = plan_actor(policy, deterministic, pe.sample_seed, task.scheduler)
             inference: dict[str, Any] = {}
         else:
-            fast, meta = _load(str(path))
+            fast, meta = load_network(str(path))
             deterministic = act_deterministic(pe.deterministic, meta)
-            make = _actor(fast, deterministic, pe.sample_seed, task.scheduler)
+            make = network_actor(fast, deterministic, pe.sample_seed, task.scheduler)
             reason = getattr(fast, "reason", None)  # a TorchPolicy's: why not numpy
             inference = {"inference": "torch" if reason else "numpy"}
             if reason:

@@ -270,16 +270,16 @@ def _episode_actions(env: Any, act: Any, seed: int, steps: int) -> list[int]:
 
 
 def test_a_released_network_acts_as_the_evaluation_loads_it() -> None:
-    from evaluation.policy import _actor, _load
+    from evaluation.policy import load_network, network_actor
 
     policy = dlsched.load_policy("small_esrtf_gppo")
     path = ROOT / "policies" / "small_esrtf_gppo"
     assert (policy.kind, policy.env_id, policy.path) == ("network", "dlsched/Cluster-v0", path)
     assert policy.deterministic is True  # policy.json records act: argmax
     assert policy.env is not None and policy.env["setting"] == "small"
-    fast, meta = _load(str(path))
+    fast, meta = load_network(str(path))
     assert meta == policy.meta
-    evaluation_actor = _actor(fast, True, 0, "policy")
+    evaluation_actor = network_actor(fast, True, 0, "policy")
     env = policy.make_env()
     ours = _episode_actions(env, policy.act, 11, 200)
     theirs = _episode_actions(env, evaluation_actor(env, 11), 11, 200)

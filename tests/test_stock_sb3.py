@@ -29,7 +29,7 @@ from agents.vec import make_training_vec_env
 from envs.gym.factory import EnvConfig, make_env
 from evaluation.config import EnvSection, EvaluateConfig, PolicyEvalConfig, WorkloadConfig
 from evaluation.pipeline import evaluate
-from evaluation.policy import _load
+from evaluation.policy import load_network
 
 HORIZON = 60  # slots: a briefly trained policy's argmax may never finish some jobs
 SEEDS = [0, 1]
@@ -170,8 +170,8 @@ def test_stock_model_sampled_actions_draw_as_documented(
 def test_a_network_numpy_cannot_mirror_acts_with_torch(
     models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _load.cache_clear()
-    fast, meta = _load(str(models["cube"]))
+    load_network.cache_clear()
+    fast, meta = load_network(str(models["cube"]))
     assert isinstance(fast, TorchPolicy) and "unsupported layer Cube" in fast.reason
     assert meta == {}
     assert "acts with its torch network" in capsys.readouterr().err
