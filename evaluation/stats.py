@@ -141,12 +141,29 @@ def result_row(
     return row
 
 
+def seeds_label(seeds: Sequence[int]) -> str:
+    """Seeds as written, a run of 4 or more consecutive ones as a range: ``0,1,2``,
+    ``300-319``, ``1,5-9``."""
+    parts: list[str] = []
+    i, s = 0, [int(x) for x in seeds]
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        if j - i >= 3:
+            parts.append(f"{s[i]}-{s[j]}")
+        else:
+            parts.extend(str(x) for x in s[i : j + 1])
+        i = j + 1
+    return ",".join(parts)
+
+
 def mean_row(rows: Sequence[dict[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
     """Mean over seeds of every numeric column, with ``<key>_ci95`` half-widths."""
     out: dict[str, Any] = {
         "stack": rows[0]["stack"],
         "paper_name": rows[0]["paper_name"],
-        "seed": "mean(" + ",".join(str(s) for s in seeds) + ")",
+        "seed": f"mean({seeds_label(seeds)})",
     }
     for key in rows[0]:
         if key not in out:

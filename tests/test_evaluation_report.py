@@ -365,3 +365,13 @@ def test_a_scheduler_censored_on_every_seed_keeps_the_others_statistics(
         "ff_adasrsf",
         "lwf1_srsf1",
     }
+
+
+def test_a_mean_rows_seed_label_writes_long_runs_as_ranges() -> None:
+    from evaluation.stats import seeds_label
+
+    assert seeds_label([0, 1]) == "0,1"
+    assert seeds_label([0, 1, 2]) == "0,1,2"
+    assert seeds_label(list(range(300, 320))) == "300-319"
+    assert seeds_label([1, 5, 6, 7, 8, 9, 11]) == "1,5-9,11"
+    assert seeds_label([]) == ""
