@@ -17,9 +17,11 @@ from envs.sim import ConfigError
 from evaluation.rundir import RunDir
 from tests.cli import run_script
 
-#: a fast evaluation: two DL² allocators on two seeds of DL²'s small setting (~2 s a run)
+#: a fast evaluation: two DL² allocators on two seeds of DL²'s small setting, 20 jobs a
+#: workload (60 by default; what these tests check does not depend on it)
 FAST = [
     "workload=dl2",
+    "workload.dl2.num_jobs=20",
     "cluster=dl2_small",
     "stacks=[elastic:drf,elastic:srtf]",
     "seeds=[0,1]",

@@ -63,8 +63,12 @@ def _pair(cluster: ClusterSpec, w: Workload, stack: str, cfg: SimConfig) -> SimR
     return nat
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("stack", [*STACKS, *EXTRA])
+#: each stack on two of the three shipped workloads, the pair turning with the stack (every
+#: workload meets two thirds of the stacks)
+SHIPPED = [(stack, (i + k) % 3) for i, stack in enumerate([*STACKS, *EXTRA]) for k in (0, 1)]
+
+
+@pytest.mark.parametrize(("stack", "seed"), SHIPPED)
 def test_same_as_python_on_shipped_workloads(stack: str, seed: int) -> None:
     res = _pair(CLUSTER, builtin_ada_srsf(seed), stack, SimConfig())
     assert len(res.records) == 160 and res.events > 0

@@ -136,8 +136,14 @@ def _run(setting: str, seed: int, label: str, options: dict[str, Any], placement
     return both.slots
 
 
-@pytest.mark.parametrize("placement", RULES)
-@pytest.mark.parametrize(("label", "options"), COVERED)
+#: whole tiny runs: each covered allocator and option under one placement rule, the rules in
+#: turn (each rule under five or six of them); every option under every rule is checked slot
+#: by slot in ``test_random_clusters_every_allocator`` and under ``least_loaded`` in whole
+#: medium runs (``test_medium_runs_slot_for_slot``)
+TINY_CASES = [(label, options, RULES[i % len(RULES)]) for i, (label, options) in enumerate(COVERED)]
+
+
+@pytest.mark.parametrize(("label", "options", "placement"), TINY_CASES)
 def test_tiny_runs_slot_for_slot(label: str, options: dict[str, Any], placement: str) -> None:
     assert _run("tiny", 1, label, options, placement) > 10
 
