@@ -10,6 +10,7 @@ adds, changes or removes anything there ends with an error naming it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -95,6 +96,23 @@ class RayNodes:
 
 @pytest.fixture
 def ray_cluster(tmp_path: Path) -> Iterator[RayNodes]:
+    """A two-node cluster of the test's own (a test may kill its worker)."""
+    with two_node_cluster(tmp_path) as nodes:
+        yield nodes
+
+
+@pytest.fixture(scope="module")
+def shared_ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayNodes]:
+    """One two-node cluster for a module's tests that leave it as they found it (none may
+    kill its worker): each start costs 10-20 s on 2 cores."""
+    with two_node_cluster(tmp_path_factory.mktemp("ray")) as nodes:
+        yield nodes
+
+
+@contextlib.contextmanager
+def two_node_cluster(tmp_path: Path) -> Iterator[RayNodes]:
+    """Head and worker ``ray start`` on 127.0.0.1, one CPU each, logs under ``tmp_path``;
+    stopped (their process groups) on exit."""
     if not RAY.is_file():
         pytest.skip("the ray command is not installed")
     # (another test's one-machine Ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in this process:

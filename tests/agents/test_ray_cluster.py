@@ -24,6 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
+@pytest.fixture
+def ray_cluster(shared_ray_cluster):
+    """The module's tests share one cluster: none stops a node, each driver leaves with its
+    actors."""
+    return shared_ray_cluster
+
+
 def test_the_cluster_is_two_loopback_nodes_of_one_cpu_each(ray_cluster) -> None:
     """Joined through ``init_ray`` in a driver process: every node advertises 127.0.0.1 and
     declares one CPU (2 in all: no more than this machine has), and neither the head's port
