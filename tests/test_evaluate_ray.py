@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: 2 stacks x 3 seeds of ~4 s each (invariants checked on every event keep the runs long enough
 #: for the worker node to die while it runs one)
 SWEEP = [
-    "workload.iterations_scale=3", "check_invariants=true", "stacks=[lwf1_srsf1,ff_adasrsf]",
+    "workload.iterations_scale=1", "check_invariants=true", "stacks=[lwf1_srsf1,ff_adasrsf]",
     "seeds=[0,1,2]", "plot=false",
 ]  # fmt: skip
 
