@@ -470,10 +470,18 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         state brought up to the cluster's (the mask buffers themselves are not kept up to
         date by :meth:`plan_slot`)."""
         self._update_fits()
-        return any(
-            any(self._row_valid(row, w, p))
-            for row, (w, p) in zip(self._rows, self._counts, strict=True)
-        )
+        if self.strict_reference_placement:
+            return any(
+                any(self._row_valid(row, w, p))
+                for row, (w, p) in zip(self._rows, self._counts, strict=True)
+            )
+        fits = self._fits
+        for row, (w, p) in zip(self._rows, self._counts, strict=True):  # _row_valid, inlined
+            w_ok = w < row.max_w
+            p_ok = p < row.max_p
+            if (w_ok and fits[row.iw]) or (p_ok and (fits[row.ip] or (w_ok and fits[row.ib]))):
+                return True
+        return False
 
     def _step_end(self, close: bool) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
         """The step's outcome when it is not the hot path of :meth:`step`: with a slot open,

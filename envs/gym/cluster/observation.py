@@ -214,7 +214,9 @@ class ObservationMixin:
         base = 0
         for row, v in zip(rows, self._window, strict=True):
             stay = (t - row.arrival) / STAY_SCALE
-            rem = max(1.0 - v.progress_epochs / v.spec.num_epochs, 0.0)
+            rem = 1.0 - v.progress_epochs / v.spec.num_epochs
+            if rem < 0.0:  # max(rem, 0.0) without the call (the same value, -0.0 and NaN too)
+                rem = 0.0
             obs[base + L] = 1.0 if stay > 1.0 else stay
             obs[base + L + 1] = 1.0 if rem > 1.0 else rem
             obs[base + row.type_index] = 1.0

@@ -46,6 +46,11 @@ def jct_reward(env: ClusterEnv, record: SlotRecord, active: Sequence[JobState], 
     slots) / jct_scale`` with the simulator's fractional finish times."""
     sim = env.sim
     assert sim is not None  # the slot just closed in it
+    if not record.finished:
+        # Every job active in the slot was unfinished when it began (the simulator's active
+        # jobs), so with no job finished in it each counts 1 slot: the loop below would add
+        # 1.0 once per job, which is exactly float(len(active)).
+        return -float(len(active)) / env.jct_scale
     in_system = 0.0
     for view in active:
         finish = sim.finish_time(view.job_id)

@@ -730,22 +730,65 @@ static PyObject *free_list(const long long *v, Py_ssize_t n) {
     return out;
 }
 
+/* The set of positions pos_of[fc * stride + fg] of the nodes' free states, as the bits of a
+ * Python int (SlotCluster.occupied); None when a position is outside [0, 256) or a state
+ * outside pos_of (the caller then builds the whole index). */
+static PyObject *occupied_of(const long long *fc, const long long *fg, Py_ssize_t n,
+                             PyObject *pos_of, Py_ssize_t stride) {
+    enum { WORDS = 4 };
+    unsigned long long bits[WORDS] = {0, 0, 0, 0};
+    Py_ssize_t npo = PyTuple_GET_SIZE(pos_of);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long st = fc[i] * stride + fg[i];
+        if (fc[i] < 0 || fg[i] < 0 || fg[i] >= stride || st >= npo) Py_RETURN_NONE;
+        Py_ssize_t p = PyLong_AsSsize_t(PyTuple_GET_ITEM(pos_of, st));
+        if (p == -1 && PyErr_Occurred()) return NULL;
+        if (p < 0 || p >= 64 * WORDS) Py_RETURN_NONE;
+        bits[p / 64] |= 1ull << (p % 64);
+    }
+    int top = WORDS - 1;
+    while (top > 0 && !bits[top]) top--;
+    PyObject *acc = PyLong_FromUnsignedLongLong(bits[top]);
+    if (acc == NULL) return NULL;
+    if (top == 0) return acc;
+    PyObject *sh = PyLong_FromLong(64);
+    if (sh == NULL) {
+        Py_DECREF(acc);
+        return NULL;
+    }
+    for (int k = top - 1; k >= 0 && acc != NULL; k--) { /* acc = acc << 64 | bits[k] */
+        PyObject *shifted = PyNumber_Lshift(acc, sh);
+        Py_DECREF(acc);
+        PyObject *low = shifted ? PyLong_FromUnsignedLongLong(bits[k]) : NULL;
+        acc = low ? PyNumber_Or(shifted, low) : NULL;
+        Py_XDECREF(shifted);
+        Py_XDECREF(low);
+    }
+    Py_DECREF(sh);
+    return acc;
+}
+
 PyDoc_STRVAR(allocate_doc,
              "allocate(kind, params, views, cache, free_cpu, free_gpu, cap_cpu, cap_gpu, rule, "
-             "slot_s, need_grid)\n\n"
+             "slot_s, need_grid[, pos_of, stride])\n\n"
              "One slot of an allocator (see native_alloc.py).  Returns None when a view's job "
              "has no row in ``cache`` (id(spec) -> (spec, row bytes, grid bytes or None)) or "
              "two views share a job id; else (counts dict, decisions list, free_cpu, "
-             "free_gpu, releases made).");
+             "free_gpu, releases made), and with ``pos_of`` and ``stride`` (SlotCluster's "
+             "index layout) a sixth item: the set (bits of an int) of the positions "
+             "``pos_of[fc * stride + fg]`` of the nodes' free states afterwards "
+             "(SlotCluster.occupied), or None when a position is out of range.");
 
 static PyObject *py_allocate(PyObject *self, PyObject *args) {
     int kind, rule, need_grid;
-    PyObject *params, *views, *cache, *free_cpu, *free_gpu;
+    PyObject *params, *views, *cache, *free_cpu, *free_gpu, *pos_of = NULL;
     long long cap_c, cap_g;
+    Py_ssize_t stride = 0;
     double slot_s;
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!LLidp", &kind, &PyTuple_Type, &params,
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!LLidp|O!n", &kind, &PyTuple_Type, &params,
                           &PyList_Type, &views, &PyDict_Type, &cache, &PyList_Type, &free_cpu,
-                          &PyList_Type, &free_gpu, &cap_c, &cap_g, &rule, &slot_s, &need_grid))
+                          &PyList_Type, &free_gpu, &cap_c, &cap_g, &rule, &slot_s, &need_grid,
+                          &PyTuple_Type, &pos_of, &stride))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(views);
     Py_ssize_t nodes = PyList_GET_SIZE(free_cpu);
@@ -910,7 +953,13 @@ static PyObject *py_allocate(PyObject *self, PyObject *args) {
         if (ofc == NULL || ofg == NULL) goto build_fail;
         PyObject *released = PyLong_FromLongLong(c.released);
         if (released == NULL) goto build_fail;
-        result = PyTuple_Pack(5, counts, decisions, ofc, ofg, released);
+        if (pos_of == NULL) {
+            result = PyTuple_Pack(5, counts, decisions, ofc, ofg, released);
+        } else {
+            PyObject *occ = occupied_of(fc, fg, nodes, pos_of, stride);
+            if (occ != NULL) result = PyTuple_Pack(6, counts, decisions, ofc, ofg, released, occ);
+            Py_XDECREF(occ);
+        }
         Py_DECREF(released);
     build_fail:
         Py_XDECREF(counts);
@@ -930,7 +979,8 @@ done:
 PyDoc_STRVAR(index_doc,
              "index(free_cpu, free_gpu, pos_of, stride, positions)\n\n"
              "SlotCluster.adopt's index: (state, buckets, count, occupied) for the free slots "
-             "(pos_of[fc * stride + fg] the position of a node's free state).");
+             "(pos_of[fc * stride + fg] the position of a node's free state; a position "
+             "without a node has no heap: None).");
 
 static PyObject *py_index(PyObject *self, PyObject *args) {
     PyObject *free_cpu, *free_gpu, *pos_of;
@@ -947,11 +997,8 @@ static PyObject *py_index(PyObject *self, PyObject *args) {
     PyObject *occupied = NULL, *result = NULL;
     Py_ssize_t *cnt = (Py_ssize_t *)calloc((size_t)npos, sizeof(Py_ssize_t));
     if (state == NULL || buckets == NULL || count == NULL || cnt == NULL) goto out;
-    for (Py_ssize_t b = 0; b < npos; b++) {
-        PyObject *l = PyList_New(0);
-        if (l == NULL) goto out;
-        PyList_SET_ITEM(buckets, b, l);
-    }
+    for (Py_ssize_t b = 0; b < npos; b++) /* no heap (None) where no node is */
+        PyList_SET_ITEM(buckets, b, Py_NewRef(Py_None));
     for (Py_ssize_t i = 0; i < n; i++) {
         long long fc = PyLong_AsLongLong(PyList_GET_ITEM(free_cpu, i));
         long long fg = PyLong_AsLongLong(PyList_GET_ITEM(free_gpu, i));
@@ -970,8 +1017,19 @@ static PyObject *py_index(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(state, i, Py_NewRef(pos));
         PyObject *node = PyLong_FromSsize_t(i);
-        if (node == NULL || PyList_Append(PyList_GET_ITEM(buckets, p), node) < 0) {
-            Py_XDECREF(node);
+        if (node == NULL) goto out;
+        PyObject *heap = PyList_GET_ITEM(buckets, p);
+        if (heap == Py_None) {
+            heap = PyList_New(0);
+            if (heap == NULL) {
+                Py_DECREF(node);
+                goto out;
+            }
+            PyList_SET_ITEM(buckets, p, heap); /* steals; drops the None's reference */
+            Py_DECREF(Py_None);
+        }
+        if (PyList_Append(heap, node) < 0) {
+            Py_DECREF(node);
             goto out;
         }
         Py_DECREF(node);
@@ -1004,8 +1062,41 @@ out:
     return result;
 }
 
+PyDoc_STRVAR(check_free_doc,
+             "check_free(free_cpu, free_gpu, cap_cpu, cap_gpu)\n\n"
+             "SlotCluster.check and the used totals in one pass (SlotSimulator's every-slot "
+             "check): (used CPU slots, used GPU slots) when every node's free slots are ints "
+             "in [0, capacity]; None otherwise (the Python check then decides and names the "
+             "node).");
+
+static PyObject *py_check_free(PyObject *self, PyObject *args) {
+    PyObject *free_cpu, *free_gpu;
+    long long cap_c, cap_g;
+    if (!PyArg_ParseTuple(args, "O!O!LL", &PyList_Type, &free_cpu, &PyList_Type, &free_gpu,
+                          &cap_c, &cap_g))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(free_cpu);
+    if (PyList_GET_SIZE(free_gpu) != n) Py_RETURN_NONE;
+    const long long lim = (long long)1 << 62; /* n * cap below it: the sums cannot overflow */
+    if (cap_c < 0 || cap_g < 0 || cap_c >= lim / (n + 1) || cap_g >= lim / (n + 1))
+        Py_RETURN_NONE;
+    long long used_c = 0, used_g = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(free_cpu, i), *b = PyList_GET_ITEM(free_gpu, i);
+        if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b)) Py_RETURN_NONE;
+        int oa, ob;
+        long long fc = PyLong_AsLongLongAndOverflow(a, &oa);
+        long long fg = PyLong_AsLongLongAndOverflow(b, &ob);
+        if (oa || ob || !(0 <= fc && fc <= cap_c && 0 <= fg && fg <= cap_g)) Py_RETURN_NONE;
+        used_c += cap_c - fc;
+        used_g += cap_g - fg;
+    }
+    return Py_BuildValue("LL", used_c, used_g);
+}
+
 static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
                                 {"index", py_index, METH_VARARGS, index_doc},
+                                {"check_free", py_check_free, METH_VARARGS, check_free_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_alloc_native",

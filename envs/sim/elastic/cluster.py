@@ -175,13 +175,24 @@ class SlotCluster:
             for pos in range(n_pos)
         ]
         self._empty_pos = self._pos_of[self.cpu_capacity * self._stride + self.gpu_capacity]
+        # release_all's starting point, copied (a list copy costs less than building one)
+        self._no_heaps: list[list[int] | None] = [None] * n_pos
+        self._all_nodes = list(range(self.num_nodes))
+        self._no_count = [0] * n_pos
+        # ``occupied`` of an empty cluster: only the empty state's position (none without nodes)
+        self._empty_occupied = self._bit[self._empty_pos] if self.num_nodes else 0
         self._demands: dict[tuple[int, int], tuple[int, int]] = {}  # checked -> as ints
         self._bundles: dict[tuple[Demand, Demand], tuple[int, int]] = {}  # checked -> summed
         self._fit_masks: dict[tuple[int, int], int] = {}  # demand -> _fit_mask()
         self.free_cpu: list[int] = []
         self.free_gpu: list[int] = []
-        self._state: list[int] = []  # node -> position
-        self._buckets: list[list[int]] = []  # position -> heap of nodes (stale entries kept)
+        # node -> position; None while the index (this, the heaps and the counts) is not built:
+        # release_all and adopt(occupied=...) leave it to the first search or placement
+        # (_build_index); ``occupied`` and the free lists are always current
+        self._state: list[int] | None = []
+        self._lazy_empty = True  # what _build_index builds from: an empty cluster, or the lists
+        # position -> heap of nodes (stale entries kept), None while no node came there
+        self._buckets: list[list[int] | None] = []
         self._count: list[int] = []  # position -> nodes in it
         #: Read-only: the set (bits) of the free-state positions that hold a node; a task of
         #: ``(cpu, gpu)`` fits on some node iff ``occupied & fit_positions(cpu, gpu)``.
@@ -233,7 +244,8 @@ class SlotCluster:
 
     def is_empty(self) -> bool:
         """No task on any node."""
-        return self._count[self._empty_pos] == self.num_nodes
+        # every node in the empty state: its position is the only occupied one
+        return self.occupied == self._empty_occupied
 
     def free(self, node: int) -> Demand:
         """Free (CPU, GPU) slots of ``node``."""
@@ -339,18 +351,21 @@ class SlotCluster:
         cand = self.occupied & fit  # the occupied positions where the task fits
         if not cand:
             return -1
+        if self._state is None:
+            self._build_index()
         # The default rule and _set_free, inlined (the env's hot path; the same steps as
         # _search_rule and _set_free): the lowest candidate position has the least load;
         # the smallest node index among its nodes and those of the other candidate positions
         # of the same level.
         low = cand & -cand
         pos = low.bit_length() - 1
-        state, buckets = self._state, self._buckets
-        heap = buckets[pos]
-        node = heap[0]
+        state: list[int] = self._state  # type: ignore[assignment]  # built above
+        buckets = self._buckets
+        heap = buckets[pos]  # (an occupied position has its heap)
+        node = heap[0]  # type: ignore[index]
         while state[node] != pos:  # drop stale entries (the position has a node)
-            heappop(heap)
-            node = heap[0]
+            heappop(heap)  # type: ignore[arg-type]
+            node = heap[0]  # type: ignore[index]
         same = cand & self._later_same_level[pos]
         if same:  # other states of the same load level where it fits (rare)
             node = self._min_head(same, node)
@@ -365,7 +380,11 @@ class SlotCluster:
         free_gpu[node] = fg
         new = self._pos_of[fc * self._stride + fg]
         state[node] = new
-        heappush(buckets[new], node)
+        heap = buckets[new]
+        if heap is None:  # the first node in this state since the slot began
+            buckets[new] = [node]
+        else:
+            heappush(heap, node)
         count = self._count
         count[pos] -= 1
         if not count[pos]:
@@ -417,40 +436,58 @@ class SlotCluster:
     def release_all(self) -> None:
         """Empty every node (start of a time slot)."""
         n = self.num_nodes
-        empty = self._empty_pos
         self._synced = False
         self.free_cpu = [self.cpu_capacity] * n
         self.free_gpu = [self.gpu_capacity] * n
-        self._state = [empty] * n
-        self._buckets = [[] for _ in self._level_of]
-        self._buckets[empty] = list(range(n))  # ascending: a heap
-        self._count = [0] * len(self._level_of)
-        self._count[empty] = n
-        self.occupied = self._bit[empty] if n else 0
+        self.occupied = self._empty_occupied
+        self._state = None  # built by the first search or placement (_build_index)
+        self._lazy_empty = True
+
+    def _build_index(self) -> None:
+        """The index (node positions, heaps, counts) of the free lists, left unbuilt by
+        :meth:`release_all` or :meth:`adopt` (``occupied`` is current already)."""
+        if self._lazy_empty:  # every node empty
+            n = self.num_nodes
+            empty = self._empty_pos
+            self._state = [empty] * n
+            self._buckets = self._no_heaps.copy()
+            self._buckets[empty] = self._all_nodes.copy()  # ascending: a heap
+            self._count = self._no_count.copy()
+            self._count[empty] = n
+        else:
+            self._state, self._buckets, self._count, _ = self.index_of(self.free_cpu, self.free_gpu)
 
     def adopt(
         self,
         free_cpu: list[int],
         free_gpu: list[int],
-        index: tuple[list[int], list[list[int]], list[int], int] | None = None,
+        index: tuple[list[int], list[list[int] | None], list[int], int] | None = None,
         *,
         off_rule: int = 0,
+        occupied: int | None = None,
     ) -> None:
         """Take ``free_cpu``/``free_gpu`` (lists of ``int``, one per node, within capacity:
         not checked) as the cluster's state and rebuild the index from them: how the native
         allocators (:mod:`envs.sim.elastic.native_alloc`) hand back the placements they made.
         Every search afterwards answers as if the same tasks had been placed one by one.
         ``index``: the index already built for these lists (``(state, buckets, count,
-        occupied)``, as :meth:`index_of` builds it); ``off_rule``: the changes among those
-        placements that did not follow the rule (releases: added to :attr:`off_rule`)."""
+        occupied)``, as :meth:`index_of` builds it); or ``occupied``, its set of occupied
+        positions only (:attr:`occupied`): the rest is built from the lists when a search or
+        a placement first needs it; ``off_rule``: the changes among those placements that did
+        not follow the rule (releases: added to :attr:`off_rule`)."""
         self.off_rule += off_rule
         self.free_cpu, self.free_gpu = free_cpu, free_gpu
+        self._synced = False
+        if index is None and occupied is not None:
+            self.occupied = occupied
+            self._state = None
+            self._lazy_empty = False
+            return
         if index is None:
             index = self.index_of(free_cpu, free_gpu)
-        state, buckets, count, occupied = index
+        state, buckets, count, occ = index
         self._state, self._buckets, self._count = state, buckets, count
-        self.occupied = occupied
-        self._synced = False
+        self.occupied = occ
 
     @property
     def index_layout(self) -> tuple[tuple[int, ...], int, int]:
@@ -461,16 +498,22 @@ class SlotCluster:
 
     def index_of(
         self, free_cpu: list[int], free_gpu: list[int]
-    ) -> tuple[list[int], list[list[int]], list[int], int]:
+    ) -> tuple[list[int], list[list[int] | None], list[int], int]:
         """The index of a cluster in these free states: every node's position, the nodes of
-        every position (ascending: each list is a heap), the node count of every position and
-        the set of occupied positions (:attr:`occupied`)."""
+        every position (ascending: each list is a heap; ``None`` for a position without a
+        node), the node count of every position and the set of occupied positions
+        (:attr:`occupied`)."""
         pos_of, stride = self._pos_of, self._stride
         state = [pos_of[c * stride + g] for c, g in zip(free_cpu, free_gpu, strict=True)]
-        buckets: list[list[int]] = [[] for _ in self._level_of]
+        buckets: list[list[int] | None] = [None] * len(self._level_of)
+        count = [0] * len(self._level_of)
         for node, pos in enumerate(state):
-            buckets[pos].append(node)
-        count = [len(b) for b in buckets]
+            heap = buckets[pos]
+            if heap is None:
+                buckets[pos] = [node]
+            else:
+                heap.append(node)
+            count[pos] += 1
         bit = self._bit
         occupied = 0
         for pos, c in enumerate(count):
@@ -496,6 +539,7 @@ class SlotCluster:
     def _head(self, pos: int) -> int:
         """The smallest node index of an occupied position (dropping stale heap entries)."""
         heap, state = self._buckets[pos], self._state
+        assert heap is not None and state is not None  # built by _search / take
         node = heap[0]
         while state[node] != pos:
             heappop(heap)
@@ -515,6 +559,8 @@ class SlotCluster:
 
     def _search(self, cpu: int, gpu: int) -> int:
         """The node of the placement rule for an ``int`` demand, or ``-1``."""
+        if self._state is None:
+            self._build_index()
         if self.strict_reference:  # the least-loaded node overall, if the task fits there
             occ = self.occupied
             if not occ:
@@ -546,14 +592,20 @@ class SlotCluster:
 
     def _set_free(self, node: int, fc: int, fg: int) -> None:
         """Move ``node`` to free state ``(fc, fg)`` (the caller checked the capacity)."""
+        if self._state is None:
+            self._build_index()
         new = self._pos_of[fc * self._stride + fg]
-        old = self._state[node]
+        old = self._state[node]  # type: ignore[index]  # built above
         if old == new:
             return
         self.free_cpu[node] = fc
         self.free_gpu[node] = fg
-        self._state[node] = new
-        heappush(self._buckets[new], node)
+        self._state[node] = new  # type: ignore[index]
+        heap = self._buckets[new]
+        if heap is None:  # the first node in this state since the slot began
+            self._buckets[new] = [node]
+        else:
+            heappush(heap, node)
         count = self._count
         count[old] -= 1
         if not count[old]:

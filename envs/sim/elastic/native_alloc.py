@@ -44,7 +44,7 @@ except ImportError:  # not built (no C compiler at install time): the Python cod
     _alloc_native = None
 
 __all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "available",
-           "use_native"]  # fmt: skip
+           "use_native", "used_totals"]  # fmt: skip
 
 KIND_DRF, KIND_FIXED, KIND_OPTIMUS, KIND_ESRTF = 0, 1, 2, 3
 _RULES = {
@@ -84,6 +84,19 @@ def use_native(on: bool) -> Iterator[None]:
         yield
     finally:
         _enabled = before
+
+
+def used_totals(cluster: SlotCluster) -> tuple[int, int] | None:
+    """``(used CPU, used GPU)`` slots of ``cluster`` after checking in C that every node's free
+    slots are within ``[0, capacity]`` (what :meth:`SlotCluster.check` checks, with
+    ``used_cpu_total``/``used_gpu_total``, in one pass); ``None`` when the extension is off
+    or a node fails the check (then :meth:`SlotCluster.check` decides, and names the node)."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return None
+    out: tuple[int, int] | None = _alloc_native.check_free(
+        cluster.free_cpu, cluster.free_gpu, cluster.cpu_capacity, cluster.gpu_capacity
+    )
+    return out
 
 
 def _plain_int(x: Any) -> bool:
@@ -180,9 +193,10 @@ def allocate(
         cache = _TABLES[id(model)] = _Rows(model)
     views = jobs if type(jobs) is list else list(jobs)
     call = _alloc_native.allocate
+    pos_of, stride, _ = cluster.index_layout
     args = (kind, params, views, cache.rows, cluster.free_cpu, cluster.free_gpu,
             cluster.cpu_capacity, cluster.gpu_capacity, _RULES[cluster.placement],
-            float(slot_s), need_grid)  # fmt: skip
+            float(slot_s), need_grid, pos_of, stride)  # fmt: skip
     out = call(*args)
     if out is None:
         if not cache.add(views, need_grid):
@@ -190,8 +204,11 @@ def allocate(
         out = call(*args)
         if out is None:  # a job given twice: the Python code raises the error
             return None
-    counts, decisions, free_cpu, free_gpu, released = out
+    counts, decisions, free_cpu, free_gpu, released, occupied = out
     allocator.last_decisions = decisions
-    built = _alloc_native.index(free_cpu, free_gpu, *cluster.index_layout)
-    cluster.adopt(free_cpu, free_gpu, built, off_rule=released)
+    if occupied is None:  # (a free state beyond the positions the C side handles)
+        built = _alloc_native.index(free_cpu, free_gpu, *cluster.index_layout)
+        cluster.adopt(free_cpu, free_gpu, built, off_rule=released)
+    else:  # the rest of the index is built when a search first needs it
+        cluster.adopt(free_cpu, free_gpu, off_rule=released, occupied=occupied)
     return counts

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocators import Allocator, JobState
 from envs.sim.elastic.cluster import Placement, SlotCluster
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
@@ -137,6 +138,34 @@ class SlotRecord:
     used_cpu: int
     used_gpu: int
     reward: float  # DL²'s slot reward: sum of epochs / num_epochs over allocated jobs
+
+    @classmethod
+    def of(
+        cls,
+        t: int,
+        allocation: Mapping[int, tuple[int, int]],
+        epochs: Mapping[int, float],
+        finished: tuple[int, ...],
+        used_cpu: int,
+        used_gpu: int,
+        reward: float,
+    ) -> SlotRecord:
+        """``SlotRecord(...)`` without the frozen dataclass's per-field
+        ``object.__setattr__`` calls (one record per slot; the fields are stored exactly as
+        the constructor stores them)."""
+        record = object.__new__(cls)
+        record.__dict__.update(
+            {
+                "t": t,
+                "allocation": allocation,
+                "epochs": epochs,
+                "finished": finished,
+                "used_cpu": used_cpu,
+                "used_gpu": used_gpu,
+                "reward": reward,
+            }
+        )
+        return record
 
 
 @dataclass(frozen=True)
@@ -350,8 +379,26 @@ class SlotSimulator:
     @property
     def active_jobs(self) -> list[JobState]:
         """Views of the jobs active in the current slot, by arrival then id."""
-        # r.view(), without the call for the cached views (most of them: idle jobs)
-        return [r.view() if r._view is None else r._view for r in self._active]
+        # r.view() inlined (JobState.of's steps): the jobs that ran in the last slot need a
+        # new view every slot; the others keep theirs
+        views = []
+        new = object.__new__
+        for r in self._active:
+            v = r._view
+            if v is None:
+                v = r._view = new(JobState)
+                alloc = r.alloc
+                v.__dict__.update(
+                    {
+                        "spec": r.spec,
+                        "progress_epochs": r.progress,
+                        "workers": alloc[0],
+                        "ps": alloc[1],
+                        "slots_run": r.slots_run,
+                    }
+                )
+            views.append(v)
+        return views
 
     def begin_slot(self) -> list[JobState]:
         """Admit this slot's arrivals, clear the cluster; the active jobs to allocate."""
@@ -441,7 +488,9 @@ class SlotSimulator:
         self._cpu_util.append(used_cpu / cluster.total_cpu)
         self._gpu_util.append(used_gpu / cluster.total_gpu if cluster.total_gpu else 0.0)
         self._rewards.append(reward)
-        record = SlotRecord(t, allocation, epochs_done, tuple(finished), used_cpu, used_gpu, reward)
+        record = SlotRecord.of(
+            t, allocation, epochs_done, tuple(finished), used_cpu, used_gpu, reward
+        )
         if self.on_slot is not None:
             self.on_slot(record)
         if finished:
@@ -521,7 +570,12 @@ class SlotSimulator:
         """Validate the allocator's answer against the cluster; the full allocation (every
         active job, in active order) and the used CPU and GPU slots."""
         cluster = self.cluster
-        cluster.check()
+        # every node within its capacity (SlotCluster.check) and the used totals: in C, one
+        # pass, where built; the Python check decides (and names the node) otherwise
+        used = native_alloc.used_totals(cluster)
+        if used is None:
+            cluster.check()
+            used = (cluster.used_cpu_total, cluster.used_gpu_total)
         allocation: dict[int, tuple[int, int]] = dict.fromkeys(self._active_ids, (0, 0))
         if not decided.keys() <= allocation.keys():
             stray = sorted({jid for jid in decided if jid not in allocation})
@@ -561,7 +615,6 @@ class SlotSimulator:
             cpu += workers * ty.worker_cpu + ps * ty.ps_cpu
             gpu += workers * ty.worker_gpu + ps * ty.ps_gpu
             allocation[jid] = (workers, ps)
-        used = (cluster.used_cpu_total, cluster.used_gpu_total)
         if used != (cpu, gpu):
             raise SimulationError(
                 f"slot {t}: the allocation needs ({cpu} CPU, {gpu} GPU) slots but the cluster "
