@@ -27,7 +27,7 @@ lint: setup
 bench:
 	$(VPY) benchmarks/bench_sim.py
 
-# The main job: the best recipe on DL2's small setting with DL2's bundle backlog, about 1 min:
+# The main job: the best recipe on DL2's small setting with DL2's bundle backlog, about 1.5 min:
 # one action per slot picks the allocator that plans it (dlsched/ClusterPlan-v0); clone
 # EfficientSRTF's plan, then 24 iterations of the episode policy gradient on the JCT reward.
 demo: setup
