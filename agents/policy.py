@@ -513,7 +513,31 @@ def numpy_support(policy: Any) -> str | None:
     return None
 
 
-class NumpyPolicy:
+class _MaskedActor:
+    """Acting from masked logits, shared by :class:`NumpyPolicy` and :class:`TorchPolicy`
+    (each gives ``logits(obs, mask)``, ``-inf`` where ``mask`` is False)."""
+
+    def logits(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return _softmax(self.logits(obs, mask))
+
+    def act(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        *,
+        deterministic: bool,
+        rng: np.random.Generator | None = None,
+    ) -> int:
+        """Masked argmax, or a draw from the masked softmax with ``rng`` (inverse CDF)."""
+        if deterministic:
+            return int(np.argmax(self.logits(obs, mask)))
+        return _draw(self.probs(obs, mask), rng)
+
+
+class NumpyPolicy(_MaskedActor):
     """A frozen numpy copy of an SB3 actor-critic policy's actor and critic (a
     :class:`DL2Policy`, or a stock ``PPO`` / ``MaskablePPO`` / ``A2C`` ``MlpPolicy``), for fast
     single-decision inference (a torch forward costs ~0.3 ms per call on one observation;
@@ -634,9 +658,6 @@ class NumpyPolicy:
         z = self._raw_logits(np.asarray(obs, dtype=np.float64))
         return np.where(mask, z, -np.inf)
 
-    def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return _softmax(self.logits(obs, mask))
-
     def value(self, obs: np.ndarray) -> np.ndarray:
         x = np.asarray(obs, dtype=np.float64)
         net = self._per_job
@@ -644,19 +665,6 @@ class NumpyPolicy:
             return _run(self._vf, x)[..., 0]
         ctx = self._encode(net, x, "vf_rows", "vf_ctx")[2]
         return self._forward(self._pj["value"], ctx)[..., 0]
-
-    def act(
-        self,
-        obs: np.ndarray,
-        mask: np.ndarray,
-        *,
-        deterministic: bool,
-        rng: np.random.Generator | None = None,
-    ) -> int:
-        """Masked argmax, or a draw from the masked softmax with ``rng`` (inverse CDF)."""
-        if deterministic:
-            return int(np.argmax(self.logits(obs, mask)))
-        return _draw(self.probs(obs, mask), rng)
 
 
 def _draw(p: np.ndarray, rng: np.random.Generator | None) -> int:
@@ -673,7 +681,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-class TorchPolicy:
+class TorchPolicy(_MaskedActor):
     """:class:`NumpyPolicy`'s interface over the torch network itself, for policies it cannot
     mirror (``reason``, from :func:`numpy_support`): masked logits of the actor's own forward
     (:func:`masked_logits`, in float32, then float64), the same masked argmax and the same
@@ -693,28 +701,12 @@ class TorchPolicy:
         out = z.double().numpy()
         return np.where(mask, out[0] if one else out, -np.inf)
 
-    def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return _softmax(self.logits(obs, mask))
-
     @th.no_grad()
     def value(self, obs: np.ndarray) -> np.ndarray:
         x = th.as_tensor(np.asarray(obs, dtype=np.float32))
         one = x.ndim == 1
         v = self.policy.predict_values(x[None] if one else x)[..., 0].double().numpy()
         return v[0] if one else v
-
-    def act(
-        self,
-        obs: np.ndarray,
-        mask: np.ndarray,
-        *,
-        deterministic: bool,
-        rng: np.random.Generator | None = None,
-    ) -> int:
-        """Masked argmax, or a draw from the masked softmax with ``rng`` (inverse CDF)."""
-        if deterministic:
-            return int(np.argmax(self.logits(obs, mask)))
-        return _draw(self.probs(obs, mask), rng)
 
 
 def inference_policy(policy: Any) -> NumpyPolicy | TorchPolicy:
