@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,6 +93,21 @@ class RayNodes:
         except ProcessLookupError:
             return
         self.worker.wait(timeout=20)
+
+
+@pytest.fixture
+def ray_init_forbidden(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Ray, with ``ray.init`` failing the test if called: for errors that must come before it
+    (skipped without Ray, or where this process has already initialised it)."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("Ray is already initialised in this process")
+
+    def no_init(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ray.init was called")
+
+    monkeypatch.setattr(ray, "init", no_init)
+    return ray
 
 
 @pytest.fixture

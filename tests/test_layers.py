@@ -169,6 +169,13 @@ def test_nothing_but_tests_imports_the_facade() -> None:
     assert not bad, f"{FACADE} is imported by the project's own code: " + ", ".join(bad)
 
 
+def _write_tree(root: Path, files: dict[str, str]) -> None:
+    """A toy repository under ``root``: each relative path with its text."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
 def test_the_facade_check_catches_an_import(tmp_path: Path) -> None:
     files = {
         "dlsched/__init__.py": "import envs\n",
@@ -177,9 +184,7 @@ def test_the_facade_check_catches_an_import(tmp_path: Path) -> None:
         "tests/test_x.py": "import dlsched\n",
         "train.py": "import dlsched\n",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    _write_tree(tmp_path, files)
     assert facade_importers(tmp_path) == ["experiments/run.py:4", "train.py:1"]
 
 
@@ -221,9 +226,7 @@ def tangled(tmp_path: Path) -> Path:
         "experiments/headroom.py": "from agents.config import *\n",
         "train.py": "from training.config import X\n",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    _write_tree(tmp_path, files)
     return tmp_path
 
 

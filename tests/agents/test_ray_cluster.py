@@ -66,20 +66,13 @@ def test_the_cluster_is_two_loopback_nodes_of_one_cpu_each(ray_cluster) -> None:
             socket.create_connection((external, port), timeout=5).close()
 
 
+@pytest.mark.usefixtures("ray_init_forbidden")
 def test_a_wrong_or_missing_token_fails_before_ray_init(
     ray_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``init_ray(address)`` asks the head first: each way of lacking the head's token is one
     line naming the variable or file, raised before ``ray.init`` (which would take ~20 s and
     three warnings to fail) is called; the right token, from any source, passes."""
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        pytest.skip("Ray is already initialised in this process")
-
-    def no_init(*args: object, **kwargs: object) -> None:
-        raise AssertionError("ray.init was called")
-
-    monkeypatch.setattr(ray, "init", no_init)
     home = tmp_path / "home"
     (home / ".ray").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))  # no user's ~/.ray/auth_token in play

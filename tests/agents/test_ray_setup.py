@@ -81,17 +81,10 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])  # closed again when this returns
 
 
+@pytest.mark.usefixtures("ray_init_forbidden")
 def test_no_head_at_the_address_fails_before_ray_init(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        pytest.skip("Ray is already initialised in this process")
-
-    def no_init(*args: object, **kwargs: object) -> None:
-        raise AssertionError("ray.init was called")
-
-    monkeypatch.setattr(ray, "init", no_init)
     address = f"127.0.0.1:{_closed_port()}"
     with pytest.raises(ConfigError) as err:
         init_ray(address)
