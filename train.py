@@ -57,6 +57,11 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     """The learning curve and the final validation table (markdown) of a finished run."""
     import csv
 
+    from evaluation.report import github_table
+
+    def _markdown_table(cells: list[list[str]], head: list[str]) -> str:
+        return github_table(cells, head, ["left"] + ["right"] * (len(head) - 1))
+
     mode = "sampled" if cfg.eval.deterministic is False else "argmax"
     lines = [f"\nValidation workloads (seeds {list(cfg.eval.seeds)}, learned policy {mode}):\n"]
     curve = out / "learning_curve.csv"
@@ -71,7 +76,7 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
         else:
             head = ["decisions", "avg JCT (slots)"]
             cells = [[f"{float(r['timesteps']):,.0f}", f"{float(r['avg_jct']):.2f}"] for r in rows]
-        lines += [_markdown(cells, head), ""]
+        lines += [_markdown_table(cells, head), ""]
     final = summary["final"]
     assert isinstance(final, dict)
     table = {"learned (final)": float(final["avg_jct"])}
@@ -86,18 +91,8 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
         [name, f"{v:.2f}", "" if name.startswith("learned") else f"{100 * (mine / v - 1):+.1f}%"]
         for name, v in sorted(table.items(), key=lambda kv: kv[1])
     ]
-    lines.append(_markdown(cells, ["scheduler", "avg JCT (slots)", "learned vs it"]))
+    lines.append(_markdown_table(cells, ["scheduler", "avg JCT (slots)", "learned vs it"]))
     return "\n".join(lines)
-
-
-def _markdown(cells: list[list[str]], head: list[str]) -> str:
-    """A GitHub Markdown table of formatted cells (tabulate parses none of them)."""
-    from tabulate import tabulate
-
-    align = ("left",) + ("right",) * (len(head) - 1)
-    return str(
-        tabulate(cells, headers=head, tablefmt="github", colalign=align, disable_numparse=True)
-    )
 
 
 _failed: list[str] = []  # jobs of a ``-m`` sweep that failed (the others still run)

@@ -8,7 +8,7 @@ import csv
 import hashlib
 import math
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,17 +100,23 @@ def markdown_table(rows: Sequence[dict[str, Any]], paper: bool) -> str:
             else:
                 line.append(_fmt(METRICS[k][1], row[k]))
         cells.append(line)
-    return _github(cells, names, ["left" if k in text else "right" for k in keys])
+    return github_table(cells, names, ["left" if k in text else "right" for k in keys])
 
 
-def _github(cells: Sequence[Sequence[str]], headers: Sequence[str], align: Sequence[str]) -> str:
-    """A GitHub Markdown table of already formatted cells (tabulate parses none of them)."""
+def github_table(
+    cells: Iterable[Sequence[Any]],
+    headers: Sequence[str],
+    align: Sequence[str] | None = None,
+) -> str:
+    """A GitHub Markdown table of already formatted cells (tabulate parses none of them);
+    ``align``: ``"left"`` / ``"right"`` per column (tabulate's own default where ``None``).
+    The one table writer of the reports, ``train.py`` and the experiment scripts."""
     return str(
         tabulate(
             [list(c) for c in cells],
             headers=list(headers),
             tablefmt="github",
-            colalign=tuple(align),
+            colalign=None if align is None else tuple(align),
             disable_numparse=True,
         )
     )
@@ -128,7 +134,7 @@ def ci_table(means: Sequence[dict[str, Any]]) -> str:
         for row in means
     ]
     headers = ["stack", *(METRICS[k][0] for k in keys)]
-    return _github(cells, headers, ["left"] + ["right"] * len(keys))
+    return github_table(cells, headers, ["left"] + ["right"] * len(keys))
 
 
 def paired_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -145,7 +151,7 @@ def paired_table(rows: Sequence[dict[str, Any]]) -> str:
             line.append(f"{_fmt(f, row[f'd_{k}'])}{pm}{rel_text}")
         cells.append(line)
     headers = ["stack", *("Δ " + METRICS[k][0] for k in PAIRED_METRICS)]
-    return _github(cells, headers, ["left"] + ["right"] * len(PAIRED_METRICS))
+    return github_table(cells, headers, ["left"] + ["right"] * len(PAIRED_METRICS))
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:

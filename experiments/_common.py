@@ -10,8 +10,6 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tabulate import tabulate
-
 #: DL² reference code, Google arrivals, "Normal" lengths, measured speeds (dl2.md §0; avg JCT
 #: in slots).
 DL2_REFERENCE_JCT = {
@@ -38,7 +36,7 @@ def seed_list(text: str) -> list[int]:
 def markdown_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     """A GitHub Markdown table of ``rows`` (no trailing newline).  Cells are printed as given:
     the scripts format their numbers themselves (``"1,675.7"``, ``"+1.6%"``), so tabulate's
-    number parsing, which would re-format them, is off."""
-    return str(
-        tabulate(list(rows), headers=list(headers), tablefmt="github", disable_numparse=True)
-    )
+    number parsing, which would re-format them, is off (:func:`evaluation.report.github_table`)."""
+    from evaluation.report import github_table  # here: it imports scipy.stats (~1 s)
+
+    return github_table(rows, headers)
