@@ -351,7 +351,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
 
     decisions = 0
     t_train = time.perf_counter()
-    t_iteration = [t_train]  # when the running iteration started (after the last validation)
+    t_iteration = t_train  # when the running iteration started (after the last validation)
 
     def validate(iteration: int) -> dict[str, float]:
         m = validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
@@ -363,10 +363,10 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     best = (float("inf"), 0)  # (validation avg JCT, iteration), set by the first validation
 
     def on_iteration(i: int, st: dict[str, float]) -> None:
-        nonlocal decisions, best
+        nonlocal decisions, best, t_iteration
         now = time.perf_counter()
         decisions += int(st["decisions"])
-        log.iteration(decisions, i, p.iterations, st, now - t_train, now - t_iteration[0])
+        log.iteration(decisions, i, p.iterations, st, now - t_train, now - t_iteration)
         try:
             if i % p.val_every and i != p.iterations:
                 return
@@ -375,13 +375,13 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
                 best = (v, i)
                 save("best", {"iteration": i, "val_avg_jct": v})
         finally:
-            t_iteration[0] = time.perf_counter()
+            t_iteration = time.perf_counter()
 
     interrupted: KeyboardInterrupt | None = None
     try:
         best = (validate(0)["avg_jct"], 0)  # (validation avg JCT, iteration)
         save("best", {"iteration": 0, "val_avg_jct": best[0]})
-        t_iteration[0] = time.perf_counter()
+        t_iteration = time.perf_counter()
         try:
             pg.learn(p.iterations, on_iteration)
         except KeyboardInterrupt as exc:  # stop between iterations; train.py says what was saved
