@@ -59,19 +59,10 @@ class EpisodeResult:
 
 def _result(env: ClusterEnv, seed: int, decisions: int) -> EpisodeResult:
     sim = env._require_sim()
-    horizon = float(sim.t)
-    jcts, unfinished = [], 0
-    for job in env.jobs:
-        finish = sim.finish_time(job.job_id)
-        if finish is None:
-            unfinished += 1
-            finish = max(horizon, float(job.arrival_slot))
-        jcts.append(finish - job.arrival_slot)
+    jcts, makespan, unfinished = env.episode_jcts()  # unfinished jobs censored at the horizon
     arr = np.asarray(jcts, dtype=float)
     cpu = sim._cpu_util if hasattr(sim, "_cpu_util") else []
     gpu = sim._gpu_util if hasattr(sim, "_gpu_util") else []
-    finishes = [sim.finish_time(j.job_id) for j in env.jobs]
-    makespan = max(horizon if f is None else f for f in finishes)
     return EpisodeResult(
         seed=int(seed),
         avg_jct=float(arr.mean()),

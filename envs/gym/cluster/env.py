@@ -527,21 +527,34 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         return obs, reward, terminated, truncated, info
 
     # ------------------------------------------------------------------ internals
-    def _censored_figures(self) -> tuple[float, float, float]:
-        """``(avg_jct_slots, avg_jct_s, makespan_slots)`` of an episode truncated with jobs
-        unfinished: each counts as finishing at the episode's end, slot ``sim.t`` (or, not yet
-        arrived, at its arrival: JCT 0), as :class:`agents.evaluation.EpisodeResult` counts
-        them (lower bounds; :func:`~envs.gym.cluster.contract.step_info`)."""
+    def episode_jcts(self) -> tuple[list[float], float, int]:
+        """``(each job's JCT in slots, makespan, unfinished jobs)`` of the episode so far: an
+        unfinished job counts as finishing at slot ``sim.t`` (one not yet arrived, at its
+        arrival: JCT 0), so while jobs are unfinished the figures are lower bounds (the
+        censored figures of a truncated episode's ``info``, and of
+        :func:`agents.evaluation.evaluate_policy`'s results)."""
         sim = self._require_sim()
-        if not self.jobs:
-            return 0.0, 0.0, 0.0
         end = float(sim.t)
-        total, makespan = 0.0, 0.0
+        jcts: list[float] = []
+        makespan, unfinished = end if not self.jobs else 0.0, 0
         for job in self.jobs:
             f = sim.finish_time(job.job_id)
-            total += (max(end, float(job.arrival_slot)) if f is None else f) - job.arrival_slot
-            makespan = max(makespan, end if f is None else f)
-        avg = total / len(self.jobs)
+            if f is None:
+                unfinished += 1
+                f = max(end, float(job.arrival_slot))
+                makespan = max(makespan, end)
+            else:
+                makespan = max(makespan, f)
+            jcts.append(f - job.arrival_slot)
+        return jcts, makespan, unfinished
+
+    def _censored_figures(self) -> tuple[float, float, float]:
+        """``(avg_jct_slots, avg_jct_s, makespan_slots)`` of an episode truncated with jobs
+        unfinished (:meth:`episode_jcts`; :func:`~envs.gym.cluster.contract.step_info`)."""
+        if not self.jobs:
+            return 0.0, 0.0, 0.0
+        jcts, makespan, _ = self.episode_jcts()
+        avg = sum(jcts) / len(jcts)
         return avg, avg * self.cluster_spec.slot_s, makespan
 
     def _new_sim(self) -> SlotSimulator:
