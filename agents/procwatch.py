@@ -93,8 +93,28 @@ def record(owner: int, seen: dict[int, str]) -> None:
                 todo.append(pid)
 
 
+def adopt(seen: dict[int, str]) -> None:
+    """Add to ``seen`` every living descendant of a process in ``seen`` (still the same
+    process): what Ray started after the last :func:`record`.  Once the driver is gone its
+    children are re-parented, but their own children are still theirs, so the raylet's newest
+    workers (whose environment Ray's ``setproctitle`` may have overwritten) are found here."""
+    kids: dict[int, list[tuple[int, str]]] = {}
+    for pid in _pids():
+        st = _stat(pid)
+        if st is not None and st[0] != "Z":
+            kids.setdefault(st[1], []).append((pid, st[2]))
+    todo = [pid for pid, start in seen.items() if (st := _stat(pid)) is not None and st[2] == start]
+    while todo:
+        for pid, start in kids.get(todo.pop(), []):
+            if pid != os.getpid() and pid not in seen:
+                seen[pid] = start
+                todo.append(pid)
+
+
 def sweep(seen: dict[int, str], marks: set[bytes]) -> int:
-    """Kill what is left of the driver's processes; how many were killed."""
+    """Kill what is left of the driver's processes; how many were killed.  Their descendants
+    are gathered first (:func:`adopt`), as a killed parent's children are re-parented."""
+    adopt(seen)
     killed = 0
     for pid in _pids():
         if pid == os.getpid():
