@@ -20,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY: the fields of _Run (a slots dataclass) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1069,34 +1070,599 @@ PyDoc_STRVAR(check_free_doc,
              "in [0, capacity]; None otherwise (the Python check then decides and names the "
              "node).");
 
-static PyObject *py_check_free(PyObject *self, PyObject *args) {
-    PyObject *free_cpu, *free_gpu;
-    long long cap_c, cap_g;
-    if (!PyArg_ParseTuple(args, "O!O!LL", &PyList_Type, &free_cpu, &PyList_Type, &free_gpu,
-                          &cap_c, &cap_g))
-        return NULL;
+/* SlotCluster.check and the used totals: 0 and the totals when every node's free slots are
+ * exact ints in [0, capacity]; 1 otherwise (nothing raised). */
+static int free_totals(PyObject *free_cpu, PyObject *free_gpu, long long cap_c, long long cap_g,
+                       long long *used_cpu, long long *used_gpu) {
     Py_ssize_t n = PyList_GET_SIZE(free_cpu);
-    if (PyList_GET_SIZE(free_gpu) != n) Py_RETURN_NONE;
+    if (PyList_GET_SIZE(free_gpu) != n) return 1;
     const long long lim = (long long)1 << 62; /* n * cap below it: the sums cannot overflow */
-    if (cap_c < 0 || cap_g < 0 || cap_c >= lim / (n + 1) || cap_g >= lim / (n + 1))
-        Py_RETURN_NONE;
+    if (cap_c < 0 || cap_g < 0 || cap_c >= lim / (n + 1) || cap_g >= lim / (n + 1)) return 1;
     long long used_c = 0, used_g = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyList_GET_ITEM(free_cpu, i), *b = PyList_GET_ITEM(free_gpu, i);
-        if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b)) Py_RETURN_NONE;
+        if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 1;
         int oa, ob;
         long long fc = PyLong_AsLongLongAndOverflow(a, &oa);
         long long fg = PyLong_AsLongLongAndOverflow(b, &ob);
-        if (oa || ob || !(0 <= fc && fc <= cap_c && 0 <= fg && fg <= cap_g)) Py_RETURN_NONE;
+        if (oa || ob || !(0 <= fc && fc <= cap_c && 0 <= fg && fg <= cap_g)) return 1;
         used_c += cap_c - fc;
         used_g += cap_g - fg;
     }
+    *used_cpu = used_c;
+    *used_gpu = used_g;
+    return 0;
+}
+
+static PyObject *py_check_free(PyObject *self, PyObject *args) {
+    PyObject *free_cpu, *free_gpu;
+    long long cap_c, cap_g, used_c, used_g;
+    if (!PyArg_ParseTuple(args, "O!O!LL", &PyList_Type, &free_cpu, &PyList_Type, &free_gpu,
+                          &cap_c, &cap_g))
+        return NULL;
+    if (free_totals(free_cpu, free_gpu, cap_c, cap_g, &used_c, &used_g)) Py_RETURN_NONE;
     return Py_BuildValue("LL", used_c, used_g);
+}
+
+/* ------------------------------------------------------------------ the slot transition */
+
+/* SlotSimulator.end_slot up to its ``on_slot`` call (_check_slot's int fast path, the
+ * training loop, the utilisation, the reward, the record) and SlotSimulator.active_jobs'
+ * views, in C.  simulator.py is the specification (SlotSimulator._run_slot), and the path
+ * taken whenever this code answers None.  end_slot works in three passes:
+ *   1. validate the cluster, the allocation and every field the loop reads, and sum the used
+ *      slots, as _check_slot does: anything _check_slot would refuse, or anything unusual (a
+ *      value not an exact int / float / list / 2-tuple, a sum past 64 bits), answers None
+ *      before anything is touched;
+ *   2. each allocated job's rate (the cache ``r.rates``, else ``sim._rate(r, new)``, stored
+ *      in the cache as the Python loop stores it) and epochs, with the same floating-point
+ *      operations in the same order: a failing rate (its exception dropped), a non-float
+ *      rate, a negative or NaN epoch count answers None, the rates cached so far being those
+ *      that the Python loop caches before it raises its error;
+ *   3. commit: every _Run field, the simulator's lists and counters, as the Python code
+ *      leaves them (only a failed allocation can stop it half-way: MemoryError). */
+
+static PyObject *S_alloc, *S_view, *S_num_changes, *S_progress_r, *S_finish, *S_rates,
+    *S_max_workers, *S_max_ps, *S_type, *S_worker_cpu, *S_worker_gpu, *S_ps_cpu, *S_ps_gpu,
+    *S_real_num_epochs, *S_num_epochs, *S_workers, *S__active, *S__active_ids, *S_slot_s,
+    *S_scaling_overhead_s, *S_cluster, *S_free_cpu, *S_free_gpu, *S_cpu_capacity,
+    *S_gpu_capacity, *S_total_cpu, *S_total_gpu, *S__cpu_util, *S__gpu_util, *S__rewards,
+    *S__done, *S__rate, *S_t, *S_allocation, *S_epochs, *S_finished, *S_used_cpu, *S_used_gpu,
+    *S_reward, *IDLE, *EMPTY;
+
+/* The fields of a _Run (a dataclass with __slots__): read and written at their offsets in
+ * the object, as its member descriptors do (a run of another class, or a field without a
+ * value, is the Python code's). */
+typedef struct {
+    PyTypeObject *cls; /* (a reference held) */
+    Py_ssize_t spec, progress, alloc, slots_run, num_changes, finish, rates, view;
+} RunLayout;
+
+static RunLayout run_layout;
+
+#define FIELD(r, off) (*(PyObject **)((char *)(r) + (off)))
+
+/* The offset of ``cls``'s writable object slot ``name``: 0, or 1 if it has none. */
+static int slot_offset(PyTypeObject *cls, PyObject *name, Py_ssize_t *off) {
+    PyObject *d = PyObject_GetAttr((PyObject *)cls, name); /* the descriptor itself */
+    if (d == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    int ok = Py_TYPE(d) == &PyMemberDescr_Type;
+    if (ok) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        ok = m->type == T_OBJECT_EX && !(m->flags & READONLY);
+        *off = m->offset;
+    }
+    Py_DECREF(d);
+    return !ok;
+}
+
+/* Whether ``r`` is a run whose fields are at known offsets (learning them for its class). */
+static int run_ok(PyObject *r) {
+    PyTypeObject *cls = Py_TYPE(r);
+    if (cls == run_layout.cls) return 1;
+    RunLayout l;
+    l.cls = cls;
+    if (slot_offset(cls, S_spec, &l.spec) || slot_offset(cls, S_progress_r, &l.progress) ||
+        slot_offset(cls, S_alloc, &l.alloc) || slot_offset(cls, S_slots_run, &l.slots_run) ||
+        slot_offset(cls, S_num_changes, &l.num_changes) ||
+        slot_offset(cls, S_finish, &l.finish) || slot_offset(cls, S_rates, &l.rates) ||
+        slot_offset(cls, S_view, &l.view))
+        return 0;
+    Py_INCREF(cls);
+    Py_XDECREF(run_layout.cls);
+    run_layout = l;
+    return 1;
+}
+
+/* r.<field> = v (a new reference taken; the old value released), as the descriptor does. */
+static void field_set(PyObject *r, Py_ssize_t off, PyObject *v) {
+    PyObject *old = FIELD(r, off);
+    FIELD(r, off) = Py_NewRef(v);
+    Py_XDECREF(old);
+}
+
+/* field_set, stealing ``v``; -1 when ``v`` is NULL (a failed allocation). */
+static int field_steal(PyObject *r, Py_ssize_t off, PyObject *v) {
+    if (v == NULL) return -1;
+    field_set(r, off, v);
+    Py_DECREF(v);
+    return 0;
+}
+
+/* What the slot reads of a job's spec (ElasticJob and its JobType, frozen dataclasses): kept
+ * per spec in a direct-mapped cache that holds the spec (so that its address names it). */
+typedef struct {
+    PyObject *spec;
+    long long maxw, maxp, wc, wg, pc, pg;
+    double real, num_epochs;
+} SpecRow;
+
+enum { SPEC_CACHE = 4096 };
+static SpecRow spec_cache[SPEC_CACHE];
+
+typedef struct {
+    PyObject *r, *jid; /* (references held: a rate's Python code runs before the commit) */
+    PyObject *newv;    /* the allocation: decided's or IDLE (a reference held) */
+    SpecRow row;       /* (row.spec borrowed from spec_ref) */
+    PyObject *spec_ref; /* the run's spec, for allocated jobs (a reference held) */
+    long long w, p, slots_run, num_changes;
+    double progress, epochs, finish;
+    int run, changed, finishing, reset;
+} SlotJob;
+
+/* An exact int in [0, 2**62) (a count or a demand; sums and products are overflow-checked),
+ * else -1 (nothing raised). */
+static long long small_count(PyObject *x) {
+    if (!PyLong_CheckExact(x)) return -1;
+    int over;
+    long long v = PyLong_AsLongLongAndOverflow(x, &over);
+    if (over || v < 0 || v >= ((long long)1 << 62)) {
+        PyErr_Clear();
+        return -1;
+    }
+    return v;
+}
+
+/* A float, or an int that a double holds exactly (|x| < 2**53): 1 and the double Python's
+ * arithmetic converts it to; 0 when it is neither (nothing raised). */
+static int exact_double(PyObject *x, double *out) {
+    if (PyFloat_CheckExact(x)) {
+        *out = PyFloat_AS_DOUBLE(x);
+        return 1;
+    }
+    if (PyLong_CheckExact(x)) {
+        int over;
+        long long v = PyLong_AsLongLongAndOverflow(x, &over);
+        const long long lim = (long long)1 << 53;
+        if (over || v <= -lim || v >= lim) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = (double)v;
+        return 1;
+    }
+    return 0;
+}
+
+/* getattr(obj, name) as a small count; -1 when missing or not one (nothing raised). */
+static long long attr_count(PyObject *obj, PyObject *name) {
+    PyObject *x = PyObject_GetAttr(obj, name);
+    if (x == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    long long v = small_count(x);
+    Py_DECREF(x);
+    return v;
+}
+
+/* getattr(obj, name) as exact_double; 0 when missing or neither (nothing raised). */
+static int attr_double(PyObject *obj, PyObject *name, double *out) {
+    PyObject *x = PyObject_GetAttr(obj, name);
+    if (x == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = exact_double(x, out);
+    Py_DECREF(x);
+    return ok;
+}
+
+/* getattr(obj, name) if it is exactly of ``type`` (a new reference), else NULL (nothing
+ * raised). */
+static PyObject *attr_of(PyObject *obj, PyObject *name, PyTypeObject *type) {
+    PyObject *x = PyObject_GetAttr(obj, name);
+    if (x == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (Py_TYPE(x) != type) Py_CLEAR(x);
+    return x;
+}
+
+static int mul_add(long long *acc, long long a, long long b) {
+    long long prod;
+    return __builtin_mul_overflow(a, b, &prod) || __builtin_add_overflow(*acc, prod, acc);
+}
+
+/* The spec's row into ``out`` (from the cache, else read and cached): 0, or 1 when a field is
+ * out of the ordinary (nothing raised). */
+static int spec_row(PyObject *spec, SpecRow *out) {
+    size_t h = (size_t)((uintptr_t)spec >> 4);
+    SpecRow *e = &spec_cache[(h ^ (h >> 12)) & (SPEC_CACHE - 1)];
+    if (e->spec == spec) {
+        *out = *e;
+        return 0;
+    }
+    SpecRow row;
+    row.spec = spec;
+    row.maxw = attr_count(spec, S_max_workers);
+    row.maxp = attr_count(spec, S_max_ps);
+    if (row.maxw < 0 || row.maxp < 0 || !attr_double(spec, S_real_num_epochs, &row.real) ||
+        !attr_double(spec, S_num_epochs, &row.num_epochs))
+        return 1;
+    PyObject *ty = PyObject_GetAttr(spec, S_type);
+    if (ty == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    row.wc = attr_count(ty, S_worker_cpu);
+    row.wg = attr_count(ty, S_worker_gpu);
+    row.pc = attr_count(ty, S_ps_cpu);
+    row.pg = attr_count(ty, S_ps_gpu);
+    Py_DECREF(ty);
+    if (row.wc < 0 || row.wg < 0 || row.pc < 0 || row.pg < 0) return 1;
+    PyObject *old = e->spec;
+    *e = row;
+    Py_INCREF(spec);
+    Py_XDECREF(old);
+    *out = row;
+    return 0;
+}
+
+/* Pass 1 for an allocated job (its run checked by run_ok): _check_slot's checks and sums,
+ * and what the loop reads.  0: fine; 1: the Python code decides (nothing raised). */
+static int slot_validate(SlotJob *j, const RunLayout *L, long long *cpu, long long *gpu) {
+    PyObject *r = j->r, *spec = FIELD(r, L->spec), *progress = FIELD(r, L->progress);
+    PyObject *finish = FIELD(r, L->finish), *sr = FIELD(r, L->slots_run);
+    PyObject *nc = FIELD(r, L->num_changes);
+    if (spec == NULL || progress == NULL || finish == NULL || sr == NULL || nc == NULL ||
+        !PyFloat_CheckExact(progress) || spec_row(spec, &j->row))
+        return 1;
+    j->spec_ref = Py_NewRef(spec);
+    if (j->w > j->row.maxw || j->p > j->row.maxp) return 1; /* the caps */
+    j->progress = PyFloat_AS_DOUBLE(progress);
+    if (j->progress > j->row.real || finish != Py_None) return 1; /* "active but finished" */
+    if (mul_add(cpu, j->w, j->row.wc) || mul_add(cpu, j->p, j->row.pc) ||
+        mul_add(gpu, j->w, j->row.wg) || mul_add(gpu, j->p, j->row.pg))
+        return 1;
+    j->slots_run = small_count(sr);
+    j->num_changes = small_count(nc);
+    if (j->slots_run < 0 || j->num_changes < 0) return 1; /* (below 2**62: + 1 fits) */
+    if (j->slots_run > 0) { /* new != r.alloc (compared only after a slot run, as in Python) */
+        PyObject *prev = FIELD(r, L->alloc);
+        if (prev == NULL) return 1;
+        int ne = PyObject_RichCompareBool(j->newv, prev, Py_NE);
+        if (ne < 0) {
+            PyErr_Clear();
+            return 1;
+        }
+        j->changed = ne;
+    }
+    return 0;
+}
+
+/* Pass 2 for an allocated job: the loop body's arithmetic.  0: fine; 1: the Python code
+ * decides (nothing raised; a rate computed and cached stays cached, as in Python). */
+static int slot_train(SlotJob *j, const RunLayout *L, PyObject *sim, double slot_s,
+                      double overhead_s, double keep, long long t) {
+    double overhead = j->changed ? overhead_s : 0.0;
+    PyObject *rates = Py_XNewRef(FIELD(j->r, L->rates)), *cached = NULL;
+    if (rates == NULL || !PyDict_CheckExact(rates)) goto back;
+    cached = PyDict_GetItemWithError(rates, j->newv); /* cached = r.rates.get(new) */
+    if (cached != NULL) {
+        Py_INCREF(cached);
+    } else { /* cached = r.rates[new] = self._rate(r, new) */
+        if (PyErr_Occurred()) goto back;
+        PyObject *call[3] = {sim, j->r, j->newv};
+        cached = PyObject_VectorcallMethod(S__rate, call, 3, NULL);
+        if (cached == NULL || PyDict_SetItem(rates, j->newv, cached) < 0) goto back;
+    }
+    if (!PyFloat_CheckExact(cached)) goto back;
+    double rate = PyFloat_AS_DOUBLE(cached);
+    Py_CLEAR(cached);
+    Py_CLEAR(rates);
+    double epochs = rate * (slot_s - overhead);
+    if (!(epochs >= 0)) return 1; /* Python raises "trained ... epochs" */
+    double need = j->row.real - j->progress;
+    if (epochs > 0 && epochs >= need * keep) {
+        double a = need / rate, b = slot_s - overhead;
+        double used_s = overhead + (b < a ? b : a); /* min(need / rate, slot_s - overhead) */
+        j->finish = (double)t + used_s / slot_s;
+        j->finishing = 1;
+        epochs = need;
+    }
+    j->epochs = epochs;
+    return 0;
+back:
+    PyErr_Clear();
+    Py_XDECREF(rates);
+    Py_XDECREF(cached);
+    return 1;
+}
+
+static int set_new(PyObject *obj, PyObject *name, PyObject *value) { /* steals value */
+    if (value == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* Pass 3 for a job: its writes, as the Python loop makes them. */
+static int slot_commit(SlotJob *j, const RunLayout *L, PyObject *epochs_done,
+                       PyObject *finished) {
+    PyObject *r = j->r;
+    if (!j->run) {
+        if (j->reset) {
+            field_set(r, L->alloc, IDLE);
+            field_set(r, L->view, Py_None);
+        }
+        return 0;
+    }
+    field_set(r, L->view, Py_None);
+    if (j->changed && field_steal(r, L->num_changes, PyLong_FromLongLong(j->num_changes + 1)))
+        return -1;
+    field_set(r, L->alloc, j->newv);
+    if (field_steal(r, L->slots_run, PyLong_FromLongLong(j->slots_run + 1))) return -1;
+    if (j->finishing) { /* r.progress = spec.real_num_epochs (the object itself) */
+        PyObject *real = PyObject_GetAttr(j->row.spec, S_real_num_epochs);
+        if (field_steal(r, L->finish, PyFloat_FromDouble(j->finish)) ||
+            field_steal(r, L->progress, real) || PyList_Append(finished, j->jid) < 0)
+            return -1;
+    } else if (field_steal(r, L->progress, PyFloat_FromDouble(j->progress + j->epochs))) {
+        return -1;
+    }
+    PyObject *e = PyFloat_FromDouble(j->epochs);
+    if (e == NULL) return -1;
+    int rc = PyDict_SetItem(epochs_done, j->jid, e);
+    Py_DECREF(e);
+    return rc;
+}
+
+/* object.__new__(cls) with ``names`` / ``values`` (n of them) as its __dict__, in order (what
+ * JobState.of and SlotRecord.of do, past the frozen class's __setattr__). */
+static PyObject *new_record(PyTypeObject *cls, PyObject **names, PyObject **values, int n) {
+    PyObject *dict = PyDict_New(), *v = NULL;
+    for (int k = 0; dict != NULL && k < n; k++)
+        if (PyDict_SetItem(dict, names[k], values[k]) < 0) Py_CLEAR(dict);
+    if (dict != NULL) v = PyBaseObject_Type.tp_new(cls, EMPTY, NULL);
+    if (v != NULL && PyObject_GenericSetDict(v, dict, NULL) < 0) Py_CLEAR(v);
+    Py_XDECREF(dict);
+    return v;
+}
+
+PyDoc_STRVAR(end_slot_doc,
+             "end_slot(sim, decided, t, keep, SlotRecord)\n\n"
+             "SlotSimulator._run_slot (simulator.py; ``keep`` is 1 - the completion tolerance) "
+             "of slot ``t`` for ``decided``: its SlotRecord, the runs, utilisation, rewards "
+             "and finished count of ``sim`` updated, or None, nothing changed (but the rates "
+             "cached that the Python loop caches too), when the Python code must decide: an "
+             "error to raise, a value it handles otherwise.");
+
+static PyObject *py_end_slot(PyObject *self, PyObject *args) {
+    PyObject *sim, *decided, *t_obj;
+    PyTypeObject *record_cls;
+    double keep;
+    if (!PyArg_ParseTuple(args, "OO!O!dO!", &sim, &PyDict_Type, &decided, &PyLong_Type, &t_obj,
+                          &keep, &PyType_Type, &record_cls))
+        return NULL;
+    PyObject *active = NULL, *ids = NULL, *spec = NULL, *cluster = NULL, *free_cpu = NULL,
+             *free_gpu = NULL, *lists[3] = {NULL, NULL, NULL}, *result = NULL,
+             *allocation = NULL, *epochs_done = NULL, *finished = NULL, *fin = NULL;
+    SlotJob *jobs = NULL;
+    RunLayout layout = {NULL, 0, 0, 0, 0, 0, 0, 0, 0};
+    Py_ssize_t n = 0;
+    int back = 1;
+    long long t = small_count(t_obj), used_c, used_g;
+    double slot_s, overhead_s;
+    /* the simulator's state: anything unusual is the Python code's */
+    active = attr_of(sim, S__active, &PyList_Type);
+    ids = attr_of(sim, S__active_ids, &PyList_Type);
+    spec = PyObject_GetAttr(sim, S_spec);
+    cluster = PyObject_GetAttr(sim, S_cluster);
+    if (t < 0 || !active || !ids || !spec || !cluster || !PyDict_CheckExact(decided)) goto out;
+    n = PyList_GET_SIZE(active);
+    if (PyList_GET_SIZE(ids) != n || !attr_double(spec, S_slot_s, &slot_s) ||
+        !attr_double(sim, S_scaling_overhead_s, &overhead_s))
+        goto out;
+    free_cpu = attr_of(cluster, S_free_cpu, &PyList_Type);
+    free_gpu = attr_of(cluster, S_free_gpu, &PyList_Type);
+    long long cap_c = attr_count(cluster, S_cpu_capacity);
+    long long cap_g = attr_count(cluster, S_gpu_capacity);
+    long long tot_c = attr_count(cluster, S_total_cpu), tot_g = attr_count(cluster, S_total_gpu);
+    long long done = attr_count(sim, S__done);
+    PyObject *names[3] = {S__cpu_util, S__gpu_util, S__rewards};
+    for (int k = 0; k < 3; k++)
+        if ((lists[k] = attr_of(sim, names[k], &PyList_Type)) == NULL) goto out;
+    const long long exact = (long long)1 << 53; /* int / int is the doubles' division below */
+    if (!free_cpu || !free_gpu || cap_c < 0 || cap_g < 0 || tot_c <= 0 || tot_c > exact ||
+        tot_g < 0 || tot_g > exact || done < 0 ||
+        free_totals(free_cpu, free_gpu, cap_c, cap_g, &used_c, &used_g) || used_c > exact ||
+        used_g > exact)
+        goto out;
+    jobs = (SlotJob *)calloc((size_t)(n ? n : 1), sizeof(SlotJob));
+    if (jobs == NULL) {
+        back = 0;
+        PyErr_NoMemory();
+        goto out;
+    }
+    /* pass 1: _check_slot; every run of one class of known layout (held for the call) */
+    long long cpu = 0, gpu = 0;
+    Py_ssize_t matched = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(active, i);
+        if (!run_ok(r) || (i > 0 && Py_TYPE(r) != layout.cls)) goto out;
+        if (i == 0) {
+            layout = run_layout;
+            Py_INCREF(layout.cls);
+        }
+        SlotJob *j = &jobs[i];
+        j->r = Py_NewRef(r);
+        j->jid = Py_NewRef(PyList_GET_ITEM(ids, i));
+        PyObject *v = PyDict_GetItemWithError(decided, j->jid); /* borrowed */
+        if (v == NULL && PyErr_Occurred()) goto out;
+        j->newv = Py_NewRef(v != NULL ? v : IDLE);
+        if (v != NULL) {
+            matched++;
+            if (!PyTuple_CheckExact(v) || PyTuple_GET_SIZE(v) != 2) goto out;
+            j->w = small_count(PyTuple_GET_ITEM(v, 0));
+            j->p = small_count(PyTuple_GET_ITEM(v, 1));
+            if (j->w < 0 || j->p < 0) goto out;
+            if (j->w || j->p) {
+                j->run = 1;
+                if (slot_validate(j, &layout, &cpu, &gpu)) goto out;
+                continue;
+            }
+            Py_SETREF(j->newv, Py_NewRef(IDLE)); /* (0, 0): the idle allocation */
+        }
+        /* not allocated: ``if r.alloc != idle`` */
+        PyObject *prev = FIELD(r, layout.alloc);
+        if (prev == NULL) goto out;
+        j->reset = PyObject_RichCompareBool(prev, IDLE, Py_NE);
+        if (j->reset < 0) goto out;
+    }
+    /* every decided job active (active ids are distinct), and the cluster holds the tasks */
+    if (matched != PyDict_GET_SIZE(decided) || cpu != used_c || gpu != used_g) goto out;
+    /* pass 2: the rates and epochs; the reward summed in active order */
+    double reward = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        SlotJob *j = &jobs[i];
+        if (!j->run) continue;
+        if (slot_train(j, &layout, sim, slot_s, overhead_s, keep, t)) goto out;
+        reward += j->epochs / j->row.num_epochs;
+    }
+    /* pass 3: commit */
+    back = 0;
+    allocation = PyDict_New();
+    epochs_done = PyDict_New();
+    finished = PyList_New(0);
+    if (allocation == NULL || epochs_done == NULL || finished == NULL) goto out;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyDict_SetItem(allocation, jobs[i].jid, jobs[i].newv) < 0) goto out;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (slot_commit(&jobs[i], &layout, epochs_done, finished) < 0) goto out;
+    if (PyList_GET_SIZE(finished) &&
+        set_new(sim, S__done, PyLong_FromLongLong(done + PyList_GET_SIZE(finished))) < 0)
+        goto out;
+    {
+        double utils[2] = {(double)used_c / (double)tot_c,
+                           tot_g ? (double)used_g / (double)tot_g : 0.0};
+        for (int k = 0; k < 3; k++) {
+            PyObject *x = PyFloat_FromDouble(k < 2 ? utils[k] : reward);
+            if (x == NULL || PyList_Append(lists[k], x) < 0) {
+                Py_XDECREF(x);
+                goto out;
+            }
+            Py_DECREF(x);
+        }
+        fin = PyList_AsTuple(finished);
+        PyObject *uc = PyLong_FromLongLong(used_c), *ug = PyLong_FromLongLong(used_g);
+        PyObject *rw = PyFloat_FromDouble(reward);
+        if (fin && uc && ug && rw) {
+            PyObject *fields[7] = {S_t, S_allocation, S_epochs, S_finished,
+                                   S_used_cpu, S_used_gpu, S_reward};
+            PyObject *values[7] = {t_obj, allocation, epochs_done, fin, uc, ug, rw};
+            result = new_record(record_cls, fields, values, 7);
+        }
+        Py_XDECREF(uc);
+        Py_XDECREF(ug);
+        Py_XDECREF(rw);
+    }
+out:
+    if (back) {
+        PyErr_Clear();
+        result = Py_NewRef(Py_None);
+    }
+    for (Py_ssize_t i = 0; jobs != NULL && i < n; i++) {
+        Py_XDECREF(jobs[i].r);
+        Py_XDECREF(jobs[i].jid);
+        Py_XDECREF(jobs[i].newv);
+        Py_XDECREF(jobs[i].spec_ref);
+    }
+    free(jobs);
+    Py_XDECREF(layout.cls);
+    Py_XDECREF(active);
+    Py_XDECREF(ids);
+    Py_XDECREF(spec);
+    Py_XDECREF(cluster);
+    Py_XDECREF(free_cpu);
+    Py_XDECREF(free_gpu);
+    for (int k = 0; k < 3; k++) Py_XDECREF(lists[k]);
+    Py_XDECREF(allocation);
+    Py_XDECREF(epochs_done);
+    Py_XDECREF(finished);
+    Py_XDECREF(fin);
+    return result;
+}
+
+PyDoc_STRVAR(views_doc,
+             "views(active, JobState)\n\n"
+             "SlotSimulator.active_jobs: each run's cached view, or a new one (made as "
+             "JobState.of makes it, and cached); None when a run is out of the ordinary (the "
+             "views made so far stay cached; the Python code does the rest).");
+
+static PyObject *py_views(PyObject *self, PyObject *args) {
+    PyObject *active;
+    PyTypeObject *cls;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &active, &PyType_Type, &cls)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(active);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(active, i);
+        if (!run_ok(r)) goto none;
+        const RunLayout L = run_layout;
+        PyObject *v = FIELD(r, L.view);
+        if (v == NULL) goto none;
+        if (v == Py_None) { /* JobState.of(spec, progress, alloc[0], alloc[1], slots_run) */
+            PyObject *alloc = FIELD(r, L.alloc), *spec = FIELD(r, L.spec);
+            PyObject *prog = FIELD(r, L.progress), *sr = FIELD(r, L.slots_run);
+            if (alloc == NULL || spec == NULL || prog == NULL || sr == NULL ||
+                !PyTuple_CheckExact(alloc) || PyTuple_GET_SIZE(alloc) != 2)
+                goto none;
+            /* object.__new__(JobState), its __dict__ the five fields in JobState.of's order */
+            PyObject *names[5] = {S_spec, S_progress, S_workers, S_ps, S_slots_run};
+            PyObject *values[5] = {spec, prog, PyTuple_GET_ITEM(alloc, 0),
+                                   PyTuple_GET_ITEM(alloc, 1), sr};
+            v = new_record(cls, names, values, 5);
+            if (v == NULL) goto fail;
+            if (FIELD(r, L.view) != Py_None) { /* (changed meanwhile: Python code ran) */
+                Py_DECREF(v);
+                goto none;
+            }
+            field_set(r, L.view, v);
+        } else {
+            Py_INCREF(v);
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+none:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(out);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
                                 {"index", py_index, METH_VARARGS, index_doc},
                                 {"check_free", py_check_free, METH_VARARGS, check_free_doc},
+                                {"end_slot", py_end_slot, METH_VARARGS, end_slot_doc},
+                                {"views", py_views, METH_VARARGS, views_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_alloc_native",
@@ -1111,6 +1677,55 @@ PyMODINIT_FUNC PyInit__alloc_native(void) {
     S_ps = PyUnicode_InternFromString("ps");
     S_bundle = PyUnicode_InternFromString("bundle");
     if (!S_spec || !S_progress || !S_slots_run || !S_worker || !S_ps || !S_bundle) return NULL;
+    struct {
+        PyObject **var;
+        const char *name;
+    } names[] = {
+        {&S_alloc, "alloc"},
+        {&S_view, "_view"},
+        {&S_num_changes, "num_changes"},
+        {&S_progress_r, "progress"},
+        {&S_finish, "finish"},
+        {&S_rates, "rates"},
+        {&S_max_workers, "max_workers"},
+        {&S_max_ps, "max_ps"},
+        {&S_type, "type"},
+        {&S_worker_cpu, "worker_cpu"},
+        {&S_worker_gpu, "worker_gpu"},
+        {&S_ps_cpu, "ps_cpu"},
+        {&S_ps_gpu, "ps_gpu"},
+        {&S_real_num_epochs, "real_num_epochs"},
+        {&S_num_epochs, "num_epochs"},
+        {&S_workers, "workers"},
+        {&S__active, "_active"},
+        {&S__active_ids, "_active_ids"},
+        {&S_slot_s, "slot_s"},
+        {&S_scaling_overhead_s, "scaling_overhead_s"},
+        {&S_cluster, "cluster"},
+        {&S_free_cpu, "free_cpu"},
+        {&S_free_gpu, "free_gpu"},
+        {&S_cpu_capacity, "cpu_capacity"},
+        {&S_gpu_capacity, "gpu_capacity"},
+        {&S_total_cpu, "total_cpu"},
+        {&S_total_gpu, "total_gpu"},
+        {&S__cpu_util, "_cpu_util"},
+        {&S__gpu_util, "_gpu_util"},
+        {&S__rewards, "_rewards"},
+        {&S__done, "_done"},
+        {&S__rate, "_rate"},
+        {&S_t, "t"},
+        {&S_allocation, "allocation"},
+        {&S_epochs, "epochs"},
+        {&S_finished, "finished"},
+        {&S_used_cpu, "used_cpu"},
+        {&S_used_gpu, "used_gpu"},
+        {&S_reward, "reward"},
+    };
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if ((*names[k].var = PyUnicode_InternFromString(names[k].name)) == NULL) return NULL;
+    EMPTY = PyTuple_New(0);
+    IDLE = Py_BuildValue("(ii)", 0, 0);
+    if (EMPTY == NULL || IDLE == NULL) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     if (PyModule_AddStringConstant(m, "SOURCE_SHA256", DLSCHED_SOURCE_SHA256) < 0) {

@@ -20,7 +20,14 @@ calls :func:`allocate` first and runs its Python code when it answers ``None``: 
 is not built or is stale (``DLSCHED_NATIVE_ALLOC=0`` or :func:`use_native` turn it off), the
 allocator is a subclass (its overrides would be skipped), the cluster is not a plain
 ``SlotCluster``, a job's demands or caps are not plain non-negative integers, or a job comes
-twice (the Python code raises the error).  Standard library only.
+twice (the Python code raises the error).
+
+The slot transition too (issue 35): :func:`end_slot` runs
+:meth:`~envs.sim.elastic.simulator.SlotSimulator.end_slot`'s checks and training loop and
+:func:`views` its ``active_jobs`` views in C, bit for bit as the Python code (the
+specification, run when they answer ``None``: switched off, a subclass's hooks, an error to
+raise, a value out of the ordinary; ``tests/sim/elastic/test_native_slot.py``).  Standard
+library only.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ except ImportError:  # not built (no C compiler at install time): the Python cod
     _alloc_native = None
 
 __all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "available",
-           "use_native", "used_totals"]  # fmt: skip
+           "end_slot", "use_native", "used_totals", "views"]  # fmt: skip
 
 KIND_DRF, KIND_FIXED, KIND_OPTIMUS, KIND_ESRTF = 0, 1, 2, 3
 _RULES = {
@@ -96,6 +103,31 @@ def used_totals(cluster: SlotCluster) -> tuple[int, int] | None:
     out: tuple[int, int] | None = _alloc_native.check_free(
         cluster.free_cpu, cluster.free_gpu, cluster.cpu_capacity, cluster.gpu_capacity
     )
+    return out
+
+
+def end_slot(sim: Any, t: int, decided: Any, keep: float, record: type[Any]) -> Any:
+    """:class:`~envs.sim.elastic.simulator.SlotSimulator` ``sim``'s ``_run_slot(t,
+    decided)`` in C (``keep``: 1 minus the completion tolerance; ``record``: the
+    ``SlotRecord`` class): the slot's record, with the runs, the utilisation and reward lists
+    and the finished count updated as the Python code leaves them; or ``None``, nothing
+    changed, when the Python code must run: the extension off, ``decided`` not a ``dict``, an
+    error to raise (the Python code raises it) or a value it does not handle (anything but
+    exact ints, floats, lists and pairs).  The one trace a ``None`` can leave: the rates
+    cached in ``_Run.rates`` that the Python loop caches too before it fails (a failing
+    speed model is then asked twice)."""
+    if not (_enabled and _alloc_native is not None and not _STALE) or type(decided) is not dict:
+        return None
+    return _alloc_native.end_slot(sim, decided, t, keep, record)
+
+
+def views(active: list[Any]) -> list[JobState] | None:
+    """``SlotSimulator.active_jobs`` for the runs ``active`` in C (each run's cached view,
+    else a new one made and cached as the Python code does); ``None`` when switched off or
+    a run is out of the ordinary (the Python code does the rest)."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return None
+    out: list[JobState] | None = _alloc_native.views(active, JobState)
     return out
 
 

@@ -25,6 +25,8 @@ from envs.sim.engine import SimulationError
 from envs.sim.errors import ConfigError, WorkloadError, check_number
 
 _COMPLETION_RTOL = 1e-9
+#: what a completion's epochs must reach of the epochs it needs (``1 - _COMPLETION_RTOL``)
+_COMPLETION_KEEP = 1.0 - _COMPLETION_RTOL
 #: :class:`Heartbeat` reads the clock more rarely while the reads come closer than this (s)...
 _HEARTBEAT_MIN_GAP_S = 0.001
 #: ... and after every slot once they come farther apart than this (s); at least every this
@@ -227,12 +229,14 @@ class ElasticResult:
         }
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Run:
     """Mutable run-time state of one job (the simulator's own; allocators see ``JobState``).
 
     ``view()`` is cached until the state changes (``touch()``); ``rates`` caches epochs per
-    second by ``(workers, ps)`` (the speed model is a pure function of the allocation)."""
+    second by ``(workers, ps)`` (the speed model is a pure function of the allocation).
+    Slots: the native slot (:func:`~envs.sim.elastic.native_alloc.end_slot`) reads and
+    writes the fields at their offsets, as their descriptors do."""
 
     spec: ElasticJob
     progress: float = 0.0
@@ -337,6 +341,15 @@ class SlotSimulator:
         self.cluster = SlotCluster(
             cluster, strict_reference=strict_reference_placement, placement=placement
         )
+        # the slot transition in C (native_alloc.end_slot) where no subclass changes a step
+        # of it: the slot, its checks, its rates or a job's rate
+        cls = type(self)
+        self._native_slot = (
+            cls._run_slot is SlotSimulator._run_slot
+            and cls._check_slot is SlotSimulator._check_slot
+            and cls._slot_rates is SlotSimulator._slot_rates
+            and cls._rate is SlotSimulator._rate
+        )
         self.reset()
 
     # ------------------------------------------------------------------ stepping API
@@ -379,6 +392,9 @@ class SlotSimulator:
     @property
     def active_jobs(self) -> list[JobState]:
         """Views of the jobs active in the current slot, by arrival then id."""
+        native = native_alloc.views(self._active)
+        if native is not None:
+            return native
         # r.view() inlined (JobState.of's steps): the jobs that ran in the last slot need a
         # new view every slot; the others keep theirs
         views = []
@@ -434,7 +450,36 @@ class SlotSimulator:
         allocated job for the slot, finish those that complete; the slot's record."""
         if not self._in_slot:
             raise SimulationError("end_slot() without begin_slot()")
-        slot_s, t = self.spec.slot_s, self.t
+        t = self.t
+        active = self._active
+        # the slot in C where built (native_alloc.end_slot: the same operations, bit for
+        # bit); the Python code decides otherwise
+        record = (
+            native_alloc.end_slot(self, t, decided, _COMPLETION_KEEP, SlotRecord)
+            if self._native_slot
+            else None
+        )
+        if record is None:
+            record = self._run_slot(t, decided)
+        if self.on_slot is not None:
+            self.on_slot(record)
+        if record.finished:
+            self._active = [r for r in active if r.finish is None]
+            self._active_ids = [r.spec.job_id for r in self._active]
+        self.t += 1
+        self._in_slot = False
+        beat = self.heartbeat
+        if beat is not None:  # the clock is read every beat.stride slots only
+            beat.left -= 1
+            if not beat.left:
+                beat.check(t, self._done, len(self._runs))
+        return record
+
+    def _run_slot(self, t: int, decided: Mapping[int, tuple[int, int]]) -> SlotRecord:
+        """:meth:`end_slot` up to ``on_slot`` in Python (the specification of
+        :func:`~envs.sim.elastic.native_alloc.end_slot`): check the allocation, train every
+        allocated job, record the utilisation and the reward; the slot's record."""
+        slot_s = self.spec.slot_s
         active = self._active
         allocation, used_cpu, used_gpu = self._check_slot(t, decided)
         slot_rates = self._slot_rates(t, allocation)
@@ -488,22 +533,9 @@ class SlotSimulator:
         self._cpu_util.append(used_cpu / cluster.total_cpu)
         self._gpu_util.append(used_gpu / cluster.total_gpu if cluster.total_gpu else 0.0)
         self._rewards.append(reward)
-        record = SlotRecord.of(
+        return SlotRecord.of(
             t, allocation, epochs_done, tuple(finished), used_cpu, used_gpu, reward
         )
-        if self.on_slot is not None:
-            self.on_slot(record)
-        if finished:
-            self._active = [r for r in active if r.finish is None]
-            self._active_ids = [r.spec.job_id for r in self._active]
-        self.t += 1
-        self._in_slot = False
-        beat = self.heartbeat
-        if beat is not None:  # the clock is read every beat.stride slots only
-            beat.left -= 1
-            if not beat.left:
-                beat.check(t, self._done, len(self._runs))
-        return record
 
     def result(self) -> ElasticResult:
         """Per-job records and summary of a finished run."""

@@ -1,0 +1,469 @@
+"""The native slot transition (``native_alloc.end_slot`` and ``views``, issue 35) against
+``SlotSimulator``'s Python code, its specification.
+
+Two simulators of the same jobs go slot by slot in lockstep, one with the native slot and
+one in Python (:func:`_python`), and after every ``begin_slot`` and ``end_slot`` everything
+observable must be the same, bit for bit: the views, the record (allocation, epochs,
+finished, used slots, reward), every field of every run (progress, allocation, slots run,
+changes, finish, cached rates, the cached view), the utilisation and reward lists, the
+finished count and the active jobs.  Checked on whole runs of DL²'s settings under several
+allocators (and a scaling overhead), on random-plan ``ClusterPlan-v0`` episodes, and on
+slots the native code must hand to the Python code: every error (which must be the Python
+code's, leaving the same state) and every value out of its ordinary (which the Python code
+handles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+from envs.gym.factory import SETTINGS
+from envs.gym.plan_env import PlanEnv
+from envs.sim.elastic import native_alloc
+from envs.sim.elastic.allocators import make_allocator
+from envs.sim.elastic.engine_slots import ContentionSlotSimulator
+from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
+from envs.sim.elastic.spec import ElasticCluster, ElasticJob, JobType
+from envs.sim.elastic.speed import MeasuredSpeed
+from envs.sim.engine import SimulationError
+
+pytestmark = pytest.mark.skipif(not native_alloc.available(), reason="extension not built")
+
+_native_end_slot = native_alloc._alloc_native.end_slot if native_alloc.available() else None
+
+
+class _Counter:
+    """Counts the native slot's answers (slots done in C, slots handed back)."""
+
+    def __init__(self) -> None:
+        self.done = self.handed_back = 0
+
+    def __call__(self, *args: Any) -> Any:
+        assert _native_end_slot is not None
+        out = _native_end_slot(*args)
+        if out is None:
+            self.handed_back += 1
+        else:
+            self.done += 1
+        return out
+
+
+@pytest.fixture
+def counter(monkeypatch: pytest.MonkeyPatch) -> _Counter:
+    c = _Counter()
+    monkeypatch.setattr(native_alloc._alloc_native, "end_slot", c)
+    return c
+
+
+@contextmanager
+def _python() -> Iterator[None]:
+    """The slot transition in Python only (the allocators stay native: they are checked
+    against their Python code in test_native_alloc.py)."""
+    end_slot, views = native_alloc.end_slot, native_alloc.views
+    native_alloc.end_slot = lambda *args: None  # type: ignore[assignment]
+    native_alloc.views = lambda *args: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        native_alloc.end_slot, native_alloc.views = end_slot, views
+
+
+def _bits(x: Any) -> Any:
+    """``x`` as a comparable value that tells floats apart bit for bit (``-0.0``, NaN) and
+    keeps types and orders (dicts as their item lists)."""
+    if type(x) is float:
+        return ("float", x.hex())
+    if type(x) is bool or type(x) is int or x is None or type(x) is str:
+        return (type(x).__name__, x)
+    if type(x) is tuple or type(x) is list:
+        return (type(x).__name__, [_bits(v) for v in x])
+    if type(x) is dict:
+        return ("dict", [(_bits(k), _bits(v)) for k, v in x.items()])
+    if isinstance(x, ElasticJob):
+        return ("spec", x)  # (the same spec, or an equal one drawn by another env)
+    if type(x).__name__ == "JobState":
+        return ("view", [(k, _bits(v)) for k, v in vars(x).items()])
+    if isinstance(x, SlotRecord):
+        return ("record", [(k, _bits(v)) for k, v in vars(x).items()])
+    raise AssertionError(f"unexpected {type(x)}: {x!r}")
+
+
+def _state(sim: SlotSimulator) -> Any:
+    """Everything of the simulator a caller or a later slot can see."""
+    runs = [
+        (jid, [(f.name, _bits(getattr(r, f.name))) for f in dataclasses.fields(r)])
+        for jid, r in sorted(sim._runs.items())
+    ]
+    return (
+        runs,
+        _bits(sim._cpu_util),
+        _bits(sim._gpu_util),
+        _bits(sim._rewards),
+        sim._done,
+        sim.t,
+        sim._in_slot,
+        [r.spec.job_id for r in sim._active],
+        list(sim._active_ids),
+        list(sim.cluster.free_cpu),
+        list(sim.cluster.free_gpu),
+    )
+
+
+def _lockstep(
+    make_sim: Any, make_alloc: Any, speed: Any, max_slots: int | None = None
+) -> tuple[int, int]:
+    """Run two simulators (native, Python) with their own allocator in lockstep, comparing
+    after every step; the slots run and the jobs finished."""
+    fast, plain = make_sim(make_alloc()), make_sim(make_alloc())
+    slots = 0
+    while not fast.done and (max_slots is None or slots < max_slots):
+        views = fast.begin_slot()
+        with _python():
+            views_p = plain.begin_slot()
+        assert _bits(views) == _bits(views_p)
+        assert _state(fast) == _state(plain)
+        decided: Mapping[int, tuple[int, int]] = {}
+        decided_p: Mapping[int, tuple[int, int]] = {}
+        if views:
+            slot_s = fast.spec.slot_s
+            decided = fast.allocator.allocate(views, fast.cluster, speed, slot_s)
+            decided_p = plain.allocator.allocate(views_p, plain.cluster, speed, slot_s)
+        record = fast.end_slot(decided)
+        with _python():
+            record_p = plain.end_slot(decided_p)
+        assert _bits(record) == _bits(record_p)
+        assert _state(fast) == _state(plain)
+        slots += 1
+    assert plain.done == fast.done
+    if fast.done:
+        assert fast.result() == plain.result()
+    return slots, fast._done
+
+
+ALLOCATORS = [
+    ("drf", {}),
+    ("srtf", {}),
+    ("optimus", {}),
+    ("optimus", {"oracle_speed_factor": True}),
+    ("esrtf", {}),
+    ("esrtf", {"backfill": True}),
+    ("esrtf", {"efficiency": 0.7, "head": 2, "head_efficiency": 0.8}),
+    ("bundle", {}),
+    ("tiresias", {}),
+]
+
+
+@pytest.mark.parametrize(("label", "options"), ALLOCATORS)
+@pytest.mark.parametrize("overhead", [0.0, 30.0])
+def test_whole_runs_slot_for_slot(
+    counter: _Counter, label: str, options: dict[str, Any], overhead: float
+) -> None:
+    """Whole runs of the tiny and medium settings, two workloads each (the second with
+    DL²'s estimation error and speed variation: real and declared epochs differ, speed
+    factors too), with and without a scaling overhead."""
+    for setting in ("tiny", "medium"):
+        st = SETTINGS[setting]
+        speed = MeasuredSpeed(max_ps=st.max_ps, max_workers=st.max_workers)
+        for seed in (0, 1):
+            jobs = st.workload(seed, epoch_estimation_error=0.2 * seed, speed_variation=0.3 * seed)
+
+            def make(
+                alloc: Any, jobs: Any = jobs, st: Any = st, speed: Any = speed
+            ) -> SlotSimulator:
+                return SlotSimulator(st.cluster(), jobs, alloc, speed, scaling_overhead_s=overhead)
+
+            slots, finished = _lockstep(make, lambda: make_allocator(label, options), speed)
+            assert finished == len(jobs) and slots > 5
+    assert counter.done > 20 and counter.handed_back == 0
+
+
+@pytest.mark.parametrize(("setting", "slots"), [("small", 150), ("large", 40)])
+@pytest.mark.parametrize(("label", "options"), [("drf", {}), ("optimus", {}), ("esrtf", {})])
+def test_long_runs_first_slots(
+    counter: _Counter, setting: str, slots: int, label: str, options: dict[str, Any]
+) -> None:
+    """The first slots of the small and large settings (estimation error, speed variation
+    and a scaling overhead)."""
+    st = SETTINGS[setting]
+    speed = MeasuredSpeed(max_ps=st.max_ps, max_workers=st.max_workers)
+    jobs = st.workload(2, epoch_estimation_error=0.1, speed_variation=0.2)
+
+    def make(alloc: Any) -> SlotSimulator:
+        return SlotSimulator(st.cluster(), jobs, alloc, speed, scaling_overhead_s=10.0)
+
+    _lockstep(make, lambda: make_allocator(label, options), speed, max_slots=slots)
+    assert counter.done == slots and counter.handed_back == 0
+
+
+def _env_state(env: PlanEnv) -> Any:
+    inner = env.inner
+    return (_state(inner.sim), inner._finished, inner._t, inner._empty_total)
+
+
+@pytest.mark.parametrize("setting", ["tiny", "small", "medium", "large"])
+@pytest.mark.parametrize("backlog", [None, "bundle"])
+def test_random_plan_episodes(counter: _Counter, setting: str, backlog: str | None) -> None:
+    """Random-plan ``ClusterPlan-v0`` episodes (the benchmark's loop): the same observations,
+    rewards, infos and simulator states step by step."""
+    config: dict[str, Any] = {"setting": setting, "reward": "jct"}
+    if backlog is not None:
+        config["backlog"] = backlog
+    fast, plain = PlanEnv(config=config), PlanEnv(config=config)
+    rng = np.random.default_rng(len(setting))
+    episodes = {"tiny": 3, "small": 1, "medium": 2, "large": 1}[setting]  # ~400 slots on small
+    for ep in range(episodes):
+        obs, _ = fast.reset(seed=ep)
+        with _python():
+            obs_p, _ = plain.reset(seed=ep)
+        assert obs.tobytes() == obs_p.tobytes()
+        steps = 0
+        while True:
+            k = int(rng.integers(fast.K))
+            out = fast.step(k)
+            with _python():
+                out_p = plain.step(k)
+            assert out[0].tobytes() == out_p[0].tobytes()
+            assert _bits(out[1:4]) == _bits(out_p[1:4])
+            assert out[4] == out_p[4]
+            assert _env_state(fast) == _env_state(plain)
+            steps += 1
+            if out[2] or out[3] or (setting == "large" and steps >= 60):
+                break
+    assert counter.done > 20 and counter.handed_back == 0
+
+
+# ---------------------------------------------------------------------- hand-backs and errors
+
+
+def _pair(
+    jobs: Any = None, speed: Any = None, **kwargs: Any
+) -> tuple[SlotSimulator, SlotSimulator, Any]:
+    """Two interactive simulators of the same small workload, advanced through three DRF
+    slots (so that jobs have run, changed and cached rates); the workload's speed."""
+    st = SETTINGS["tiny"]
+    speed = speed or MeasuredSpeed(max_ps=st.max_ps, max_workers=st.max_workers)
+    jobs = jobs or st.workload(4)
+    sims = [SlotSimulator(st.cluster(), jobs, None, speed, **kwargs) for _ in range(2)]
+    drf = make_allocator("drf")
+    for _ in range(3):
+        for i, sim in enumerate(sims):
+            with _python() if i else _nothing():
+                views = sim.begin_slot()
+                sim.end_slot(drf.allocate(views, sim.cluster, speed, sim.spec.slot_s))
+    assert _state(sims[0]) == _state(sims[1])
+    for i, sim in enumerate(sims):
+        with _python() if i else _nothing():
+            sim.begin_slot()
+    return sims[0], sims[1], speed
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _place(sim: SlotSimulator, decided: Mapping[int, Any]) -> None:
+    """Place ``decided``'s tasks on ``sim``'s cluster (as an interactive driver does)."""
+    for jid, (w, p) in decided.items():
+        ty = sim._runs[jid].spec.type
+        for _ in range(int(w)):
+            assert sim.cluster.take(ty.worker_cpu, ty.worker_gpu) >= 0
+        for _ in range(int(p)):
+            assert sim.cluster.take(ty.ps_cpu, ty.ps_gpu) >= 0
+
+
+def _both(
+    fast: SlotSimulator, plain: SlotSimulator, decided: Any, place: bool = True
+) -> tuple[Any, Any]:
+    """``end_slot(decided)`` on both (placing the tasks first): each one's record or error
+    message, the states compared afterwards."""
+    outs = []
+    for i, sim in enumerate((fast, plain)):
+        if place:
+            _place(sim, decided)
+        with _python() if i else _nothing():
+            try:
+                outs.append(_bits(sim.end_slot(decided)))
+            except SimulationError as exc:
+                outs.append(str(exc))
+    assert outs[0] == outs[1]
+    assert _state(fast) == _state(plain)
+    return outs[0], outs[1]
+
+
+def _two_active(sim: SlotSimulator) -> tuple[int, int]:
+    assert len(sim._active_ids) >= 2
+    return sim._active_ids[0], sim._active_ids[1]
+
+
+def test_ordinary_slot_runs_natively(counter: _Counter) -> None:
+    fast, plain, _ = _pair()
+    a, b = _two_active(fast)
+    out, _ = _both(fast, plain, {a: (2, 1), b: (1, 1)})
+    assert isinstance(out, tuple) and counter.done == 4 and counter.handed_back == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda a, b, s: {a: (s._runs[a].spec.max_workers + 1, 1)}, "caps"),
+        (lambda a, b, s: {a: (1, -1)}, "caps"),
+        (lambda a, b, s: {a: (1, 1), 999: (1, 0)}, "inactive job(s) [999]"),
+        (lambda a, b, s: {a: (1.5, 1)}, "non-integer"),
+    ],
+)
+def test_refused_allocations_raise_the_python_error(
+    counter: _Counter, make: Any, message: str
+) -> None:
+    fast, plain, _ = _pair()
+    a, b = _two_active(fast)
+    decided = make(a, b, fast)
+    err, _ = _both(fast, plain, decided, place=False)
+    assert message in err and counter.handed_back == 1
+
+
+def test_unplaced_tasks_raise_the_python_error(counter: _Counter) -> None:
+    fast, plain, _ = _pair()
+    a, _b = _two_active(fast)
+    err, _ = _both(fast, plain, {a: (1, 1)}, place=False)
+    assert "every task must be placed through the cluster" in err and counter.handed_back == 1
+
+
+def test_node_over_capacity_raises_the_python_error(counter: _Counter) -> None:
+    fast, plain, _ = _pair()
+    for sim in (fast, plain):
+        sim.cluster.free_gpu[1] = -1
+    err, _ = _both(fast, plain, {}, place=False)
+    assert "node 1 holds" in err and counter.handed_back == 1
+
+
+def test_finished_active_job_raises_the_python_error(counter: _Counter) -> None:
+    fast, plain, _ = _pair()
+    a, b = _two_active(fast)
+    for sim in (fast, plain):
+        sim._runs[b].finish = 1.5
+    err, _ = _both(fast, plain, {a: (1, 1), b: (1, 1)})
+    assert f"job {b} is active but finished" in err and counter.handed_back == 1
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, 3])
+def test_bad_cached_rate_raises_or_runs_as_python(counter: _Counter, bad: Any) -> None:
+    """A cached rate that trains negative or NaN epochs: the Python loop's error, after the
+    jobs before it trained (the same state on both); a rate not a float: the Python loop
+    runs it."""
+    fast, plain, _ = _pair()
+    a, b = _two_active(fast)
+    for sim in (fast, plain):
+        sim._runs[b].rates[(1, 1)] = bad
+    out, _ = _both(fast, plain, {a: (2, 1), b: (1, 1)})
+    if isinstance(bad, float):
+        assert f"job {b} trained" in out and "epochs" in out
+    else:
+        assert isinstance(out, tuple)
+    assert counter.handed_back == 1
+
+
+class _BadSpeed:
+    """A speed model that answers ``value`` for ``workers`` workers (else the measured)."""
+
+    name = "bad"
+
+    def __init__(self, inner: Any, workers: int, value: float) -> None:
+        self.inner, self.workers, self.value, self.calls = inner, workers, value, 0
+
+    def speed(self, job_type: JobType, num_ps: int, num_workers: int) -> float:
+        self.calls += 1
+        if num_workers == self.workers:
+            return self.value
+        return float(self.inner.speed(job_type, num_ps, num_workers))
+
+
+@pytest.mark.parametrize("value", [-1.0, math.inf])
+def test_bad_speed_model_raises_the_python_error(counter: _Counter, value: float) -> None:
+    st = SETTINGS["tiny"]
+    inner = MeasuredSpeed(max_ps=st.max_ps, max_workers=st.max_workers)
+    fast, plain, _speed = _pair(speed=_BadSpeed(inner, 7, value))
+    a, b = _two_active(fast)
+    err, _ = _both(fast, plain, {a: (2, 1), b: (7, 1)})
+    assert f"speed model 'bad' gave {value} it/s for job {b}" in err
+    assert counter.handed_back == 1
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a, b: {a: (np.int64(2), 1), b: (1, 1)},  # numpy counts
+        lambda a, b: {a: (2.0, 1), b: (True, 1)},  # integral floats, bools
+        lambda a, b: {a: [2, 1], b: (1, 1)},  # a list
+        lambda a, b: types.MappingProxyType({a: (2, 1), b: (1, 1)}),  # not a dict
+        lambda a, b: {a: (2, 1), b: (1 << 70, 0)},  # past 64 bits (refused by the caps)
+    ],
+)
+def test_unusual_values_run_in_python(counter: _Counter, make: Any) -> None:
+    fast, plain, _ = _pair()
+    a, b = _two_active(fast)
+    decided = make(a, b)
+    done = counter.done
+    _both(fast, plain, decided, place=(1 << 70) not in (v[0] for v in decided.values()))
+    assert counter.done == done
+
+
+def _jobs_of(num_epochs: Any, real: Any) -> list[ElasticJob]:
+    ty = SETTINGS["tiny"].workload(0)[0].type
+    return [ElasticJob(i, ty, i // 2, num_epochs, real, max_workers=4, max_ps=4) for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("num_epochs", "real", "native"),
+    [
+        (500, 600, True),  # ints: the doubles they convert to
+        (500.5, 400.25, True),
+        (500, float(1 << 60), True),  # a float beyond 2**53
+        (500, (1 << 60) + 1, False),  # an int a double does not hold: Python's arithmetic
+    ],
+)
+def test_epoch_counts_of_every_kind(
+    counter: _Counter, num_epochs: Any, real: Any, native: bool
+) -> None:
+    st = SETTINGS["tiny"]
+    speed = MeasuredSpeed(max_ps=st.max_ps, max_workers=st.max_workers)
+    jobs = _jobs_of(num_epochs, real)
+
+    def make(alloc: Any) -> SlotSimulator:
+        return SlotSimulator(ElasticCluster(4, 8, 8, 1200), jobs, alloc, speed, max_slots=50)
+
+    _lockstep(make, lambda: make_allocator("drf"), speed, max_slots=40)
+    assert (counter.done > 0) == native and (counter.handed_back > 0) == (not native)
+
+
+def test_subclass_hooks_keep_the_python_code(counter: _Counter) -> None:
+    """A subclass that changes the slot, its checks, its rates or a job's rate runs the
+    Python code (its overrides are called), as does the contention simulator."""
+
+    class Rated(SlotSimulator):
+        def _rate(self, r: Any, alloc: tuple[int, int]) -> float:
+            return 2.0 * super()._rate(r, alloc)
+
+    st = SETTINGS["tiny"]
+    speed = MeasuredSpeed(max_ps=st.max_ps, max_workers=st.max_workers)
+    sim = Rated(st.cluster(), st.workload(0), make_allocator("drf"), speed)
+    assert not sim._native_slot
+    sim.run()
+    plain = SlotSimulator(st.cluster(), st.workload(0), make_allocator("drf"), speed)
+    assert plain._native_slot
+    assert sim.result().makespan_slots < plain.run().makespan_slots
+    contention = ContentionSlotSimulator(st.cluster(), st.workload(0), make_allocator("drf"))
+    assert not contention._native_slot
+    assert counter.done > 0  # the plain simulator's slots only
+    done = counter.done
+    with native_alloc.use_native(False):
+        SlotSimulator(st.cluster(), st.workload(0), make_allocator("drf"), speed).run()
+    assert counter.done == done  # switched off: not even asked
