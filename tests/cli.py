@@ -23,3 +23,29 @@ def run_script(
         timeout=timeout,
         env=None if env is None else dict(env),
     )
+
+
+def train_refusal(overrides: list[str], out: Path) -> str:
+    """What ``python train.py *overrides`` does, in this process (its key check, then
+    ``training.run.train`` into ``out``), for a run refused before it trains: the message of
+    the :class:`ConfigError` that train.py prints as its one line (and exits 2).  Fails the
+    test if the run is not refused."""
+    import pytest
+    import torch as th
+    from hydra import compose, initialize_config_dir
+
+    import train
+    from envs.sim.errors import ConfigError
+    from training.run import to_train_config
+    from training.run import train as run_train
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    threads = th.get_num_threads()  # a run sets torch's threads and seed: this process's own
+    try:
+        with th.random.fork_rng(), pytest.raises(ConfigError) as err:
+            train._check_keys(cfg)
+            run_train(to_train_config(cfg), out, {})
+    finally:
+        th.set_num_threads(threads)
+    return str(err.value)

@@ -24,7 +24,7 @@ from envs.sim import ConfigError
 from envs.sim.elastic.allocators import make_allocator
 from evaluation.config import EnvSection, EvaluateConfig, WorkloadConfig
 from evaluation.pipeline import evaluate
-from tests.cli import run_script
+from tests.cli import ROOT, run_script, train_refusal
 from training.plan import validate_plan
 
 TINY = EnvConfig(setting="tiny", reward="jct")
@@ -135,12 +135,30 @@ def test_each_kind_refuses_the_other_envs_policy(tmp_path: Path) -> None:
     base = ["workers=1", "plot=false", f"out_dir={tmp_path / 'x'}", "seeds=[0]"]
     proc = run_script("evaluate.py", "workload=env", f"stacks=[policy:{cont}]", *base)
     assert proc.returncode == 2 and "contention:<path>" in proc.stderr
-    proc = run_script(
-        "evaluate.py", "workload=generated_paper_scale", f"stacks=[contention:{plan}]", *base
+    # the others in this process: evaluate.py's config and its run (the error it prints)
+    assert "policy:<path>" in _evaluate_error(
+        "workload=generated_paper_scale", f"stacks=[contention:{plan}]", *base[:-2]
     )
-    assert proc.returncode == 2 and "policy:<path>" in proc.stderr
-    proc = run_script("evaluate.py", "workload=env", f"stacks=[policy:{tmp_path}/none.npz]", *base)
-    assert proc.returncode == 2 and "not found" in proc.stderr
+    assert "not found" in _evaluate_error(
+        "workload=env", f"stacks=[policy:{tmp_path}/none.npz]", *base[:-2]
+    )
+
+
+def _evaluate_error(*overrides: str) -> str:
+    """The error ``python evaluate.py overrides`` prints (after ``error: ``), in this process:
+    the config Hydra composes, run as the command runs it (``seeds=[0]``, into a new folder)."""
+    import tempfile
+
+    from hydra import compose, initialize_config_dir
+
+    import evaluate as cli
+    from envs.sim import DlschedError
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        dcfg = compose("evaluate", overrides=[*overrides, "seeds=[0]"])
+    with tempfile.TemporaryDirectory() as run_dir, pytest.raises(DlschedError) as err:
+        cli.evaluate(dcfg, Path(run_dir) / "run")
+    return str(err.value)
 
 
 def _train(tmp_path: Path, name: str, *extra: str) -> tuple[int, str, Path]:
@@ -226,25 +244,45 @@ def _assert_same_curve(a: Path, b: Path) -> None:
         assert x == y
 
 
-@pytest.mark.parametrize(
-    ("override", "words"),
-    [
-        ("env.reward=dl2", "env.reward=jct"),
-        ("pretrain=srtf", "not one of the plans"),
-        ("agent.plan.iterations=0", "agent.plan.iterations must be >= 1"),
-        ("agent.plan.bc_smoothing=1.0", "bc_smoothing"),
-        ("pretrain.seed_offset=100", "include validation seeds"),
-        ("resume=somewhere", "resume"),
-        ("agent.plan.plans=[esrtf,nonsense]", "unknown allocator 'nonsense'"),
-        ("agent.plan.plans=[esrtf,'esrtf(efficiency=2)']", "efficiency must be in (0, 1]"),
-        ("agent.plan.plans=[esrtf,'esrtf(backfill=1)']", "backfill must be true or false"),
-        ("eval.windows=-1", "eval.windows must be an integer in [0, 10000]"),
-    ],
-)
+#: each bad value and the words of its error (checked in-process: the configuration train.py
+#: composes, run as train.py runs it; the error comes before anything is trained)
+BAD_PLAN_CONFIGS = [
+    ("env.reward=dl2", "env.reward=jct"),
+    ("pretrain=srtf", "not one of the plans"),
+    ("agent.plan.iterations=0", "agent.plan.iterations must be >= 1"),
+    ("agent.plan.bc_smoothing=1.0", "bc_smoothing"),
+    ("pretrain.seed_offset=100", "include validation seeds"),
+    ("resume=somewhere", "resume"),
+    ("agent.plan.plans=[esrtf,nonsense]", "unknown allocator 'nonsense'"),
+    ("agent.plan.plans=[esrtf,'esrtf(efficiency=2)']", "efficiency must be in (0, 1]"),
+    ("agent.plan.plans=[esrtf,'esrtf(backfill=1)']", "backfill must be true or false"),
+    ("eval.windows=-1", "eval.windows must be an integer in [0, 10000]"),
+]
+
+
+@pytest.mark.parametrize(("override", "words"), BAD_PLAN_CONFIGS)
 def test_plan_pg_bad_configs_are_one_error(tmp_path: Path, override: str, words: str) -> None:
+    """What ``train.py`` does with the config ``_train`` passes plus ``override`` (its key
+    check, then ``training.run.train``), in this process: a :class:`ConfigError` naming it
+    (train.py prints that error as its one line and exits 2: the test below, through the
+    command, for an error of the config schema and one raised once the run has started)."""
+    overrides = ["+agent=plan_pg", "env=tiny", "env.reward=jct", "pretrain=esrtf",
+                 "pretrain.num_workloads=2", "agent.plan.iterations=2", "agent.plan.val_every=1",
+                 "agent.plan.groups=2", "agent.plan.group_size=2", "agent.plan.hidden=16",
+                 "eval.deterministic=true", "eval.seeds=[100,101]",
+                 "eval.baselines=[drf,esrtf]", override]  # fmt: skip
+    assert words in train_refusal(overrides, tmp_path)
+
+
+@pytest.mark.parametrize("override", ["eval.windows=-1", "pretrain=srtf"])
+def test_plan_pg_bad_config_is_one_line_and_exit_2(tmp_path: Path, override: str) -> None:
+    words = dict(BAD_PLAN_CONFIGS)[override]
     rc, text, _ = _train(tmp_path, "bad", override)
     assert rc == 2, text[-2000:]
     assert words in text and "Traceback" not in text
+    lines = [ln for ln in text.splitlines() if ln.startswith("train.py: ")]
+    assert len(lines) == 1 and words in lines[0], text[-2000:]
+    assert not (tmp_path / "bad").exists()  # a run that failed before training leaves none
 
 
 def test_ctrl_c_stops_plan_pg_between_iterations_and_saves(tmp_path: Path) -> None:

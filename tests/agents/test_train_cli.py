@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import train_refusal
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,6 +22,12 @@ def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=600,
     )
+
+
+def refused_in_process(args: list[str], out: Path) -> str:
+    """``python train.py args`` refused before it trains, in this process: its error."""
+    assert args[0] == "train.py"
+    return train_refusal([*args[1:], "progress_bar=false"], out)
 
 
 def test_train_without_agent_lists_the_agents(tmp_path) -> None:
@@ -114,23 +122,22 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     assert out.returncode == 2 and "already has 256 decisions" in out.stderr
     assert "learning_rate_changed" not in summary
 
+    # the refusals below, in this process (train.py's exit 2 and line: the refusal above)
     # another learner's name on resume: refused, naming what the checkpoint holds
     ckpt = first / "checkpoints" / "final"
     ppo = ["train.py", "+agent=ppo", "env=tiny", "eval=quick", "pretrain=none"]
-    out = run([*ppo, "total_timesteps=512", f"resume={ckpt}"], tmp_path / "third")
-    assert out.returncode == 2
-    assert "holds a DL2A2C (agent 'a2c')" in out.stderr and "+agent=a2c" in out.stderr
+    err = refused_in_process([*ppo, "total_timesteps=512", f"resume={ckpt}"], tmp_path / "third")
+    assert "holds a DL2A2C (agent 'a2c')" in err and "+agent=a2c" in err
 
     # another env on resume: refused, naming the difference (it used to fail in a matmul)
     other = [a if a != "env=tiny" else "env=small" for a in args]
-    out = run([*other, "total_timesteps=512", f"resume={ckpt}"], tmp_path / "fifth")
-    assert out.returncode == 2
-    assert "env.setting='tiny' there, 'small' here" in out.stderr
+    err = refused_in_process([*other, "total_timesteps=512", f"resume={ckpt}"], tmp_path / "5")
+    assert "env.setting='tiny' there, 'small' here" in err
 
     # another hyperparameter on resume: refused (it used to be recorded but not applied)
-    out = run([*args, "total_timesteps=512", "agent.gamma=0.5", f"resume={ckpt}"], tmp_path / "g")
-    assert out.returncode == 2
-    assert "agent.gamma=0.5 (the checkpoint has 0.99)" in out.stderr
+    gamma = [*args, "total_timesteps=512", "agent.gamma=0.5", f"resume={ckpt}"]
+    err = refused_in_process(gamma, tmp_path / "g")
+    assert "agent.gamma=0.5 (the checkpoint has 0.99)" in err
 
     # a new learning rate on resume applies (and the summary says so)
     out = run(
