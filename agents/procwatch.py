@@ -17,6 +17,7 @@ library only: it never imports the project.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -111,11 +112,9 @@ def adopt(seen: dict[int, str]) -> None:
                 todo.append(pid)
 
 
-def sweep(seen: dict[int, str], marks: set[bytes]) -> int:
-    """Kill what is left of the driver's processes; how many were killed.  Their descendants
-    are gathered first (:func:`adopt`), as a killed parent's children are re-parented."""
-    adopt(seen)
-    killed = 0
+def _targets(seen: dict[int, str], marks: set[bytes]) -> set[int]:
+    """The living processes of the driver: recorded (same start time) or marked."""
+    out = set()
     for pid in _pids():
         if pid == os.getpid():
             continue
@@ -130,11 +129,32 @@ def sweep(seen: dict[int, str], marks: set[bytes]) -> int:
             except OSError:
                 ours = False
         if ours:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
+            out.add(pid)
+    return out
+
+
+def sweep(seen: dict[int, str], marks: set[bytes]) -> int:
+    """Kill what is left of the driver's processes; how many were killed.  They are stopped
+    first (SIGSTOP), their descendants gathered (:func:`adopt`) and stopped too until no new
+    one appears, then all killed: a raylet killed before its children would have its agents
+    re-parented (unfindable), and a running raylet may start an agent again."""
+    stopped: set[int] = set()
+    while True:
+        adopt(seen)
+        new = _targets(seen, marks) - stopped
+        if not new:
+            break
+        for pid in new:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= new
+    killed = 0
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except OSError:
+            pass
     return killed
 
 
