@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from envs.gym.cluster.contract import FEATURES_PER_JOB, Obs
+from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocators import JobState
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.workload import DL2Setting
@@ -202,26 +203,26 @@ class ObservationMixin:
     def _write_slot_obs(self) -> None:
         """The observation of a newly opened slot (``_rows`` and ``_window`` set)."""
         rows = self._rows
-        self._obs_flat.fill(0.0)  # the allocation columns are 0: nothing allocated yet
-        if not rows:
-            return
-        t, L = self._t, self.L
-        obs, width = self._obs_mv, self._width
-        # Row by row through the memoryview: the values are computed in Python floats as
-        # before (stay, and JobState.remaining_fraction inlined), clipped at 1, then rounded
-        # to float32 by the item write (the same C cast as numpy's assignment; the clip
-        # commutes with the rounding: it is monotone and 1.0 is a float32).
-        base = 0
-        for row, v in zip(rows, self._window, strict=True):
-            stay = (t - row.arrival) / STAY_SCALE
-            rem = 1.0 - v.progress_epochs / v.spec.num_epochs
-            if rem < 0.0:  # max(rem, 0.0) without the call (the same value, -0.0 and NaN too)
-                rem = 0.0
-            obs[base + L] = 1.0 if stay > 1.0 else stay
-            obs[base + L + 1] = 1.0 if rem > 1.0 else rem
-            obs[base + row.type_index] = 1.0
-            base += width
-        if self._n_features > FEATURES_PER_JOB:
+        t, L, width = self._t, self.L, self._width
+        # in C where built (native_alloc.slot_obs: the loop below, bit for bit)
+        if not native_alloc.slot_obs(self._obs_flat, rows, self._window, t, L, width, STAY_SCALE):
+            self._obs_flat.fill(0.0)  # the allocation columns are 0: nothing allocated yet
+            # Row by row through the memoryview: the values are computed in Python floats
+            # as before (stay, and JobState.remaining_fraction inlined), clipped at 1, then
+            # rounded to float32 by the item write (the same C cast as numpy's assignment;
+            # the clip commutes with the rounding: it is monotone and 1.0 is a float32).
+            obs = self._obs_mv
+            base = 0
+            for row, v in zip(rows, self._window, strict=True):
+                stay = (t - row.arrival) / STAY_SCALE
+                rem = 1.0 - v.progress_epochs / v.spec.num_epochs
+                if rem < 0.0:  # max(rem, 0.0) without the call (the same value, -0.0, NaN)
+                    rem = 0.0
+                obs[base + L] = 1.0 if stay > 1.0 else stay
+                obs[base + L + 1] = 1.0 if rem > 1.0 else rem
+                obs[base + row.type_index] = 1.0
+                base += width
+        if rows and self._n_features > FEATURES_PER_JOB:
             n, buf = len(rows), self._obs_buf
             buf[:n, L + 5] = [
                 min(

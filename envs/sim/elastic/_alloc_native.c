@@ -10,6 +10,11 @@
  * both on every allocator, option and placement rule).  The Python wrapper that chooses this
  * path, caches the per-job rows and writes the results back is envs/sim/elastic/native_alloc.py.
  *
+ * Also the slot transition of SlotSimulator (end_slot: the checks, the training loop, the
+ * utilisation, reward and record; the active jobs' views) and the env's observation rows of
+ * a new slot (slot_obs), with simulator.py and envs/gym/cluster/observation.py the
+ * specification (tests/sim/elastic/test_native_slot.py): see "the slot transition" below.
+ *
  * The cluster is two arrays of free CPU / GPU slots per node; a search scans the nodes (the
  * Python class keeps an index so that its search does not grow with the nodes; in C a scan
  * of a few hundred nodes is cheaper than maintaining one).  The rules, as in
@@ -1288,6 +1293,21 @@ static int mul_add(long long *acc, long long a, long long b) {
     return __builtin_mul_overflow(a, b, &prod) || __builtin_add_overflow(*acc, prod, acc);
 }
 
+/* ``a != b`` for two allocations: numerically when both are pairs of exact ints in
+ * [0, 2**62) (the usual case), else by Python's comparison; -1 on an error. */
+static int alloc_ne(PyObject *a, PyObject *b) {
+    if (a == b) return 0;
+    if (PyTuple_CheckExact(a) && PyTuple_CheckExact(b) && PyTuple_GET_SIZE(a) == 2 &&
+        PyTuple_GET_SIZE(b) == 2) {
+        long long a0 = small_count(PyTuple_GET_ITEM(a, 0));
+        long long a1 = small_count(PyTuple_GET_ITEM(a, 1));
+        long long b0 = small_count(PyTuple_GET_ITEM(b, 0));
+        long long b1 = small_count(PyTuple_GET_ITEM(b, 1));
+        if (a0 >= 0 && a1 >= 0 && b0 >= 0 && b1 >= 0) return a0 != b0 || a1 != b1;
+    }
+    return PyObject_RichCompareBool(a, b, Py_NE);
+}
+
 /* The spec's row into ``out`` (from the cache, else read and cached): 0, or 1 when a field is
  * out of the ordinary (nothing raised). */
 static int spec_row(PyObject *spec, SpecRow *out) {
@@ -1345,7 +1365,7 @@ static int slot_validate(SlotJob *j, const RunLayout *L, long long *cpu, long lo
     if (j->slots_run > 0) { /* new != r.alloc (compared only after a slot run, as in Python) */
         PyObject *prev = FIELD(r, L->alloc);
         if (prev == NULL) return 1;
-        int ne = PyObject_RichCompareBool(j->newv, prev, Py_NE);
+        int ne = alloc_ne(j->newv, prev);
         if (ne < 0) {
             PyErr_Clear();
             return 1;
@@ -1432,15 +1452,23 @@ static int slot_commit(SlotJob *j, const RunLayout *L, PyObject *epochs_done,
     return rc;
 }
 
-/* object.__new__(cls) with ``names`` / ``values`` (n of them) as its __dict__, in order (what
- * JobState.of and SlotRecord.of do, past the frozen class's __setattr__). */
+/* A dict sized for n items (no resizing while they are added). */
+static PyObject *new_dict(Py_ssize_t n) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_NewPresized(n);
+#else
+    (void)n;
+    return PyDict_New();
+#endif
+}
+
+/* object.__new__(cls) with ``names`` set to ``values`` (n of them) in order past the class's
+ * __setattr__: what JobState.of and SlotRecord.of do (the same attributes in the same order;
+ * the frozen dataclasses declare no descriptor of these names). */
 static PyObject *new_record(PyTypeObject *cls, PyObject **names, PyObject **values, int n) {
-    PyObject *dict = PyDict_New(), *v = NULL;
-    for (int k = 0; dict != NULL && k < n; k++)
-        if (PyDict_SetItem(dict, names[k], values[k]) < 0) Py_CLEAR(dict);
-    if (dict != NULL) v = PyBaseObject_Type.tp_new(cls, EMPTY, NULL);
-    if (v != NULL && PyObject_GenericSetDict(v, dict, NULL) < 0) Py_CLEAR(v);
-    Py_XDECREF(dict);
+    PyObject *v = PyBaseObject_Type.tp_new(cls, EMPTY, NULL);
+    for (int k = 0; v != NULL && k < n; k++)
+        if (PyObject_GenericSetAttr(v, names[k], values[k]) < 0) Py_CLEAR(v);
     return v;
 }
 
@@ -1462,7 +1490,8 @@ static PyObject *py_end_slot(PyObject *self, PyObject *args) {
     PyObject *active = NULL, *ids = NULL, *spec = NULL, *cluster = NULL, *free_cpu = NULL,
              *free_gpu = NULL, *lists[3] = {NULL, NULL, NULL}, *result = NULL,
              *allocation = NULL, *epochs_done = NULL, *finished = NULL, *fin = NULL;
-    SlotJob *jobs = NULL;
+    enum { SLOT_STACK = 64 };
+    SlotJob stack_jobs[SLOT_STACK], *jobs = NULL;
     RunLayout layout = {NULL, 0, 0, 0, 0, 0, 0, 0, 0};
     Py_ssize_t n = 0;
     int back = 1;
@@ -1493,7 +1522,8 @@ static PyObject *py_end_slot(PyObject *self, PyObject *args) {
         free_totals(free_cpu, free_gpu, cap_c, cap_g, &used_c, &used_g) || used_c > exact ||
         used_g > exact)
         goto out;
-    jobs = (SlotJob *)calloc((size_t)(n ? n : 1), sizeof(SlotJob));
+    jobs = n <= SLOT_STACK ? stack_jobs : (SlotJob *)malloc((size_t)n * sizeof(SlotJob));
+    if (jobs != NULL) memset(jobs, 0, (size_t)n * sizeof(SlotJob));
     if (jobs == NULL) {
         back = 0;
         PyErr_NoMemory();
@@ -1531,7 +1561,7 @@ static PyObject *py_end_slot(PyObject *self, PyObject *args) {
         /* not allocated: ``if r.alloc != idle`` */
         PyObject *prev = FIELD(r, layout.alloc);
         if (prev == NULL) goto out;
-        j->reset = PyObject_RichCompareBool(prev, IDLE, Py_NE);
+        j->reset = alloc_ne(prev, IDLE);
         if (j->reset < 0) goto out;
     }
     /* every decided job active (active ids are distinct), and the cluster holds the tasks */
@@ -1546,7 +1576,7 @@ static PyObject *py_end_slot(PyObject *self, PyObject *args) {
     }
     /* pass 3: commit */
     back = 0;
-    allocation = PyDict_New();
+    allocation = new_dict(n); /* (dict.fromkeys(active_ids) is sized for them too) */
     epochs_done = PyDict_New();
     finished = PyList_New(0);
     if (allocation == NULL || epochs_done == NULL || finished == NULL) goto out;
@@ -1592,7 +1622,7 @@ out:
         Py_XDECREF(jobs[i].newv);
         Py_XDECREF(jobs[i].spec_ref);
     }
-    free(jobs);
+    if (jobs != stack_jobs) free(jobs);
     Py_XDECREF(layout.cls);
     Py_XDECREF(active);
     Py_XDECREF(ids);
@@ -1621,8 +1651,9 @@ static PyObject *py_views(PyObject *self, PyObject *args) {
     Py_ssize_t n = PyList_GET_SIZE(active);
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
+    PyObject *r = NULL; /* (a reference held while its view is made) */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = PyList_GET_ITEM(active, i);
+        Py_XSETREF(r, Py_NewRef(PyList_GET_ITEM(active, i)));
         if (!run_ok(r)) goto none;
         const RunLayout L = run_layout;
         PyObject *v = FIELD(r, L.view);
@@ -1637,7 +1668,9 @@ static PyObject *py_views(PyObject *self, PyObject *args) {
             PyObject *names[5] = {S_spec, S_progress, S_workers, S_ps, S_slots_run};
             PyObject *values[5] = {spec, prog, PyTuple_GET_ITEM(alloc, 0),
                                    PyTuple_GET_ITEM(alloc, 1), sr};
+            for (int k = 0; k < 5; k++) Py_INCREF(values[k]); /* (held while they are set) */
             v = new_record(cls, names, values, 5);
+            for (int k = 0; k < 5; k++) Py_DECREF(values[k]);
             if (v == NULL) goto fail;
             if (FIELD(r, L.view) != Py_None) { /* (changed meanwhile: Python code ran) */
                 Py_DECREF(v);
@@ -1649,13 +1682,99 @@ static PyObject *py_views(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(out, i, v);
     }
+    Py_XDECREF(r);
     return out;
 none:
+    Py_XDECREF(r);
     Py_DECREF(out);
     Py_RETURN_NONE;
 fail:
+    Py_XDECREF(r);
     Py_DECREF(out);
     return NULL;
+}
+
+/* ------------------------------------------------------------------ the slot's observation */
+
+static PyObject *S_arrival, *S_type_index, *S_progress_epochs;
+
+PyDoc_STRVAR(slot_obs_doc,
+             "slot_obs(obs, rows, window, t, L, width, stay_scale)\n\n"
+             "ObservationMixin._write_slot_obs's base columns (envs/gym/cluster/observation.py) "
+             "into the float32 buffer ``obs``: zeros, then per window job j the stay and "
+             "remaining columns and the type's one-hot at row j (the same double arithmetic, "
+             "rounded to float32 by the same C cast as the memoryview's item write).  True, or "
+             "None, nothing written, when the Python code must do it (a value out of the "
+             "ordinary, an index past the row, a division by zero: its error).");
+
+static PyObject *py_slot_obs(PyObject *self, PyObject *args) {
+    PyObject *buf, *rows, *window;
+    long long t, L, width;
+    double stay_scale;
+    if (!PyArg_ParseTuple(args, "OO!O!LLLd", &buf, &PyList_Type, &rows, &PyList_Type, &window,
+                          &t, &L, &width, &stay_scale))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    if (PyList_GET_SIZE(window) != n || L < 0 || width < L + 2 || t < 0 ||
+        t >= ((long long)1 << 53) || !(stay_scale != 0))
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *result = Py_None;
+    enum { OBS_STACK = 64 };
+    double stack_vals[2 * OBS_STACK], *vals = stack_vals;
+    long long stack_types[OBS_STACK], *types = stack_types;
+    if (view.itemsize != 4 || view.format == NULL || strcmp(view.format, "f") != 0 ||
+        view.len / 4 < n * width)
+        goto out;
+    if (n > OBS_STACK) {
+        vals = (double *)malloc((size_t)n * 2 * sizeof(double));
+        types = (long long *)malloc((size_t)n * sizeof(long long));
+        if (vals == NULL || types == NULL) {
+            result = NULL;
+            PyErr_NoMemory();
+            goto out;
+        }
+    }
+    /* pass 1: every value, as the Python loop computes it */
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *row = PyList_GET_ITEM(rows, j), *v = PyList_GET_ITEM(window, j);
+        long long arrival = attr_count(row, S_arrival), ty = attr_count(row, S_type_index);
+        if (arrival < 0 || arrival >= ((long long)1 << 53) || ty < 0 || ty >= width) goto out;
+        double progress, num_epochs;
+        PyObject *spec = PyObject_GetAttr(v, S_spec);
+        if (spec == NULL) {
+            PyErr_Clear();
+            goto out;
+        }
+        int ok = attr_double(spec, S_num_epochs, &num_epochs);
+        Py_DECREF(spec);
+        if (!ok || !attr_double(v, S_progress_epochs, &progress) || num_epochs == 0) goto out;
+        double stay = (double)(t - arrival) / stay_scale; /* (t - row.arrival) / STAY_SCALE */
+        double rem = 1.0 - progress / num_epochs;
+        if (rem < 0.0) rem = 0.0;
+        vals[2 * j] = stay > 1.0 ? 1.0 : stay;
+        vals[2 * j + 1] = rem > 1.0 ? 1.0 : rem;
+        types[j] = ty;
+    }
+    /* pass 2: the writes (fill(0.0), then row by row in the Python loop's order) */
+    float *obs = (float *)view.buf;
+    memset(obs, 0, (size_t)view.len);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        float *base = obs + j * width;
+        base[L] = (float)vals[2 * j];
+        base[L + 1] = (float)vals[2 * j + 1];
+        base[types[j]] = 1.0f;
+    }
+    result = Py_True;
+out:
+    if (vals != stack_vals) free(vals);
+    if (types != stack_types) free(types);
+    PyBuffer_Release(&view);
+    return Py_XNewRef(result);
 }
 
 static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
@@ -1663,6 +1782,7 @@ static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate
                                 {"check_free", py_check_free, METH_VARARGS, check_free_doc},
                                 {"end_slot", py_end_slot, METH_VARARGS, end_slot_doc},
                                 {"views", py_views, METH_VARARGS, views_doc},
+                                {"slot_obs", py_slot_obs, METH_VARARGS, slot_obs_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_alloc_native",
@@ -1720,6 +1840,9 @@ PyMODINIT_FUNC PyInit__alloc_native(void) {
         {&S_used_cpu, "used_cpu"},
         {&S_used_gpu, "used_gpu"},
         {&S_reward, "reward"},
+        {&S_arrival, "arrival"},
+        {&S_type_index, "type_index"},
+        {&S_progress_epochs, "progress_epochs"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if ((*names[k].var = PyUnicode_InternFromString(names[k].name)) == NULL) return NULL;

@@ -23,11 +23,14 @@ allocator is a subclass (its overrides would be skipped), the cluster is not a p
 twice (the Python code raises the error).
 
 The slot transition too (issue 35): :func:`end_slot` runs
-:meth:`~envs.sim.elastic.simulator.SlotSimulator.end_slot`'s checks and training loop and
-:func:`views` its ``active_jobs`` views in C, bit for bit as the Python code (the
-specification, run when they answer ``None``: switched off, a subclass's hooks, an error to
-raise, a value out of the ordinary; ``tests/sim/elastic/test_native_slot.py``).  Standard
-library only.
+:meth:`~envs.sim.elastic.simulator.SlotSimulator.end_slot` up to ``on_slot`` (the checks, the
+training loop, utilisation, reward and record), :func:`views` its ``active_jobs`` views and
+:func:`slot_obs` the env's observation rows of a new slot
+(``ObservationMixin._write_slot_obs``) in C, bit for bit as the Python code (the
+specification, run when they answer ``None``/``False``: switched off, a subclass's hooks, an
+error to raise, a value out of the ordinary; ``tests/sim/elastic/test_native_slot.py``).  The
+C side keeps what a slot reads of a job's spec per spec object (4096 entries, holding the
+specs), as the allocators' rows are kept here: specs are frozen.  Standard library only.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ except ImportError:  # not built (no C compiler at install time): the Python cod
     _alloc_native = None
 
 __all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "available",
-           "end_slot", "use_native", "used_totals", "views"]  # fmt: skip
+           "end_slot", "slot_obs", "use_native", "used_totals", "views"]  # fmt: skip
 
 KIND_DRF, KIND_FIXED, KIND_OPTIMUS, KIND_ESRTF = 0, 1, 2, 3
 _RULES = {
@@ -131,6 +134,18 @@ def views(active: list[Any]) -> list[JobState] | None:
     return out
 
 
+def slot_obs(
+    obs: Any, rows: list[Any], window: list[JobState], t: int, L: int, width: int, scale: float
+) -> bool:
+    """``ObservationMixin._write_slot_obs``'s base columns (zeros, then the stay, remaining
+    and one-hot type columns of every window row) written into the float32 array ``obs`` in
+    C, bit for bit as the Python loop writes them; ``False`` (nothing written) when switched
+    off or the Python code must do it."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return False
+    return _alloc_native.slot_obs(obs, rows, window, t, L, width, scale) is not None
+
+
 def _plain_int(x: Any) -> bool:
     return type(x) is int and 0 <= x < 1 << 40
 
@@ -150,33 +165,22 @@ class _Rows:
 
     def add(self, jobs: Sequence[JobState], need_grid: bool) -> bool:
         """Rows for the jobs without one; ``False`` if a job cannot run natively."""
-        if len(self.rows) > _CACHE_ROWS:
-            self.rows.clear()
+        rows = self.rows
+        if len(rows) > _CACHE_ROWS:
+            rows.clear()
         for view in jobs:
             spec = view.spec
-            if id(spec) in self.rows:
+            if id(spec) in rows:
                 continue
-            t = spec.type
-            ints = (spec.job_id, spec.arrival_slot, t.worker_cpu, t.worker_gpu, t.ps_cpu,
-                    t.ps_gpu, spec.max_workers, spec.max_ps)  # fmt: skip
-            if not all(_plain_int(x) for x in ints[2:]) or type(spec.job_id) is not int:
-                return False
-            if type(spec.arrival_slot) is not int or not _plain_int(t.iterations_per_epoch):
-                return False
-            floats = (spec.num_epochs, spec.speed_factor, t.iterations_per_epoch)
-            if not all(isinstance(x, int | float) and math.isfinite(x) for x in floats):
-                return False
-            if any(type(x) is int and abs(x) >= 1 << 53 for x in floats):
-                return False  # not exactly a double
-            if not isinstance(view.progress_epochs, float | int):
+            row = _row(view)
+            if row is None:
                 return False
             grid = None
             if need_grid:
                 if spec.max_workers < 1 or spec.max_ps < 1:
                     return False  # EfficientSRTF's empty grid: the Python code's error
-                grid = self._grid(t, spec.max_workers, spec.max_ps)
-            row = ROW.pack(*ints, *(float(x) for x in floats))
-            self.rows[id(spec)] = (spec, row, grid)
+                grid = self._grid(spec.type, spec.max_workers, spec.max_ps)
+            rows[id(spec)] = (spec, row, grid)
         return True
 
     def _grid(self, job_type: Any, max_w: int, max_p: int) -> bytes:
@@ -194,6 +198,66 @@ class _Rows:
             ]
             grid = self.grids[key] = struct.pack(f"<{len(values)}d", *values)
         return grid
+
+
+_INT_LIMIT = 1 << 40  # (_plain_int's bound)
+_EXACT = 1 << 53  # ints a double holds exactly
+
+
+def _usual_number(x: Any) -> bool:
+    """A finite float, or an int a double holds exactly."""
+    if type(x) is float:
+        return math.isfinite(x)
+    return type(x) is int and -_EXACT < x < _EXACT
+
+
+def _row(view: JobState) -> bytes | None:
+    """The packed row of ``view``'s job, or ``None`` if it cannot run natively: integer
+    fields not plain ints, numbers not finite ints or floats (ints past 2**53 are not
+    exactly doubles), progress not a number.  The usual case (exact ints and floats) is
+    decided inline; anything else by the general checks."""
+    spec = view.spec
+    t = spec.type
+    ints = (spec.job_id, spec.arrival_slot, t.worker_cpu, t.worker_gpu, t.ps_cpu, t.ps_gpu,
+            spec.max_workers, spec.max_ps)  # fmt: skip
+    jid, arrival, wc, wg, pc, pg, max_w, max_p = ints
+    ipe = t.iterations_per_epoch
+    floats = (spec.num_epochs, spec.speed_factor, ipe)
+    ne, sf = floats[0], floats[1]
+    progress = view.progress_epochs
+    lim = _INT_LIMIT
+    if not (
+        type(jid) is int
+        and type(arrival) is int
+        and type(wc) is int
+        and type(wg) is int
+        and type(pc) is int
+        and type(pg) is int
+        and type(max_w) is int
+        and type(max_p) is int
+        and type(ipe) is int
+        and 0 <= wc < lim
+        and 0 <= wg < lim
+        and 0 <= pc < lim
+        and 0 <= pg < lim
+        and 0 <= max_w < lim
+        and 0 <= max_p < lim
+        and 0 <= ipe < lim
+        and _usual_number(ne)
+        and _usual_number(sf)
+        and (type(progress) is float or type(progress) is int)
+    ):  # not the usual case: the general checks
+        if not all(_plain_int(x) for x in ints[2:]) or type(jid) is not int:
+            return None
+        if type(arrival) is not int or not _plain_int(ipe):
+            return None
+        if not all(isinstance(x, int | float) and math.isfinite(x) for x in floats):
+            return None
+        if any(type(x) is int and abs(x) >= _EXACT for x in floats):
+            return None  # not exactly a double
+        if not isinstance(progress, float | int):
+            return None
+    return ROW.pack(*ints, float(ne), float(sf), float(ipe))
 
 
 #: the row tables by ``id(speed model)`` (``id(None)`` for rows without grids)
