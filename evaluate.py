@@ -59,11 +59,13 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from envs.configkeys import check_known_keys
 from envs.files import os_error, sigterm_as_interrupt
+from envs.numerics import use_portable
 from envs.sim import ConfigError, DlschedError
 from evaluation.config import EvaluateConfig
 from evaluation.pipeline import Interrupted
 from evaluation.pipeline import evaluate as run_evaluation
 
+use_portable()  # before torch runs a kernel: the same bits on every x86-64 machine
 ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
 
 

@@ -43,9 +43,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from envs.files import RunLock, os_error, sigterm_as_interrupt
+from envs.numerics import use_portable
 from training.config import register_configs
 
 CONF = Path(__file__).resolve().parent / "conf"
+use_portable()  # before torch runs a kernel: the same bits on every x86-64 machine
 register_configs()
 
 

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from envs import numerics
 from envs.sim import ConfigError
 
 __all__ = [
@@ -294,8 +295,9 @@ def blas_threads() -> dict[str, str]:
     bits depend on the BLAS thread count; Ray sets ``OMP_NUM_THREADS=1`` in its workers, so
     without this an actor's envs would differ from the same envs here in the last bits (then
     trajectories can drift).  Unset here means OpenBLAS's default, one thread per CPU this
-    process may use."""
-    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    process may use.  PyTorch's and MKL's numerics settings (:mod:`envs.numerics`) travel
+    with them, for the same reason."""
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", *numerics.PORTABLE)
     out = {k: os.environ[k] for k in names if os.environ.get(k)}
     if "OMP_NUM_THREADS" not in out:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -227,10 +227,12 @@ def simulate(scheduler: str, *overrides: str, seed: int = 0, **config: Any) -> R
     (1000 for the generated and shipped Ada-SRSF workloads).  A bad scheduler, key or value is
     a :class:`~envs.sim.errors.ConfigError` naming it.
     """
+    from envs.numerics import use_portable
     from envs.sim.errors import ConfigError
     from evaluation.kinds import run_task
     from evaluation.pipeline import make_plan
 
+    use_portable()  # the same bits on every x86-64 machine (envs/numerics.py)
     given = set(config) | {o.partition("=")[0].split(".")[0] for o in overrides if "=" in o}
     extra = [k for k in _EVALUATION_KEYS if k in given]
     if extra:
@@ -279,8 +281,10 @@ def evaluate(*overrides: str, verbose: bool = False, **config: Any) -> Evaluatio
     runs kept (resume with ``resume=True``).
     """
     from envs.files import os_error
+    from envs.numerics import use_portable
     from evaluation.pipeline import evaluate as run_evaluation
 
+    use_portable()  # the same bits on every x86-64 machine (envs/numerics.py)
     cfg, resolved = _config(overrides, config)
     run_dir = Path(cfg.out_dir)
     made = not run_dir.exists()

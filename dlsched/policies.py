@@ -223,9 +223,11 @@ def load_policy(path: str | os.PathLike[str], *, seed: int = 0) -> Policy:
     :meth:`Policy.predict`).  A missing path, an unknown layout or a corrupt file is a
     :class:`~envs.sim.errors.ConfigError` naming the path."""
     from agents.episode_pg import load_episode_pg
+    from envs.numerics import use_portable
     from envs.sim.errors import ConfigError
     from evaluation.policy import act_deterministic, plan_file
 
+    use_portable()  # the same bits on every x86-64 machine (envs/numerics.py)
     p = _resolve(path)
     rng = np.random.default_rng(seed)
     npz = plan_file(p)

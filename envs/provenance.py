@@ -20,6 +20,8 @@ The keys:
   installed"`` where absent).
 * ``command``: the command line as a list, ``sys.argv`` (the script first: ``train.py``,
   ``evaluate.py``...).
+* ``numerics``: whether PyTorch and MKL ran their portable paths, the same bits on every
+  x86-64 machine (:func:`envs.numerics.record`; ``None`` in older records).
 
 Records written before this module carried ``git: {commit, dirty}`` and ``argv`` (training)
 or ``command`` as one string (saved ``plan_pg`` policies): :func:`read_provenance` reads
@@ -35,10 +37,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from envs import numerics
+
 __all__ = ["KEYS", "PACKAGES", "git_state", "package_versions", "provenance", "read_provenance"]
 
 #: The keys of :func:`provenance` (every record's provenance, whoever writes it).
-KEYS = ("git_commit", "git_dirty", "versions", "command")
+KEYS = ("git_commit", "git_dirty", "versions", "command", "numerics")
 
 #: Distributions whose versions a record names.
 PACKAGES = (
@@ -92,13 +96,15 @@ def package_versions() -> dict[str, str]:
 
 
 def provenance() -> dict[str, Any]:
-    """The record's provenance: ``git_commit``, ``git_dirty``, ``versions``, ``command``."""
+    """The record's provenance: ``git_commit``, ``git_dirty``, ``versions``, ``command``,
+    ``numerics``."""
     commit, dirty = git_state()
     return {
         "git_commit": commit,
         "git_dirty": dirty,
         "versions": package_versions(),
         "command": list(sys.argv),
+        "numerics": numerics.record(),
     }
 
 
@@ -116,4 +122,5 @@ def read_provenance(record: dict[str, Any]) -> dict[str, Any]:
         "git_dirty": record.get("git_dirty", git.get("dirty")),
         "versions": record.get("versions"),
         "command": command,
+        "numerics": record.get("numerics"),
     }

@@ -16,10 +16,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from envs.numerics import use_portable
 from envs.sim.errors import ConfigError
 from training.config import register_configs
 
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
+use_portable()  # before torch runs a kernel (envs/numerics.py)
 register_configs()
 
 

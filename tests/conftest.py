@@ -27,6 +27,11 @@ from typing import Any
 
 import pytest
 
+from envs.numerics import use_portable
+
+# what train.py and evaluate.py set: tests that train in this process get their bits
+use_portable()
+
 RAY = Path(sys.executable).parent / "ray"
 #: ``ray start`` that keeps 127.0.0.1 (Ray's own turns it into the machine's network address)
 RAY_LOOPBACK = Path(__file__).with_name("ray_loopback.py")

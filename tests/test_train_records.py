@@ -36,7 +36,7 @@ def test_one_provenance_module_with_one_set_of_keys() -> None:
 
     assert evaluation_provenance is prov.provenance  # evaluate.py's records: the same function
     p = prov.provenance()
-    assert tuple(p) == prov.KEYS == ("git_commit", "git_dirty", "versions", "command")
+    assert tuple(p) == prov.KEYS == ("git_commit", "git_dirty", "versions", "command", "numerics")
     assert p["git_commit"] and len(p["git_commit"]) == 40  # this is a git checkout
     assert isinstance(p["git_dirty"], bool)
     assert {"python", "numpy", "torch", "dlsched", "tabulate"} <= set(p["versions"])
@@ -81,7 +81,7 @@ def test_older_records_read_into_the_same_keys() -> None:
     old_policy = {"git": {"commit": "abc", "dirty": True}, "command": "train.py +agent=plan_pg"}
     assert prov.read_provenance(old_train) == {
         "git_commit": "abc", "git_dirty": False, "versions": None,
-        "command": ["train.py", "seed=1"],
+        "command": ["train.py", "seed=1"], "numerics": None,
     }  # fmt: skip
     assert prov.read_provenance(old_policy)["command"] == ["train.py", "+agent=plan_pg"]
     new = prov.provenance()
@@ -184,6 +184,13 @@ def test_run_json_of_a_plan_run_holds_only_the_plan_agent(sweep: Path) -> None:
     assert set(record["config"]["agent"]) == {"name", "algo", "learning_rate", "ent_coef", "plan"}
     assert record["config"]["agent"]["plan"]["hidden"] == 16
     assert set(prov.KEYS) <= set(record)
+    # train.py asked torch and MKL for their portable paths before any kernel ran
+    assert record["numerics"] == {
+        "ATEN_CPU_CAPABILITY": "default",
+        "MKL_CBWR": "COMPATIBLE",
+        "torch_cpu_capability": "DEFAULT",
+        "portable": True,
+    }
     from agents.episode_pg import load_episode_pg
 
     _, meta = load_episode_pg(sweep / "0_plan_pg_seed0" / "checkpoints" / "final" / "policy.npz")
