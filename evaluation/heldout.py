@@ -24,9 +24,8 @@ from agents.evaluation import driver_actor, run_episode
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
-from envs.gym.plan_env import parse_plan
 from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, window_scenarios
-from envs.sim.elastic.allocators import make_allocator
+from envs.sim.elastic.allocators import allocator_from_label
 from evaluation.stats import mean_ci95
 
 __all__ = ["Table", "Workload", "heldout_workloads", "paired", "run_schedulers"]
@@ -110,15 +109,16 @@ def run_schedulers(
     policies: Mapping[str, Sequence[Any]] | None = None,
     deterministic: bool = True,
 ) -> Table:
-    """Average JCT (slots) per workload of each scheduler: ``heuristics`` by name or plan label
-    (``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`), and
+    """Average JCT (slots) per workload of each scheduler: ``heuristics`` by name or label
+    (``"esrtf(efficiency=0.85)"``: :func:`~envs.sim.elastic.allocators.parse_allocator_label`),
+    and
     ``policies`` (name -> one policy per training seed; the array is training seeds x
     workloads; a :class:`~agents.plan_policy.PlanPolicy` acts through
     :class:`~envs.gym.plan_env.PlanActor`).  Unfinished jobs count as finishing at the
     horizon (as everywhere in :mod:`agents.evaluation`); callers flag truncated runs."""
     out = Table({}, {}, {})
     for name in heuristics:
-        factory = functools.partial(make_allocator, *parse_plan(name))
+        factory = functools.partial(allocator_from_label, name)
         vals = []
         for w in workloads:
             env = w.env(config)

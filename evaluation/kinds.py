@@ -28,7 +28,7 @@ from dataclasses import asdict
 import numpy as np
 
 from envs.sim import ConfigError, make_stack, simulate
-from envs.sim.elastic.allocators import allocator_name, make_allocator
+from envs.sim.elastic.allocators import allocator_from_label
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 from evaluation.config import EvaluateConfig
 from evaluation.contention import BoundKind, ContentionKind
@@ -84,14 +84,16 @@ class ElasticKind:
     needs = "elastic"
 
     def check(self, arg: str, cfg: EvaluateConfig) -> None:
-        allocator_name(arg, role="elastic allocator")
+        allocator_from_label(
+            arg, role="elastic allocator"
+        )  # name and options, e.g. esrtf(backfill=True)
         elastic_speed(cfg.elastic)
 
     def run(self, task: RunTask) -> RunOutput:
         if task.env_config is not None:
             from evaluation.env_runs import allocator_actor, run_in_env
 
-            allocator = functools.partial(make_allocator, task.arg)
+            allocator = functools.partial(allocator_from_label, task.arg)
             return run_in_env(task, allocator_actor(allocator), {})
         return self._run_slot_simulator(task)
 
@@ -112,7 +114,7 @@ class ElasticKind:
         sim = SlotSimulator(
             cluster,
             jobs,
-            make_allocator(task.arg),
+            allocator_from_label(task.arg),
             speed,
             scaling_overhead_s=e.scaling_overhead_s,
             max_slots=e.max_slots,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -299,3 +300,45 @@ def test_plot_styles_follow_the_name_and_time_axes_scale() -> None:
     assert _time_axis(100.0) == (1.0, "s")
     assert _time_axis(5 * 3600.0) == (3600.0, "hours")
     assert _time_axis(30 * 86400.0) == (86400.0, "days")
+
+
+def test_elastic_allocators_take_options_as_in_plan_labels(tmp_path: Path) -> None:
+    """``elastic:esrtf(efficiency=0.8)`` runs EfficientSRTF with that option, in the slot
+    simulator and through the env (the label form ``heldout_eval.py`` and the plans take):
+    the default written out gives the bare name's runs, another value other runs; a bad
+    option or label is one clear error naming it before anything runs."""
+    import numpy as np
+
+    from envs.sim import ConfigError
+    from evaluation.config import EvaluateConfig, WorkloadConfig
+    from evaluation.kinds import run_task
+    from evaluation.pipeline import make_plan
+
+    for kind in ("dl2", "env"):
+        cfg = EvaluateConfig(
+            workload=WorkloadConfig(kind=kind),
+            stacks=[
+                "elastic:esrtf",
+                "elastic:esrtf(efficiency=0.92)",
+                "elastic:esrtf(efficiency=0.5)",
+            ],
+            seeds=[0],
+            workers=1,
+            plot=False,
+        )
+        if kind == "env":
+            cfg.workload.env.setting = "tiny"
+        else:
+            cfg.workload.dl2.num_jobs = 12
+        bare, same, other = (run_task(t) for t in make_plan(cfg).tasks)
+        assert np.array_equal(bare.finish_s, same.finish_s)
+        assert not np.array_equal(bare.finish_s, other.finish_s)
+    for stack, cause in [
+        ("elastic:esrtf(efficiency=1e999)", "must be finite"),
+        ("elastic:esrtf(bogus=1)", "bad options"),
+        ("elastic:esrtf(efficiency)", "is not key=value"),
+        ("elastic:nosuch(x=1)", "unknown elastic allocator 'nosuch'"),
+    ]:
+        cfg = EvaluateConfig(workload=WorkloadConfig(kind="dl2"), stacks=[stack], plot=False)
+        with pytest.raises(ConfigError, match=re.escape(cause)):
+            make_plan(cfg)

@@ -18,10 +18,7 @@ heuristics).  Design: docs/design/envs.md ("The slot's plan as one action").
 
 from __future__ import annotations
 
-import ast
-import math
 import numbers
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -34,7 +31,12 @@ from gymnasium import spaces
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, check_seed, coerce_env_config, gym_make, make_env
 from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import Allocator, make_allocator
+from envs.sim.elastic.allocators import (
+    Allocator,
+    allocator_label,
+    make_allocator,
+    parse_allocator_label,
+)
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -69,40 +71,17 @@ GLOBAL_FEATURES = ("window_jobs", "backlog_jobs", "free_gpu", "free_cpu", "slot"
 
 
 def plan_label(name: str, options: Mapping[str, Any]) -> str:
-    """A short label: ``esrtf``, ``esrtf(efficiency=0.8)``, ..."""
-    if not options:
-        return name
-    return f"{name}({', '.join(f'{k}={v}' for k, v in sorted(options.items()))})"
-
-
-_LABEL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(?:\((.*)\))?\s*$")
+    """A short label: ``esrtf``, ``esrtf(efficiency=0.8)``, ...
+    (:func:`~envs.sim.elastic.allocators.allocator_label`)."""
+    return allocator_label(name, options)
 
 
 def parse_plan(label: str) -> tuple[str, dict[str, Any]]:
     """The inverse of :func:`plan_label`: ``"esrtf(efficiency=0.8)"`` -> ``("esrtf",
-    {"efficiency": 0.8})``, a bare name -> no options.  Values are Python literals (numbers,
-    booleans, quoted strings); anything else is a :class:`ConfigError` naming the label."""
-    m = _LABEL.match(label)
-    if m is None:
-        raise ConfigError(f"plan {label!r}: expected NAME or NAME(key=value, ...)")
-    name, body = m.group(1), m.group(2)
-    options: dict[str, Any] = {}
-    for part in [] if body is None or not body.strip() else body.split(","):
-        key, eq, raw = part.partition("=")
-        key = key.strip()
-        if not eq or not key.isidentifier():
-            raise ConfigError(f"plan {label!r}: option {part.strip()!r} is not key=value")
-        try:
-            value = ast.literal_eval(raw.strip())
-        except (ValueError, SyntaxError):
-            raise ConfigError(f"plan {label!r}: option {key}'s value {raw.strip()!r} is not a "
-                              "number, boolean or quoted string") from None  # fmt: skip
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"plan {label!r}: option {key} must be finite, got {value}")
-        if key in options:
-            raise ConfigError(f"plan {label!r}: option {key} given twice")
-        options[key] = value
-    return name, options
+    {"efficiency": 0.8})``, a bare name -> no options; anything else is a
+    :class:`ConfigError` naming the label
+    (:func:`~envs.sim.elastic.allocators.parse_allocator_label`)."""
+    return parse_allocator_label(label, role="plan")
 
 
 #: the EnvConfig keys PlanEnv takes as keyword arguments

@@ -21,7 +21,10 @@ Details: docs/design/elastic.md#one-registry-of-allocators
 
 from __future__ import annotations
 
+import ast
 import heapq
+import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,12 +80,15 @@ __all__ = [
     "Tetris",
     "TiresiasLAS",
     "UniformDemand",
+    "allocator_from_label",
+    "allocator_label",
     "allocator_name",
     "below_caps",
     "dominant_share",
     "index_jobs",
     "make_allocator",
     "optimus_utility",
+    "parse_allocator_label",
     "slots_to_finish",
 ]
 
@@ -362,3 +368,49 @@ def make_allocator(
         return ALLOCATORS[key](**kwargs)
     except TypeError as exc:
         raise ConfigError(f"{role} {key!r}: bad options {kwargs}: {exc}") from None
+
+
+def allocator_label(name: str, options: Mapping[str, Any]) -> str:
+    """An allocator with options as one label: ``esrtf``, ``esrtf(efficiency=0.8)``, ...
+    (options sorted by key; :func:`parse_allocator_label` reads it back)."""
+    if not options:
+        return name
+    return f"{name}({', '.join(f'{k}={v}' for k, v in sorted(options.items()))})"
+
+
+_LABEL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(?:\((.*)\))?\s*$")
+
+
+def parse_allocator_label(label: str, *, role: str = "allocator") -> tuple[str, dict[str, Any]]:
+    """The inverse of :func:`allocator_label`: ``"esrtf(efficiency=0.8)"`` -> ``("esrtf",
+    {"efficiency": 0.8})``, a bare name -> no options.  Values are Python literals (numbers,
+    booleans, quoted strings); anything else is a :class:`ConfigError` naming the label
+    (``role``: what the label names, e.g. ``"plan"``)."""
+    m = _LABEL.match(str(label))
+    if m is None:
+        raise ConfigError(f"{role} {label!r}: expected NAME or NAME(key=value, ...)")
+    name, body = m.group(1), m.group(2)
+    options: dict[str, Any] = {}
+    for part in [] if body is None or not body.strip() else body.split(","):
+        key, eq, raw = part.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ConfigError(f"{role} {label!r}: option {part.strip()!r} is not key=value")
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            raise ConfigError(f"{role} {label!r}: option {key}'s value {raw.strip()!r} is not a "
+                              "number, boolean or quoted string") from None  # fmt: skip
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{role} {label!r}: option {key} must be finite, got {value}")
+        if key in options:
+            raise ConfigError(f"{role} {label!r}: option {key} given twice")
+        options[key] = value
+    return name, options
+
+
+def allocator_from_label(label: str, *, role: str = "allocator") -> Allocator:
+    """A fresh allocator from a label with options (``"esrtf(backfill=True)"``): unknown
+    names, malformed labels and bad options are one :class:`ConfigError` each."""
+    name, options = parse_allocator_label(label, role=role)
+    return make_allocator(name, options, role=role)
