@@ -2,6 +2,8 @@
 the Markdown table writer.
 
 The scripts run as ``python experiments/<script>.py``, so this directory is on ``sys.path``.
+Importing it asks PyTorch and MKL for their portable kernels (:mod:`envs.numerics`), as
+``train.py`` does: the scripts import it before they run anything.
 """
 
 from __future__ import annotations
@@ -9,6 +11,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from envs.numerics import use_portable
+
+use_portable()  # before torch runs a kernel: the same bits on every x86-64 machine
 
 #: DL² reference code, Google arrivals, "Normal" lengths, measured speeds (dl2.md §0; avg JCT
 #: in slots).
