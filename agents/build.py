@@ -1,5 +1,5 @@
-"""Build a learner from an :class:`~agents.config.AgentConfig` (one registry, no string
-dispatch elsewhere)."""
+"""Build a learner from an :class:`~agents.config.AgentConfig`: the builders the registry
+:data:`agents.learners.LEARNERS` names (``build``)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,21 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from agents.config import AgentConfig
 from agents.dl2 import DL2A2C
+from agents.learners import learner, resolve
 from agents.policy import DL2Policy, policy_kwargs
 from envs.sim.errors import ConfigError
 
-__all__ = ["BUILDERS", "build_agent", "load_pretrained_weights"]
+__all__ = [
+    "build_agent",
+    "build_dl2",
+    "build_group",
+    "build_maskable_ppo",
+    "build_ppo",
+    "load_pretrained_weights",
+]
 
 
-def _dl2(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+def build_dl2(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
     return DL2A2C(
         env=env,
         learning_rate=cfg.learning_rate,
@@ -41,7 +49,7 @@ def _dl2(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: s
     )
 
 
-def _group(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+def build_group(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
     from agents.group import GroupPPO
 
     return GroupPPO(
@@ -81,7 +89,7 @@ def _ppo_kwargs(
     }
 
 
-def _ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+def build_ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
     from stable_baselines3 import PPO
 
     if kwargs.get("per_job") is not None:
@@ -92,18 +100,12 @@ def _ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: s
     return PPO("MlpPolicy", env, **_ppo_kwargs(cfg, kwargs, seed, tb))
 
 
-def _maskable_ppo(cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None):
+def build_maskable_ppo(
+    cfg: AgentConfig, env: VecEnv, kwargs: dict[str, Any], seed: int, tb: str | None
+):
     from sb3_contrib import MaskablePPO
 
     return MaskablePPO(DL2Policy, env, **_ppo_kwargs(cfg, kwargs, seed, tb))
-
-
-BUILDERS: dict[str, Callable[..., BaseAlgorithm]] = {
-    "dl2_a2c": _dl2,
-    "group_ppo": _group,
-    "ppo": _ppo,
-    "maskable_ppo": _maskable_ppo,
-}
 
 
 def build_agent(
@@ -111,11 +113,15 @@ def build_agent(
 ) -> BaseAlgorithm:
     """A fresh learner on ``env`` whose window is ``J`` jobs (a workload mixture is set
     afterwards: ``model.set_mixture``, the group learner only)."""
-    if cfg.algo not in BUILDERS:
-        raise ConfigError(f"unknown agent.algo {cfg.algo!r}; known: {sorted(BUILDERS)}")
-    if cfg.algo != "group_ppo" and cfg.n_steps < 1:  # the group learner runs whole episodes
+    entry = learner(cfg.algo)
+    if entry.build is None:
+        raise ConfigError(
+            f"agent.algo {cfg.algo!r} is built by its {entry.pipeline!r} pipeline, not here"
+        )
+    if "n_steps" in entry.keys and cfg.n_steps < 1:  # (the group learner runs whole episodes)
         raise ConfigError(f"agent.n_steps must be >= 1 (decisions per update), got {cfg.n_steps}")
-    return BUILDERS[cfg.algo](cfg, env, policy_kwargs(cfg.policy, J), seed, tensorboard_log)
+    build: Callable[..., BaseAlgorithm] = resolve(entry.build)
+    return build(cfg, env, policy_kwargs(cfg.policy, J), seed, tensorboard_log)
 
 
 def load_pretrained_weights(model: BaseAlgorithm, path: str | Path) -> None:

@@ -87,19 +87,18 @@ PathLike = str | os.PathLike[str]
 
 
 def _agent_classes() -> dict[str, type[BaseAlgorithm]]:
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3 import A2C, PPO
+    """The classes a ``model.zip`` may hold: every registered learner's checkpoint class
+    (:data:`agents.learners.LEARNERS`) and SB3's stock ``A2C``."""
+    from stable_baselines3 import A2C
 
-    from agents.dl2 import DL2A2C
-    from agents.group import GroupPPO
+    from agents.learners import LEARNERS, resolve
 
-    return {
-        "DL2A2C": DL2A2C,
-        "GroupPPO": GroupPPO,
-        "PPO": PPO,
-        "MaskablePPO": MaskablePPO,
-        "A2C": A2C,
+    classes: dict[str, type[BaseAlgorithm]] = {
+        e.checkpoint_class.rpartition(":")[2]: resolve(e.checkpoint_class)
+        for e in LEARNERS.values()
+        if e.checkpoint_class is not None
     }
+    return {**classes, "A2C": A2C}
 
 
 @contextlib.contextmanager

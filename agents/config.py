@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 
 from agents.exploration import ExplorationConfig
 from agents.group import GroupConfig
+from agents.learners import LEARNERS
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
 
 __all__ = ["ALGOS", "AgentConfig", "PPOConfig", "PlanPGConfig"]
 
-#: Agent algorithms ``train.py`` knows (``agent.algo``).
-ALGOS = ("dl2_a2c", "group_ppo", "ppo", "maskable_ppo", "plan_pg")
+#: Agent algorithms ``train.py`` knows (``agent.algo``): the learner registry's names.
+ALGOS = tuple(LEARNERS)
 
 
 @dataclass

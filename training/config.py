@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from agents.config import AgentConfig
+from agents.learners import LEARNERS
 from agents.policy import PolicyConfig
 from envs.gym.factory import EnvConfig
 from envs.gym.workloads import MixtureConfig
@@ -122,10 +123,13 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"eval.windows must be an integer in [0, 10000], got {cfg.eval.windows}")
     if not 0 <= int(cfg.eval.window_seed) < 2**63:
         raise ConfigError(f"eval.window_seed must be in [0, 2**63), got {cfg.eval.window_seed}")
-    if cfg.eval.windows and getattr(cfg.agent, "algo", None) != "plan_pg":
+    algo = getattr(cfg.agent, "algo", None)
+    entry = LEARNERS.get(str(algo))
+    if cfg.eval.windows and (entry is None or entry.pipeline != "plan"):
+        plan = sorted(a for a, e in LEARNERS.items() if e.pipeline == "plan")
         raise ConfigError(
-            "eval.windows (trace-window validation) is supported by agent.algo=plan_pg only, "
-            f"got {getattr(cfg.agent, 'algo', None)!r}; set eval.windows=0"
+            "eval.windows (trace-window validation) is supported by the plan pipeline only "
+            f"(agent.algo {', '.join(plan)}), got {algo!r}; set eval.windows=0"
         )
     if cfg.eval.every < 0:
         raise ConfigError(

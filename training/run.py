@@ -37,6 +37,7 @@ from agents.checkpoint import (
 )
 from agents.config import AgentConfig
 from agents.evaluation import aggregate, evaluate_allocator
+from agents.learners import learner
 from agents.vec import make_training_vec_env
 from envs.files import write_json
 from envs.gym.factory import EnvConfig, make_env
@@ -85,7 +86,7 @@ def _n_envs(cfg: TrainConfig) -> int:
     if cfg.n_envs < 1:
         raise ConfigError(f"n_envs must be >= 1, got {cfg.n_envs}")
     agent: AgentConfig = cfg.agent
-    if agent.algo != "group_ppo":
+    if learner(agent.algo).env_copies != "groups":
         return int(cfg.n_envs)
     n = agent.group.groups * agent.group.group_size
     agent.group.check(n)
@@ -95,15 +96,6 @@ def _n_envs(cfg: TrainConfig) -> int:
             f"groups x group_size = {n} env copies (leave n_envs at 1)"
         )
     return n
-
-
-#: ``agent.algo`` -> the class a checkpoint of it holds (``meta.json``'s ``class``).
-_ALGO_CLASS = {
-    "dl2_a2c": "DL2A2C",
-    "group_ppo": "GroupPPO",
-    "ppo": "PPO",
-    "maskable_ppo": "MaskablePPO",
-}
 
 
 def _check_resume(cfg: TrainConfig) -> Path:
@@ -126,7 +118,7 @@ def _check_resume(cfg: TrainConfig) -> Path:
             + ", ".join(f"env.{k}={a!r} there, {b!r} here" for k, (a, b) in sorted(diff.items()))
             + "; resume with the checkpoint's env settings"
         )
-    held, want = meta.get("class"), _ALGO_CLASS.get(cfg.agent.algo)
+    held, want = meta.get("class"), learner(cfg.agent.algo).class_name
     if held != want:
         raise ConfigError(
             f"resume={cfg.resume} holds a {held} (agent {meta.get('agent')!r}) but the run is "
@@ -138,7 +130,7 @@ def _check_resume(cfg: TrainConfig) -> Path:
 
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """Run one training job into ``out``; its summary."""
-    if cfg.agent.algo == "plan_pg":  # one action per slot: its own loop (training/plan.py)
+    if learner(cfg.agent.algo).pipeline == "plan":  # one action per slot: training/plan.py
         from training.plan import train_plan
 
         return train_plan(cfg, out, resolved)
@@ -163,8 +155,7 @@ def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, An
     if cfg.resume:
         resume = _check_resume(cfg)
         model = load_checkpoint(resume, env=None)
-        keys = ["gamma", "ent_coef", "vf_coef", "max_grad_norm"]
-        keys += ["n_steps"] if agent_cfg.algo != "group_ppo" else []
+        keys = learner(agent_cfg.algo).resume_keys
         changed = [
             f"agent.{k}={getattr(agent_cfg, k)!r} (the checkpoint has {getattr(model, k)!r})"
             for k in keys

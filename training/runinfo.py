@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agents.learners import LEARNERS
 from envs.files import write_json
 from envs.provenance import package_versions, provenance
 
@@ -22,29 +23,10 @@ __all__ = [
     "write_run_record",
 ]
 
-_SB3_COMMON = ("learning_rate", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "policy")
-
 #: ``agent.algo`` -> the keys of ``agent`` (:class:`agents.config.AgentConfig`) its learner
-#: reads (:func:`agents.build.build_agent`, :mod:`training.plan`), besides ``name`` and
-#: ``algo``; the other blocks (``ppo``, ``group``, ``plan``, ``exploration``, ``replay``)
-#: belong to other learners.
-AGENT_KEYS: dict[str, tuple[str, ...]] = {
-    "dl2_a2c": (
-        *_SB3_COMMON,
-        "n_steps",
-        "returns",
-        "critic",
-        "baseline_momentum",
-        "gradient_steps",
-        "normalize_advantage",
-        "exploration",
-        "replay",
-    ),
-    "group_ppo": (*_SB3_COMMON, "normalize_advantage", "group"),
-    "ppo": (*_SB3_COMMON, "n_steps", "ppo"),
-    "maskable_ppo": (*_SB3_COMMON, "n_steps", "ppo"),
-    "plan_pg": ("learning_rate", "ent_coef", "plan"),
-}
+#: reads besides ``name`` and ``algo`` (:data:`agents.learners.LEARNERS`); the other blocks
+#: (``ppo``, ``group``, ``plan``, ``exploration``, ``replay``) belong to other learners.
+AGENT_KEYS: dict[str, tuple[str, ...]] = {algo: e.keys for algo, e in LEARNERS.items()}
 
 
 def agent_in_use(config: Any) -> Any:
