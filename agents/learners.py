@@ -33,6 +33,8 @@ __all__ = ["LEARNERS", "PIPELINES", "Learner", "learner", "resolve"]
 PIPELINES = ("sb3", "plan")
 
 _SB3_COMMON = ("learning_rate", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "policy")
+#: what a resumed SB3-style run keeps (``n_steps`` too, where the learner reads it)
+_SB3_RESUME = ("gamma", "ent_coef", "vf_coef", "max_grad_norm")
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ LEARNERS: dict[str, Learner] = {
             ),
             build="agents.build:build_dl2",
             checkpoint_class="agents.dl2:DL2A2C",
-            resume_keys=("gamma", "ent_coef", "vf_coef", "max_grad_norm", "n_steps"),
+            resume_keys=(*_SB3_RESUME, "n_steps"),
         ),
         Learner(
             "group_ppo",
@@ -89,7 +91,7 @@ LEARNERS: dict[str, Learner] = {
             build="agents.build:build_group",
             checkpoint_class="agents.group:GroupPPO",
             env_copies="groups",
-            resume_keys=("gamma", "ent_coef", "vf_coef", "max_grad_norm"),
+            resume_keys=_SB3_RESUME,
         ),
         Learner(
             "ppo",
@@ -97,7 +99,7 @@ LEARNERS: dict[str, Learner] = {
             (*_SB3_COMMON, "n_steps", "ppo"),
             build="agents.build:build_ppo",
             checkpoint_class="stable_baselines3:PPO",
-            resume_keys=("gamma", "ent_coef", "vf_coef", "max_grad_norm", "n_steps"),
+            resume_keys=(*_SB3_RESUME, "n_steps"),
         ),
         Learner(
             "maskable_ppo",
@@ -105,7 +107,7 @@ LEARNERS: dict[str, Learner] = {
             (*_SB3_COMMON, "n_steps", "ppo"),
             build="agents.build:build_maskable_ppo",
             checkpoint_class="sb3_contrib:MaskablePPO",
-            resume_keys=("gamma", "ent_coef", "vf_coef", "max_grad_norm", "n_steps"),
+            resume_keys=(*_SB3_RESUME, "n_steps"),
         ),
         Learner("plan_pg", "plan", ("learning_rate", "ent_coef", "plan")),
     )
