@@ -1,6 +1,8 @@
 """Scheduler stacks: one job order + one placer + one communication scheduler, by name.
 
-This module is the only place where config names become policy classes.  Stack names are
+This module is the only place where config names become policy classes: each placement and
+communication token is registered once (:func:`register_placement`, :func:`register_comm`:
+:data:`PLACEMENT_TOKENS`, :data:`COMM_TOKENS`), the job orders are :data:`ORDERS`.  Stack names are
 ``<placement>_<comm>`` with an optional ``<order>:`` prefix, e.g. ``lwf1_adasrsf``
 (SRSF order, LWF-1 placement, AdaDUAL), ``ff_adasrsf``, ``ls_adasrsf``, ``rand_adasrsf``,
 ``lwf1_srsf1``, ``fifo:lwf4_srsf2``.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from envs.sim.config import TiresiasConfig
 from envs.sim.errors import ConfigError
@@ -92,34 +95,114 @@ class SchedulerStack:
     comm: CommScheduler
 
 
+#: A stack part's registry: ``(pattern, label, factory)``, the token matched whole by
+#: ``pattern`` and built by ``factory(match, option)``; ``label`` is how errors list it.
+_Registry = list[tuple["re.Pattern[str]", str, Callable[[re.Match[str], Any], Any]]]
+
+#: placement tokens (the option: ``lwf_comm_ms_per_mb``)
+PLACEMENT_TOKENS: _Registry = []
+#: communication-scheduler tokens (the option: ``adadual_inclusive``)
+COMM_TOKENS: _Registry = []
+
+
+def _part(
+    registry: _Registry, pattern: str, label: str | None = None
+) -> Callable[[Callable[[re.Match[str], Any], Any]], Callable[[re.Match[str], Any], Any]]:
+    """Register a stack part: the decorated ``factory(match, option)`` builds the tokens
+    ``pattern`` matches whole (``label``, default the pattern, names them in errors)."""
+
+    def register(
+        factory: Callable[[re.Match[str], Any], Any],
+    ) -> Callable[[re.Match[str], Any], Any]:
+        registry.append((re.compile(pattern), label or pattern, factory))
+        return factory
+
+    return register
+
+
+def register_placement(
+    pattern: str, label: str | None = None
+) -> Callable[[Callable[[re.Match[str], Any], Any]], Callable[[re.Match[str], Any], Any]]:
+    """Register a placement token: the decorated ``factory(match, lwf_comm_ms_per_mb)``
+    returns a fresh :class:`~envs.sim.policies.base.Placer` for the tokens ``pattern``
+    matches whole (letters with an optional number, e.g. ``mine`` or ``mine(\\d+)``);
+    ``<token>_<comm>`` is then a stack name everywhere (``evaluate.py``, the env's core
+    placer)."""
+    return _part(PLACEMENT_TOKENS, pattern, label)
+
+
+def register_comm(
+    pattern: str, label: str | None = None
+) -> Callable[[Callable[[re.Match[str], Any], Any]], Callable[[re.Match[str], Any], Any]]:
+    """Register a communication-scheduler token: ``factory(match, adadual_inclusive)`` returns
+    a fresh :class:`~envs.sim.policies.base.CommScheduler`."""
+    return _part(COMM_TOKENS, pattern, label)
+
+
+@_part(PLACEMENT_TOKENS, "rand")
+def _rand(m: re.Match[str], lwf_comm: float | None) -> Placer:
+    return RandomPlacer()
+
+
+@_part(PLACEMENT_TOKENS, "ff")
+def _ff(m: re.Match[str], lwf_comm: float | None) -> Placer:
+    return FirstFit()
+
+
+@_part(PLACEMENT_TOKENS, "ls")
+def _ls(m: re.Match[str], lwf_comm: float | None) -> Placer:
+    return ListScheduling(lwf_comm)
+
+
+@_part(PLACEMENT_TOKENS, r"lwf(\d+)", "lwf<κ> (e.g. lwf1)")
+def _lwf(m: re.Match[str], lwf_comm: float | None) -> Placer:
+    return LWF(int(m.group(1)), lwf_comm)
+
+
+@_part(PLACEMENT_TOKENS, "count")
+def _count(m: re.Match[str], lwf_comm: float | None) -> Placer:
+    return CountPlacer()
+
+
+@_part(PLACEMENT_TOKENS, "skew")
+def _skew(m: re.Match[str], lwf_comm: float | None) -> Placer:
+    return SkewPlacer()
+
+
+@_part(COMM_TOKENS, "adasrsf")
+def _adasrsf(m: re.Match[str], inclusive: bool) -> CommScheduler:
+    return AdaDual(inclusive=inclusive)
+
+
+@_part(COMM_TOKENS, "fs")
+def _fs(m: re.Match[str], inclusive: bool) -> CommScheduler:
+    return FairShare()
+
+
+@_part(COMM_TOKENS, r"srsf(\d+)", "srsf<n>")
+def _srsf(m: re.Match[str], inclusive: bool) -> CommScheduler:
+    return SRSFn(int(m.group(1)))
+
+
+def _build(registry: _Registry, what: str, token: str, option: Any) -> Any:
+    """The part ``token`` names in ``registry``; an unknown token is a :class:`ConfigError`
+    listing the known ones."""
+    for pattern, _label, factory in registry:
+        m = pattern.fullmatch(token)
+        if m:
+            return factory(m, option)
+    known = ", ".join(label for _p, label, _f in registry)
+    raise ConfigError(f"unknown {what} {token!r}; known: {known}")
+
+
 def _placer(token: str, lwf_comm_ms_per_mb: float | None) -> Placer:
-    if token == "rand":
-        return RandomPlacer()
-    if token == "ff":
-        return FirstFit()
-    if token == "count":
-        return CountPlacer()
-    if token == "skew":
-        return SkewPlacer()
-    if token == "ls":
-        return ListScheduling(lwf_comm_ms_per_mb)
-    m = re.fullmatch(r"lwf(\d+)", token)
-    if m:
-        return LWF(int(m.group(1)), lwf_comm_ms_per_mb)
-    raise ConfigError(
-        f"unknown placement {token!r}; known: rand, ff, ls, lwf<κ> (e.g. lwf1), count, skew"
-    )
+    placer: Placer = _build(PLACEMENT_TOKENS, "placement", token, lwf_comm_ms_per_mb)
+    return placer
 
 
 def _comm(token: str, adadual_inclusive: bool) -> CommScheduler:
-    if token == "adasrsf":
-        return AdaDual(inclusive=adadual_inclusive)
-    if token == "fs":
-        return FairShare()
-    m = re.fullmatch(r"srsf(\d+)", token)
-    if m:
-        return SRSFn(int(m.group(1)))
-    raise ConfigError(f"unknown communication scheduler {token!r}; known: adasrsf, fs, srsf<n>")
+    comm: CommScheduler = _build(COMM_TOKENS, "communication scheduler", token, adadual_inclusive)
+    return comm
 
 
 def make_stack(
