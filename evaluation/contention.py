@@ -5,9 +5,11 @@ engine's stacks in one ``evaluate.py`` command, on the same prepared workloads, 
 fidelity as the ``stack:`` runs, with the same per-job records (so every table, paired
 difference and plot covers them), next to the bound no schedule can beat.
 
-- ``contention:srsf`` / ``contention:exclusive``: the env's teachers
-  (:func:`~envs.gym.contention_env.srsf_teacher`, LWF-1 + SRSF(1) exactly;
-  :func:`~envs.gym.contention_env.srsf_exclusive_teacher`) in the env of
+- ``contention:<rule>``: a rule registered in
+  :data:`~envs.gym.contention_env.CONTENTION_TEACHERS` (``srsf``:
+  :func:`~envs.gym.contention_env.srsf_teacher`, LWF-1 + SRSF(1) exactly; ``exclusive``:
+  :func:`~envs.gym.contention_env.srsf_exclusive_teacher`; a user's own by
+  :func:`~envs.gym.contention_env.contention_teacher`) in the env of
   ``experiments/contention_h2h.py`` (:data:`TEACHER_ENV`);
 - ``contention:<file.npz | directory with policy.npz>``: an EpisodePG policy saved by
   :func:`agents.episode_pg.save_episode_pg`, acting by masked argmax in the env layout it
@@ -53,8 +55,14 @@ __all__ = [
 TEACHER_ENV: dict[str, Any] = {"comm": "srsf1", "placements": ["lwf1", "ls", "ff"], "J": 20}
 #: The placements ``bound:solo`` tries for each job alone (it keeps the fastest).
 SOLO_PLACEMENTS = ("lwf1", "ff", "ls")
-_TEACHERS = ("srsf", "exclusive")
 _POLICY_FILE = "policy.npz"
+
+
+def _is_teacher(arg: str) -> bool:
+    """Whether ``contention:<arg>`` names a registered rule (else a policy file)."""
+    from envs.gym.contention_env import CONTENTION_TEACHERS
+
+    return arg in CONTENTION_TEACHERS
 
 
 def _policy_file(arg: str) -> Path:
@@ -73,7 +81,7 @@ def _load(path: str) -> tuple[MaskedMLP, dict[str, Any]]:
 
 def _layout(arg: str) -> dict[str, Any]:
     """The env layout (``J``, ``placements``, ``comm``) of a teacher or a saved policy."""
-    if arg in _TEACHERS:
+    if _is_teacher(arg):
         return dict(TEACHER_ENV)
     _, meta = _load(str(_policy_file(arg)))
     env = meta.get("env")
@@ -121,10 +129,12 @@ class ContentionKind:
 
     def check(self, arg: str, cfg: EvaluateConfig) -> None:
         spec = f"{self.name}:{arg}"
-        if arg not in _TEACHERS and not _policy_file(arg).is_file():
+        if not _is_teacher(arg) and not _policy_file(arg).is_file():
+            from envs.gym.contention_env import CONTENTION_TEACHERS
+
             raise ConfigError(
-                f"{spec}: neither a teacher ({', '.join(_TEACHERS)}) nor a saved EpisodePG "
-                f"policy: {str(_policy_file(arg))!r} not found"
+                f"{spec}: neither a teacher ({', '.join(CONTENTION_TEACHERS)}) nor a saved "
+                f"EpisodePG policy: {str(_policy_file(arg))!r} not found"
             )
         layout = _layout(arg)
         if cfg.mode != "correct" or cfg.check_invariants:
@@ -148,7 +158,7 @@ class ContentionKind:
             cfg.cluster.num_servers, cfg.cluster.gpus_per_server, cfg.cluster.gpu_memory_mb
         )
         env = _make_env(spec, layout, c, sc.fidelity.level.value)
-        if arg not in _TEACHERS:
+        if not _is_teacher(arg):
             self._check_sizes(spec, arg, env)
 
     @staticmethod
@@ -167,7 +177,7 @@ class ContentionKind:
 
     def resolve(self, arg: str) -> str:
         """A teacher's name, or the policy file's absolute path."""
-        return arg if arg in _TEACHERS else str(_policy_file(arg))
+        return arg if _is_teacher(arg) else str(_policy_file(arg))
 
     def check_workloads(self, arg: str, prepared: Sequence[Prepared], cluster: ClusterSpec) -> None:
         """Every seed's workload must be one the env can take (models it observes)."""
@@ -176,12 +186,11 @@ class ContentionKind:
             _make_env(f"{self.name}:{arg}", _layout(arg), cluster, "fast", workloads)
 
     def _actor(self, arg: str) -> tuple[Callable[[Any, Any], int], dict[str, Any]]:
-        from envs.gym.contention_env import srsf_exclusive_teacher, srsf_teacher
+        from envs.gym.contention_env import CONTENTION_TEACHERS
 
-        if arg == "srsf":
-            return (lambda e, _: srsf_teacher(e)), {"teacher": "srsf_teacher"}
-        if arg == "exclusive":
-            return (lambda e, _: srsf_exclusive_teacher(e)), {"teacher": "srsf_exclusive_teacher"}
+        rule = CONTENTION_TEACHERS.get(arg)
+        if rule is not None:
+            return (lambda e, _: rule(e)), {"teacher": getattr(rule, "__name__", arg)}
         net, meta = _load(arg)
         return net.act, {"path": arg, "act": "argmax", "meta": meta}
 
@@ -193,7 +202,7 @@ class ContentionKind:
         env = _make_env(task.scheduler, layout, task.cluster, fidelity, [p.workload])
         act, policy = self._actor(task.arg)
         t0 = time.perf_counter()
-        with _one_torch_thread(task.arg not in _TEACHERS):
+        with _one_torch_thread(not _is_teacher(task.arg)):
             obs, _ = env.reset(seed=p.seed, options={"workload_seed": p.seed})
             ret, steps = 0.0, 0
             while True:

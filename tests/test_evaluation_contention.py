@@ -165,3 +165,36 @@ def test_a_saved_policy_round_trips_and_names_a_mismatch(tmp_path: Path) -> None
         save_episode_pg(tmp_path / "q.pt", ref, env, {})
     with pytest.raises(ConfigError, match="not found"):
         load_episode_pg(tmp_path / "missing.npz")
+
+
+def test_a_registered_contention_rule_is_an_evaluate_scheduler_and_a_teacher(
+    tmp_path: Path,
+) -> None:
+    """A rule registered once (``contention_teacher``) runs as ``contention:<name>`` in
+    ``evaluate.py`` and clones as a teacher, with no other file touched: here the SRSF rule
+    with first-fit placement, which must give exactly the ``ff_srsf1`` stack's jobs."""
+    from agents.episode_pg import teacher_data
+    from envs.gym import contention_env as ce
+
+    @ce.contention_teacher("srsf_ff_test")
+    def srsf_ff(env: ContentionEnv) -> int:
+        return ce.srsf_teacher(env, "ff")
+
+    try:
+        assert ce.teacher("srsf_ff_test") is srsf_ff
+        run_dir, rows = _run(tmp_path, ["ff_srsf1", "contention:srsf_ff_test"])
+        stack, env = _jobs(run_dir, "ff_srsf1"), _jobs(run_dir, "contention:srsf_ff_test")
+        assert [(a["job_id"], a["finish_s"]) for a in stack] == [
+            (b["job_id"], b["finish_s"]) for b in env
+        ]
+        assert rows["contention:srsf_ff_test"]["avg_jct_s"] == rows["ff_srsf1"]["avg_jct_s"]
+        small = ContentionEnv(num_jobs=8)
+        obs, masks, acts = teacher_data(small, srsf_ff, [1])
+        assert len(obs) == len(masks) == len(acts)
+        assert len(acts) > 0 and all(masks[i][a] for i, a in enumerate(acts))
+        with pytest.raises(ConfigError, match="registered twice"):
+            ce.contention_teacher("srsf_ff_test")(srsf_ff)
+    finally:
+        ce.CONTENTION_TEACHERS.pop("srsf_ff_test", None)
+    with pytest.raises(ConfigError, match=r"unknown Contention-v0 teacher 'srsf_ff_test'; known: "):
+        ce.teacher("srsf_ff_test")

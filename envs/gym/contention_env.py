@@ -15,9 +15,9 @@ from __future__ import annotations
 import copy
 import math
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -39,10 +39,13 @@ from envs.sim.workload import generate_ada_srsf, paper_scale_workload
 
 __all__ = [
     "CONTENTION_ENV_ID",
+    "CONTENTION_TEACHERS",
     "PLACEMENTS",
     "ContentionEnv",
+    "contention_teacher",
     "srsf_exclusive_teacher",
     "srsf_teacher",
+    "teacher",
 ]
 
 CONTENTION_ENV_ID = "dlsched/Contention-v0"
@@ -306,10 +309,12 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         for j, job in enumerate(self.window):
             if self._fits(job):
                 mask[j * self.C : (j + 1) * self.C] = True
-        mask[self.wait_action] = self._can_wait()
+        mask[self.wait_action] = self.can_wait()
         return mask
 
-    def _can_wait(self) -> bool:
+    def can_wait(self) -> bool:
+        """Whether the wait action is valid now: a job is running or one is still to arrive
+        (the wait action's entry of :meth:`action_masks`)."""
         sim = self.sim
         assert sim is not None
         to_arrive = len(self.submits) - bisect_right(self.submits, sim.now)
@@ -424,6 +429,40 @@ def _trace_windows(trace: TraceWindows | Mapping[str, Any] | None) -> TraceWindo
     return out
 
 
+#: ``dlsched/Contention-v0``'s rules by name: ``(env) -> action``, each registered once by
+#: :func:`contention_teacher`.  ``evaluate.py`` runs them as ``contention:<name>``, and any of
+#: them is a behaviour-cloning teacher (:func:`agents.episode_pg.clone`).
+CONTENTION_TEACHERS: dict[str, Callable[[ContentionEnv], int]] = {}
+
+
+_Rule = TypeVar("_Rule", bound=Callable[..., int])
+
+
+def contention_teacher(name: str) -> Callable[[_Rule], _Rule]:
+    """Register a Contention-v0 rule under ``name`` (letters, digits and ``_``; once)."""
+    if not name.replace("_", "").isalnum() or not name[:1].isalpha():
+        raise ConfigError(f"contention teacher name {name!r}: letters, digits and '_' only")
+
+    def register(rule: _Rule) -> _Rule:
+        if name in CONTENTION_TEACHERS:
+            raise ConfigError(f"contention teacher {name!r} is registered twice")
+        CONTENTION_TEACHERS[name] = rule
+        return rule
+
+    return register
+
+
+def teacher(name: str) -> Callable[[ContentionEnv], int]:
+    """The registered rule ``name``; an unknown name is one :class:`ConfigError` listing the
+    registered ones."""
+    rule = CONTENTION_TEACHERS.get(name)
+    if rule is None:
+        known = ", ".join(sorted(CONTENTION_TEACHERS))
+        raise ConfigError(f"unknown Contention-v0 teacher {name!r}; known: {known}")
+    return rule
+
+
+@contention_teacher("srsf")
 def srsf_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     """The SRSF rule through the env: start the window's first job that fits (the window is
     in remaining-service order) with ``placement``; wait when none fits."""
@@ -435,13 +474,14 @@ def srsf_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     return env.wait_action
 
 
+@contention_teacher("exclusive")
 def srsf_exclusive_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     """SRSF without GPU time-sharing at admission: :func:`srsf_teacher`'s choice, except that
     it waits (where waiting is valid) rather than start a job that would put more workers on
     the cluster than it has GPUs.  Not in the Ada-SRSF paper: a baseline found while looking
     for the headroom a learned policy could take (EXPERIMENTS.md)."""
     a = srsf_teacher(env, placement)
-    if a == env.wait_action or not env._can_wait():  # the wait action's mask, not the whole mask
+    if a == env.wait_action or not env.can_wait():  # the wait action's mask, not the whole mask
         return a
     sim = env.sim
     assert sim is not None
