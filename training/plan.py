@@ -6,8 +6,8 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
 "One decision per slot").  Steps:
 
 1. Record the run (``run.json``).  Evaluate ``eval.baselines`` through the env on the
-   validation workloads ``eval.seeds`` (:func:`training.run.baseline_jcts`) and ``eval.windows``
-   Philly windows of the training VCs' validation days (default none).
+   validation workloads ``eval.seeds`` (:func:`training.baselines.baseline_jcts`) and
+   ``eval.windows`` Philly windows of the training VCs' validation days (default none).
 2. Clone ``pretrain.teacher``'s plan (the always-the-same action: ``pretrain=esrtf`` is
    plan 0) into :class:`~agents.episode_pg.MaskedMLP` on workloads ``pretrain.seed_offset +
    i`` (``i < pretrain.num_workloads``), with label smoothing ``agent.plan.bc_smoothing``;
@@ -65,6 +65,7 @@ from envs.gym.workloads import (
 )
 from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
+from training.baselines import baseline_jcts
 from training.config import TrainConfig
 from training.runinfo import agent_in_use, provenance, run_record, write_run_record
 
@@ -294,8 +295,6 @@ class _Log:
 
 def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """One ``plan_pg`` run into ``out`` (see the module docstring); its summary."""
-    from training.run import baseline_jcts
-
     agent: AgentConfig = cfg.agent
     p: PlanPGConfig = agent.plan
     check_plan_config(cfg)

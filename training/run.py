@@ -15,7 +15,6 @@ file is written atomically (:mod:`envs.files`).
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 from dataclasses import asdict
@@ -36,19 +35,19 @@ from agents.checkpoint import (
     verify_policy_weights,
 )
 from agents.config import AgentConfig
-from agents.evaluation import aggregate, evaluate_allocator
 from agents.learners import learner
 from agents.vec import make_training_vec_env
 from envs.files import write_json
 from envs.gym.factory import EnvConfig, make_env
-from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
+from training.baselines import baseline_jcts
 from training.callbacks import CheckpointCallback, ValidationCallback, run_logger
 from training.config import EvalConfig, TrainConfig, check_train_config
+from training.plan import train_plan
 from training.pretraining import pretrain
 from training.runinfo import run_record, write_run_record
 
-__all__ = ["baseline_jcts", "train"]
+__all__ = ["train"]
 
 
 def to_train_config(cfg: DictConfig) -> TrainConfig:
@@ -60,15 +59,6 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
         raise ConfigError("agent config missing or malformed")
     check_train_config(obj)
     return obj
-
-
-def baseline_jcts(names: list[str], env_config: EnvConfig, seeds: list[int]) -> dict[str, float]:
-    """Average JCT (slots) of each named allocator through the env on the validation seeds."""
-    out: dict[str, float] = {}
-    for name in names:
-        factory = functools.partial(make_allocator, name, role="eval baseline")
-        out[name] = aggregate(evaluate_allocator(factory, env_config, seeds))["avg_jct"]
-    return out
 
 
 def _training_envs(cfg: TrainConfig) -> tuple[Any, list[EnvConfig]]:
@@ -131,8 +121,6 @@ def _check_resume(cfg: TrainConfig) -> Path:
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """Run one training job into ``out``; its summary."""
     if learner(cfg.agent.algo).pipeline == "plan":  # one action per slot: training/plan.py
-        from training.plan import train_plan
-
         return train_plan(cfg, out, resolved)
     th.set_num_threads(max(int(cfg.torch_threads), 1))
     th.manual_seed(cfg.seed)

@@ -1,0 +1,22 @@
+"""The heuristics a training run is measured against: each named allocator through the env on
+the validation workloads (one module that both pipelines, :mod:`training.run` and
+:mod:`training.plan`, import, so that neither imports the other)."""
+
+from __future__ import annotations
+
+import functools
+
+from agents.evaluation import aggregate, evaluate_allocator
+from envs.gym.factory import EnvConfig
+from envs.sim.elastic.allocators import make_allocator
+
+__all__ = ["baseline_jcts"]
+
+
+def baseline_jcts(names: list[str], env_config: EnvConfig, seeds: list[int]) -> dict[str, float]:
+    """Average JCT (slots) of each named allocator through the env on the validation seeds."""
+    out: dict[str, float] = {}
+    for name in names:
+        factory = functools.partial(make_allocator, name, role="eval baseline")
+        out[name] = aggregate(evaluate_allocator(factory, env_config, seeds))["avg_jct"]
+    return out
