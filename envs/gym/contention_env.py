@@ -129,8 +129,16 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         max_invalid: int = 1000,
         trace: TraceWindows | Mapping[str, Any] | None = None,
         trace_max_iterations: int | None = 200,
+        **unknown: Any,
     ) -> None:
         super().__init__()
+        if unknown:  # one line naming them and the keywords it takes (not Python's TypeError)
+            import inspect
+
+            takes = sorted(k for k in inspect.signature(ContentionEnv).parameters if k != "unknown")
+            raise ConfigError(
+                f"{CONTENTION_ENV_ID}: unknown keyword(s) {sorted(unknown)}; it takes {takes}"
+            )
         if scale not in ("small", "paper"):
             raise ConfigError(f"scale must be 'small' or 'paper', got {scale!r}")
         if not placements or len(set(placements)) != len(placements):
@@ -155,9 +163,9 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
                 raise ConfigError("workloads is empty")
             for w in self.workloads:
                 w.check_fits(self.cluster)
-                unknown = {j.model.name for j in w.jobs} - set(_MODELS)
-                if unknown:
-                    raise ConfigError(f"workload {w.name!r}: models {sorted(unknown)} have no "
+                models = {j.model.name for j in w.jobs} - set(_MODELS)
+                if models:
+                    raise ConfigError(f"workload {w.name!r}: models {sorted(models)} have no "
                                       f"observation column (known: {list(_MODELS)})")  # fmt: skip
         self.trace = _trace_windows(trace)
         if self.trace is not None:

@@ -146,6 +146,11 @@ def test_bad_config_is_one_clear_error() -> None:
         ({"J": 0}, ">= 1"),
         ({"fidelity": "job"}, "fidelity"),
         ({"workloads": []}, "empty"),
+        ({"num_gpus": 8}, r"unknown keyword\(s\) \['num_gpus'\]; it takes \['J', 'comm', "),
     ]:
         with pytest.raises(ConfigError, match=msg):
             ContentionEnv(**kwargs)
+    import gymnasium as gym
+
+    with pytest.raises(ConfigError, match=r"Contention-v0: unknown keyword\(s\) \['bogus'\]"):
+        gym.make(CONTENTION_ENV_ID, bogus=1)  # through gymnasium: the same line
