@@ -65,12 +65,15 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
         return github_table(cells, head, ["left"] + ["right"] * (len(head) - 1))
 
     mode = "sampled" if cfg.eval.deterministic is False else "argmax"
+    mode = str(summary.get("act", mode))  # a pipeline that always acts one way says so
+    unit = str(summary.get("unit", "slots"))  # the avg JCT's (contention_pg: seconds)
     lines = [f"\nValidation workloads (seeds {list(cfg.eval.seeds)}, learned policy {mode}):\n"]
     curve = out / "learning_curve.csv"
     if curve.is_file():
         rows = list(csv.DictReader(curve.open()))
         if rows and "iteration" in rows[0]:  # plan_pg: iterations of one decision per slot
-            head = ["iteration", "decisions (slots planned)", "avg JCT (slots)"]
+            what = str(summary.get("decisions_are", "slots planned"))
+            head = ["iteration", f"decisions ({what})", f"avg JCT ({unit})"]
             cells = [
                 [r["iteration"], f"{float(r['timesteps']):,.0f}", f"{float(r['avg_jct']):.2f}"]
                 for r in rows
@@ -93,7 +96,7 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
         [name, f"{v:.2f}", "" if name.startswith("learned") else f"{100 * (mine / v - 1):+.1f}%"]
         for name, v in sorted(table.items(), key=lambda kv: kv[1])
     ]
-    lines.append(_markdown_table(cells, ["scheduler", "avg JCT (slots)", "learned vs it"]))
+    lines.append(_markdown_table(cells, ["scheduler", f"avg JCT ({unit})", "learned vs it"]))
     return "\n".join(lines)
 
 
@@ -266,7 +269,8 @@ def _run(cfg: DictConfig, hc: Any, out: Path) -> None:
     if final:
         print(_report(out, cfg, summary))
         ratios = {k: round(v, 3) for k, v in final.items() if k.startswith("ratio_to_")}
-        print(f"final validation avg JCT {final['avg_jct']:.2f} slots; ratios {ratios}")
+        unit = summary.get("unit", "slots")
+        print(f"final validation avg JCT {final['avg_jct']:.2f} {unit}; ratios {ratios}")
     print(f"run directory: {out}\nTensorBoard:   tensorboard --logdir {summary['tensorboard']}")
 
 

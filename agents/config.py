@@ -12,7 +12,7 @@ from agents.learners import LEARNERS
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
 
-__all__ = ["ALGOS", "AgentConfig", "PPOConfig", "PlanPGConfig"]
+__all__ = ["ALGOS", "AgentConfig", "ContentionPGConfig", "PPOConfig", "PlanPGConfig"]
 
 #: Agent algorithms ``train.py`` knows (``agent.algo``): the learner registry's names.
 ALGOS = tuple(LEARNERS)
@@ -56,6 +56,33 @@ class PlanPGConfig:
 
 
 @dataclass
+class ContentionPGConfig:
+    """``contention_pg`` only (:mod:`training.contention`): :class:`~agents.episode_pg.EpisodePG`
+    acting in ``dlsched/Contention-v0`` (the env: ``train.py``'s ``contention`` block).
+    ``teacher``: the registered rule the network clones first
+    (:data:`~envs.gym.contention_env.CONTENTION_TEACHERS`; ``none``: random weights), on
+    ``bc_workloads`` workloads drawn from [10,000, 2^31) for ``bc_epochs`` epochs with label
+    smoothing ``bc_smoothing``; then ``iterations`` of ``groups`` workloads x ``group_size``
+    rollouts that mix in ``epsilon`` uniform at ``temperature``; validation every
+    ``val_every`` iterations; ``hidden``: the MLP's widths; ``workers``: rollout processes
+    (the same numbers for any count).  The defaults are those that made the released
+    ``contention_exclusive_pg`` (``experiments/contention_h2h.py``)."""
+
+    teacher: str = "exclusive"
+    bc_workloads: int = 40
+    bc_epochs: int = 30
+    bc_smoothing: float = 0.0
+    iterations: int = 12
+    groups: int = 4
+    group_size: int = 8
+    epsilon: float = 0.05
+    temperature: float = 1.0
+    val_every: int = 3
+    hidden: int = 128
+    workers: int = 1
+
+
+@dataclass
 class AgentConfig:
     """One learner.  ``algo``: ``dl2_a2c`` (DL²'s actor-critic; ``critic: false`` makes it
     REINFORCE with a moving-average baseline), ``ppo`` (SB3, no masks: invalid actions are the
@@ -63,7 +90,9 @@ class AgentConfig:
     (:class:`agents.group.GroupPPO`: batched episodes, input-driven baseline, anchor;
     settings in ``group``), ``plan_pg`` (one action per slot picks the allocator that plans
     it: :mod:`training.plan`; settings in ``plan``, with ``learning_rate`` and
-    ``ent_coef``).  The rest as in :class:`agents.dl2.DL2A2C` / SB3."""
+    ``ent_coef``), ``contention_pg`` (EpisodePG in ``dlsched/Contention-v0``:
+    :mod:`training.contention`; settings in ``contention``).  The rest as in
+    :class:`agents.dl2.DL2A2C` / SB3."""
 
     name: str = "a2c"
     algo: str = "dl2_a2c"
@@ -84,3 +113,4 @@ class AgentConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     plan: PlanPGConfig = field(default_factory=PlanPGConfig)
+    contention: ContentionPGConfig = field(default_factory=ContentionPGConfig)

@@ -29,8 +29,9 @@ __all__ = ["LEARNERS", "PIPELINES", "Learner", "learner", "resolve"]
 
 #: ``sb3``: :mod:`training.run`'s loop (a Stable-Baselines3-style ``learn`` on ``Cluster-v0``
 #: env copies, checkpoints as ``model.zip``); ``plan``: :mod:`training.plan` (the slot's plan
-#: as the action, :class:`~agents.episode_pg.EpisodePG`, ``policy.npz``).
-PIPELINES = ("sb3", "plan")
+#: as the action, :class:`~agents.episode_pg.EpisodePG`, ``policy.npz``); ``contention``:
+#: :mod:`training.contention` (EpisodePG in ``dlsched/Contention-v0``, ``policy.npz``).
+PIPELINES = ("sb3", "plan", "contention")
 
 _SB3_COMMON = ("learning_rate", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "policy")
 #: what a resumed SB3-style run keeps (``n_steps`` too, where the learner reads it)
@@ -110,6 +111,7 @@ LEARNERS: dict[str, Learner] = {
             resume_keys=(*_SB3_RESUME, "n_steps"),
         ),
         Learner("plan_pg", "plan", ("learning_rate", "ent_coef", "plan")),
+        Learner("contention_pg", "contention", ("learning_rate", "ent_coef", "contention")),
     )
 }
 

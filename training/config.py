@@ -10,6 +10,7 @@ from typing import Any, Optional
 from agents.config import AgentConfig
 from agents.learners import LEARNERS
 from agents.policy import PolicyConfig
+from envs.gym.contention_env import ContentionConfig
 from envs.gym.factory import EnvConfig
 from envs.gym.workloads import MixtureConfig
 from pretrain.bc import BCConfig
@@ -82,6 +83,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     federated: FederatedConfig = field(default_factory=FederatedConfig)
     mixture: MixtureConfig = field(default_factory=MixtureConfig)
+    contention: ContentionConfig = field(default_factory=ContentionConfig)  # contention_pg's env
     seed: int = 0
     total_timesteps: int = 60_000  # decisions (env steps); a short run of a few minutes
     n_envs: int = 1

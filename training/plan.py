@@ -22,7 +22,7 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
 
 Writes ``learning_curve.csv`` (decisions, iteration, avg JCT, ratio to each baseline),
 TensorBoard scalars (``tb/``: reference lines of the heuristics, losses apart, KL to the clone,
-timing, hparams: see :class:`_Log`), ``checkpoints/best/policy.npz`` (the best validation
+timing, hparams: see :class:`EpisodeLog`), ``checkpoints/best/policy.npz`` (the best validation
 point) and ``checkpoints/final/policy.npz`` (the last), each usable as ``policy:<dir>`` in
 ``evaluate.py``, and ``summary.json``, each written atomically (:mod:`envs.files`).  Ctrl-C
 (or SIGTERM, under ``train.py``) stops between iterations and still saves ``final``; the
@@ -32,9 +32,6 @@ rollout workers are stopped however the run ends.
 from __future__ import annotations
 
 import copy
-import csv
-import io
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -50,7 +47,7 @@ from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save
 from agents.evaluation import EpisodeResult, aggregate, driver_actor, run_episode
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
-from envs.files import write_json, write_text
+from envs.files import write_json
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
@@ -67,6 +64,7 @@ from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
 from training.baselines import baseline_jcts
 from training.config import TrainConfig
+from training.episodes import EpisodeLog, run_iterations
 from training.runinfo import agent_in_use, provenance, run_record, write_run_record
 
 __all__ = ["check_plan_config", "train_plan", "validate_plan"]
@@ -172,127 +170,6 @@ def _validation_windows(
     return pairs, sums, [sc.label for sc in scenarios]
 
 
-class _Log:
-    """The learning curve (CSV), TensorBoard scalars and console lines of one run.
-
-    TensorBoard (``tb/plan_pg_1``; the step is the number of decisions so far):
-
-    * ``eval/avg_jct``, ``eval/p95_jct``, ``eval/unfinished``, ``eval/ratio_to_<heuristic>``
-      at each validation; ``reference/avg_jct_<heuristic>``: each heuristic's validation avg
-      JCT, logged at every validation step (a flat line beside the policy's curve; the custom
-      scalars tab draws them in one chart, "validation avg JCT vs heuristics");
-    * per iteration: ``train/return``, ``train/loss`` (the minimised total), its terms apart
-      ``train/pg_loss`` (the clipped policy-gradient term) and ``train/entropy_loss``
-      (``-ent_coef x entropy``), ``train/entropy``, ``train/clipped``, ``train/kl_to_clone``
-      (mean KL(policy || the frozen clone) over the iteration's states, after the update;
-      with pretraining only), ``time/iteration_s`` (rollouts + update) and
-      ``time/slots_per_s`` (decisions, i.e. slots planned, per second of it);
-    * ``pretrain/bc_loss`` per cloning epoch (the step is the epoch);
-    * the hyperparameters (HPARAMS tab) with the final and best validation avg JCT.
-    """
-
-    def __init__(self, out: Path, baselines: dict[str, float]) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.baselines = baselines
-        self.tb_dir = out / "tb"
-        self.writer = SummaryWriter(str(self.tb_dir / "plan_pg_1"))
-        self.writer.add_custom_scalars(
-            {
-                "validation": {
-                    "avg JCT vs heuristics": ["Multiline", ["eval/avg_jct", "reference/.*"]],
-                    "ratio to heuristics": ["Multiline", ["eval/ratio_to_.*"]],
-                },
-                "training": {
-                    "losses": ["Multiline", ["train/loss", "train/pg_loss", "train/entropy_loss"]],
-                },
-            }
-        )
-        self.curve_path = out / "learning_curve.csv"
-        cols = ["timesteps", "iteration", "avg_jct", "p95_jct", "unfinished", "wall_s"]
-        self.cols = cols + [f"ratio_to_{b}" for b in baselines]
-        self._csv = self._line(self.cols)
-        write_text(self.curve_path, self._csv)
-        self.rows: list[dict[str, float]] = []
-
-    @staticmethod
-    def _line(values: Sequence[Any]) -> str:
-        buf = io.StringIO(newline="")
-        csv.writer(buf).writerow(values)
-        return buf.getvalue()
-
-    def validation(self, decisions: int, iteration: int, m: dict[str, float], wall: float) -> None:
-        row = {
-            "timesteps": decisions,
-            "iteration": iteration,
-            "avg_jct": m["avg_jct"],
-            "p95_jct": m["p95_jct"],
-            "unfinished": m["unfinished"],
-            "wall_s": round(wall, 1),
-        }
-        row.update({f"ratio_to_{b}": m["avg_jct"] / v for b, v in self.baselines.items()})
-        self.rows.append(row)
-        # the whole (small: a row per validation) file rewritten atomically: never a torn row
-        self._csv += self._line([row[c] for c in self.cols])
-        write_text(self.curve_path, self._csv)
-        for key in ("avg_jct", "p95_jct", "unfinished", *(c for c in row if c.startswith("ratio"))):
-            self.writer.add_scalar(f"eval/{key}", row[key], decisions)
-        for b, v in self.baselines.items():  # reference lines: the same value at every step
-            self.writer.add_scalar(f"reference/avg_jct_{b}", v, decisions)
-        self.writer.flush()
-        ratios = ", ".join(f"{b} {row[f'ratio_to_{b}']:.3f}" for b in self.baselines)
-        print(
-            f"[plan_pg] iteration {iteration}: validation avg JCT {m['avg_jct']:.2f} slots "
-            f"(ratio to {ratios}) after {decisions:,} decisions, {wall:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def iteration(
-        self,
-        decisions: int,
-        i: int,
-        total: int,
-        st: dict[str, float],
-        wall: float,
-        iteration_s: float,
-    ) -> None:
-        for key in ("return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped"):
-            self.writer.add_scalar(f"train/{key}", st[key], decisions)
-        kl = st.get("kl_to_reference")
-        if kl is not None:
-            self.writer.add_scalar("train/kl_to_clone", kl, decisions)
-        self.writer.add_scalar("time/iteration_s", iteration_s, decisions)
-        if iteration_s > 0:
-            self.writer.add_scalar("time/slots_per_s", st["decisions"] / iteration_s, decisions)
-        print(
-            f"[plan_pg] iteration {i}/{total}: return {st['return']:.1f}, entropy "
-            f"{st['entropy']:.3f}"
-            + ("" if kl is None else f", KL to the clone {kl:.4f}")
-            + f", {decisions:,} decisions, {iteration_s:.1f} s ({wall:.0f} s in all)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def pretrain(self, losses: Sequence[float]) -> None:
-        """The clone's mean loss of each epoch."""
-        for epoch, loss in enumerate(losses, 1):
-            self.writer.add_scalar("pretrain/bc_loss", loss, epoch)
-
-    def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
-        """``hparams`` with the run's final ``metrics``, in this run's own event file (the
-        HPARAMS tab; ``SummaryWriter.add_hparams`` would write another run directory)."""
-        from torch.utils.tensorboard.summary import hparams as hparams_summary
-
-        exp, ssi, sei = hparams_summary(hparams, metrics)
-        file_writer = self.writer._get_file_writer()
-        for s in (exp, ssi, sei):
-            file_writer.add_summary(s)
-        for k, v in metrics.items():
-            self.writer.add_scalar(k, v)
-        self.writer.flush()
-
-
 def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """One ``plan_pg`` run into ``out`` (see the module docstring); its summary."""
     agent: AgentConfig = cfg.agent
@@ -326,7 +203,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
         summary["validation_windows"] = window_labels
     summary["baselines_avg_jct"] = baselines
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
-    log = _Log(out, baselines)
+    log = EpisodeLog(out, baselines)
     log.pretrain(bc_losses)
     pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
@@ -348,64 +225,17 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
             return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
                                    {**record, **extra}, act=act)  # fmt: skip
 
-    decisions = 0
-    t_train = time.perf_counter()
-    t_iteration = t_train  # when the running iteration started (after the last validation)
+    def measure() -> dict[str, float]:
+        return validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
+                             sample_seed=ev.sample_seed, extra=windows,
+                             pool=pg.rollout_pool())  # fmt: skip
 
-    def validate(iteration: int) -> dict[str, float]:
-        m = validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
-                          sample_seed=ev.sample_seed, extra=windows,
-                          pool=pg.rollout_pool())  # fmt: skip
-        log.validation(decisions, iteration, m, time.perf_counter() - t_train)
-        return m
-
-    best = (float("inf"), 0)  # (validation avg JCT, iteration), set by the first validation
-
-    def on_iteration(i: int, st: dict[str, float]) -> None:
-        nonlocal decisions, best, t_iteration
-        now = time.perf_counter()
-        decisions += int(st["decisions"])
-        log.iteration(decisions, i, p.iterations, st, now - t_train, now - t_iteration)
-        try:
-            if i % p.val_every and i != p.iterations:
-                return
-            v = validate(i)["avg_jct"]
-            if v < best[0]:
-                best = (v, i)
-                save("best", {"iteration": i, "val_avg_jct": v})
-        finally:
-            t_iteration = time.perf_counter()
-
-    interrupted: KeyboardInterrupt | None = None
-    try:
-        best = (validate(0)["avg_jct"], 0)  # (validation avg JCT, iteration)
-        save("best", {"iteration": 0, "val_avg_jct": best[0]})
-        t_iteration = time.perf_counter()
-        try:
-            pg.learn(p.iterations, on_iteration)
-        except KeyboardInterrupt as exc:  # stop between iterations; train.py says what was saved
-            interrupted = exc
-    finally:
-        pg.close()  # the rollout workers, however the run ends
-    final = save("final", {"iteration": pg.iteration})
-    curve = log.rows
-    log.hparams(
-        _hparams(cfg),
-        {"hparam/final_avg_jct": float(curve[-1]["avg_jct"]), "hparam/best_avg_jct": best[0]},
+    fields, interrupted = run_iterations(
+        pg, log, measure, save, p.iterations, p.val_every, _hparams(cfg), "val_avg_jct"
     )
-    log.writer.close()
     summary.update(
         {
-            "timesteps": decisions,
-            "iterations": pg.iteration,
-            "interrupted": interrupted is not None,
-            "train_s": round(time.perf_counter() - t_train, 1),
-            "initial": curve[0],
-            "final": curve[-1],
-            "best": {**next(r for r in curve if r["iteration"] == best[1])},
-            "best_avg_jct": best[0],
-            "tensorboard": str(log.tb_dir),
-            "checkpoint": str(final.parent),
+            **fields,
             "best_checkpoint": str(out / "checkpoints" / "best"),
             "agent_config": asdict(p),
         }

@@ -43,6 +43,7 @@ from envs.sim.errors import ConfigError
 from training.baselines import baseline_jcts
 from training.callbacks import CheckpointCallback, ValidationCallback, run_logger
 from training.config import EvalConfig, TrainConfig, check_train_config
+from training.contention import train_contention
 from training.plan import train_plan
 from training.pretraining import pretrain
 from training.runinfo import run_record, write_run_record
@@ -119,9 +120,19 @@ def _check_resume(cfg: TrainConfig) -> Path:
 
 
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
-    """Run one training job into ``out``; its summary."""
-    if learner(cfg.agent.algo).pipeline == "plan":  # one action per slot: training/plan.py
-        return train_plan(cfg, out, resolved)
+    """Run one training job into ``out`` by its learner's pipeline
+    (:data:`agents.learners.LEARNERS`); its summary."""
+    pipelines = {
+        "sb3": _train_sb3,  # below: SB3-style learners on Cluster-v0 env copies
+        "plan": train_plan,  # one action per slot: training/plan.py
+        "contention": train_contention,  # dlsched/Contention-v0: training/contention.py
+    }
+    return pipelines[learner(cfg.agent.algo).pipeline](cfg, out, resolved)
+
+
+def _train_sb3(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
+    """One run of an ``sb3``-pipeline learner (DL²'s actor-critic, the group learner, PPO,
+    MaskablePPO) into ``out``; its summary."""
     th.set_num_threads(max(int(cfg.torch_threads), 1))
     th.manual_seed(cfg.seed)
     write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))

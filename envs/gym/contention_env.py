@@ -16,7 +16,7 @@ import copy
 import math
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -41,6 +41,7 @@ __all__ = [
     "CONTENTION_ENV_ID",
     "CONTENTION_TEACHERS",
     "PLACEMENTS",
+    "ContentionConfig",
     "ContentionEnv",
     "contention_teacher",
     "srsf_exclusive_teacher",
@@ -435,6 +436,33 @@ def _trace_windows(trace: TraceWindows | Mapping[str, Any] | None) -> TraceWindo
     if out is not None:
         out.check()
     return out
+
+
+@dataclass
+class ContentionConfig:
+    """``dlsched/Contention-v0``'s settings as a typed config (``train.py``'s ``contention``
+    block, for ``+agent=contention_pg``): :class:`ContentionEnv`'s keyword arguments but the
+    workloads, which the env draws per episode seed (generator ``scale`` and ``num_jobs``).
+    The defaults are the released ``contention_exclusive_pg``'s env: paper scale, 16 x 4
+    GPUs, SRSF(1) communication (so the ``srsf`` rule is exactly LWF-1 + SRSF(1)), LWF-1 / LS /
+    FF placements, a window of 20 jobs, fast fidelity."""
+
+    scale: str = "paper"
+    num_jobs: int = 160
+    num_servers: int = 16
+    gpus_per_server: int = 4
+    gpu_memory_mb: float = 32768.0
+    comm: str = "srsf1"
+    placements: list[str] = field(default_factory=lambda: ["lwf1", "ls", "ff"])
+    J: int = 20
+    fidelity: str = "fast"
+    max_invalid: int = 1000
+
+    def make(self) -> ContentionEnv:
+        """A fresh env of these settings (checked by the env: one clear error each)."""
+        kwargs = asdict(self)
+        kwargs["placements"] = tuple(self.placements)
+        return ContentionEnv(**kwargs)
 
 
 #: ``dlsched/Contention-v0``'s rules by name: ``(env) -> action``, each registered once by

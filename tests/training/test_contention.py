@@ -1,0 +1,98 @@
+"""``train.py +agent=contention_pg``: the Contention-v0 recipe as a ``train.py`` run
+(:mod:`training.contention`), on a small cluster and few workloads."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.episode_pg import load_episode_pg, run_episode
+from envs.gym.contention_env import CONTENTION_TEACHERS, ContentionEnv
+from tests.cli import run_script, train_refusal
+from training.contention import validate_contention
+
+SMALL = [
+    "+agent=contention_pg",
+    "contention.scale=small",
+    "contention.num_jobs=16",
+    "agent.contention.iterations=2",
+    "agent.contention.val_every=1",
+    "agent.contention.bc_workloads=4",
+    "agent.contention.bc_epochs=5",
+    "agent.contention.groups=2",
+    "agent.contention.group_size=4",
+    "eval.seeds=[100,101]",
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("contention_pg") / "run"
+    proc = run_script("train.py", *SMALL, f"hydra.run.dir={out}", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "| learned (final)" in proc.stdout and "avg JCT (s)" in proc.stdout
+    return out
+
+
+def _env() -> ContentionEnv:
+    return ContentionEnv(scale="small", num_jobs=16, comm="srsf1", placements=("lwf1", "ls", "ff"))
+
+
+def test_the_run_writes_its_directory_and_its_figures_are_the_envs(run: Path) -> None:
+    """The baselines are every registered rule through the env; the curve's points are the
+    saved networks' argmax on the validation workloads; the record says what ran."""
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary["baselines_avg_jct"]) == set(CONTENTION_TEACHERS)
+    env = _env()
+    for name, rule in CONTENTION_TEACHERS.items():
+        jcts = [
+            run_episode(env, s, act=lambda e, _o, r=rule: r(e)).info["avg_jct_s"]
+            for s in (100, 101)
+        ]
+        assert summary["baselines_avg_jct"][name] == pytest.approx(float(np.mean(jcts)), rel=1e-12)
+    with open(run / "learning_curve.csv", newline="") as f:
+        curve = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in curve] == [0, 1, 2]
+    assert int(curve[0]["timesteps"]) == 0 < int(curve[-1]["timesteps"])
+    net, meta = load_episode_pg(run / "checkpoints" / "final" / "policy.npz")
+    assert meta["env"]["num_jobs"] == 16 and meta["env"]["comm"] == "srsf1"
+    assert (
+        meta["act"] == "argmax" and meta["training"]["config"]["agent"]["algo"] == "contention_pg"
+    )
+    final = validate_contention(net, env, [100, 101])["avg_jct"]
+    assert float(curve[-1]["avg_jct"]) == pytest.approx(final, rel=1e-12)
+    record = json.loads((run / "run.json").read_text())
+    assert record["config"]["agent"]["contention"]["teacher"] == "exclusive"
+    assert record["numerics"]["portable"] is True
+
+
+def test_its_policy_runs_in_evaluate_py(run: Path, tmp_path: Path) -> None:
+    """``contention:<checkpoint dir>`` acts by the saved network on the engine's workloads."""
+    best = run / "checkpoints" / "best"
+    proc = run_script(
+        "evaluate.py", "workload=ada160", f"stacks=[lwf1_srsf1,contention:{best}]",
+        "workers=1", "plot=false", f"out_dir={tmp_path / 'ev'}", timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"contention:{best}" in (tmp_path / "ev" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        (
+            "agent.contention.teacher=oracle",
+            "unknown Contention-v0 teacher 'oracle'; known: exclusive, srsf",
+        ),
+        ("agent.contention.epsilon=1.0", "agent.contention.epsilon must be in [0, 1)"),
+        ("agent.contention.iterations=0", "agent.contention.iterations must be an integer >= 1"),
+        ("mixture=dl2_philly", "mixture is not supported by agent.algo contention_pg"),
+        ("contention.placements=[lwf1,best]", "unknown placements ['best']"),
+    ],
+)
+def test_bad_settings_are_one_clear_error(override: str, says: str, tmp_path: Path) -> None:
+    assert says in train_refusal([*SMALL, override], tmp_path / "r")
