@@ -58,7 +58,7 @@ class EpisodeResult:
 
 
 def _result(env: ClusterEnv, seed: int, decisions: int) -> EpisodeResult:
-    sim = env._require_sim()
+    sim = env.simulator
     jcts, makespan, unfinished = env.episode_jcts()  # unfinished jobs censored at the horizon
     arr = np.asarray(jcts, dtype=float)
     cpu = sim._cpu_util if hasattr(sim, "_cpu_util") else []
@@ -73,7 +73,7 @@ def _result(env: ClusterEnv, seed: int, decisions: int) -> EpisodeResult:
         gpu_util=float(np.mean(gpu)) if len(gpu) else 0.0,
         decisions=int(decisions),
         unfinished=unfinished,
-        invalid_actions=int(env._invalid),
+        invalid_actions=int(env.invalid_actions),
     )
 
 
@@ -247,10 +247,10 @@ def run_episode_detailed(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeDet
     log = _SlotLog()
 
     def hook(e: ClusterEnv) -> None:
-        e._require_sim().on_slot = log  # slots run empty during reset have nothing to record
+        e.simulator.on_slot = log  # slots run empty during reset have nothing to record
 
     n = _play(env, actor, seed, hook)
-    sim = env._require_sim()
+    sim = env.simulator
     jobs = tuple(
         JobOutcome(
             job_id=job.job_id,

@@ -153,8 +153,8 @@ def run_batched(
     for i, env in enumerate(envs):
         o, _ = env.reset(seed=int(seeds[i]))
         obs[i] = o
-        masks[i] = env._mask
-        if not env._ended and env._slot_open:
+        masks[i] = env.live_mask
+        if not env.ended and env.slot_open:
             active.append(i)
     counts = [0] * n
     r_times: list[list[float]] = [[] for _ in range(n)]
@@ -174,7 +174,7 @@ def run_batched(
         actions, logp = _pick(logits, deterministic, rngs, active, temperature)
         logp_pi = logp if temperature == 1.0 else _log_softmax_at(logits, actions)
         if record:
-            times = np.fromiter((envs[i]._t for i in active), dtype=np.float64, count=len(idx))
+            times = np.fromiter((envs[i].slot for i in active), dtype=np.float64, count=len(idx))
             ints, floats = _recorded(
                 (idx, actions), (o_b, m_b, logp, times, logp_pi), record_fraction, record_rng
             )
@@ -192,7 +192,7 @@ def run_batched(
                 terminated[i] = bool(term)
                 continue
             obs[i] = o
-            masks[i] = env._mask
+            masks[i] = env.live_mask
             still.append(i)
         active = still
         if on_step is not None and not on_step(len(idx)):

@@ -52,7 +52,7 @@ def env_alone(config: EnvConfig, steps: int, seed: int = 0) -> float:
     env.reset(seed=seed)
     t0 = time.perf_counter()
     for i in range(steps):
-        valid = np.flatnonzero(env._mask)
+        valid = np.flatnonzero(env.live_mask)
         _, _, term, trunc, _ = env.step(int(valid[int(u[i] * len(valid))]))
         if term or trunc:
             env.reset()

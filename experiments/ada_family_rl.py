@@ -205,7 +205,7 @@ def main() -> None:
             make = STACKS[label][0]
             env = make_env(driver_cfg)
             HeuristicDriver(make(), env).run_episode(seed=s)
-            sim = env._require_sim()
+            sim = env.simulator
             via_env = [sim.finish_time(j.job_id) for j in env.jobs]
             direct = simulate_direct(driver_cfg, make, s)
             same = via_env == [r.finish for r in direct.jobs]

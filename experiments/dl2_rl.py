@@ -77,7 +77,7 @@ def _lower_bound(env_cfg: EnvConfig, seed: int) -> float:
         return math.nan
     env = make_env(env_cfg, seed=seed)
     env.reset(seed=seed)
-    sim = env._require_sim()
+    sim = env.simulator
     if env.allocator_for_unused is not None:
         return mean_jct(solo_bounds(env.jobs, sim.spec, sim.speed))
     return mean_jct(window_bounds(env.jobs, sim.spec, sim.speed, env.J))

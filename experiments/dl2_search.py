@@ -121,8 +121,8 @@ class Decisions:
 
 def _finish(env: ClusterEnv, drv: HeuristicDriver) -> float:
     """Drive the base to the end of the episode; its avg JCT (slots)."""
-    if env._ended:
-        return float(env._require_sim().result().avg_jct_slots)
+    if env.ended:
+        return float(env.simulator.result().avg_jct_slots)
     return float(drv.finish()["avg_jct_slots"])
 
 
@@ -134,8 +134,8 @@ def _plain_step(env: ClusterEnv, a: int) -> bool:
 def _slot_alternative(name: str) -> Alternative:
     def apply(env: ClusterEnv, drv: HeuristicDriver, step: Callable[[ClusterEnv, int], bool]):
         other = HeuristicDriver(SLOT_ALTERNATIVES[name](), env)
-        t = env._t
-        while env._slot_open and env._t == t:
+        t = env.slot
+        while env.slot_open and env.slot == t:
             if step(env, other.act()):
                 return
 
@@ -217,7 +217,7 @@ def rollout_search(
 
     def rec_step(e: ClusterEnv, a: int) -> bool:
         if record is not None:
-            record.obs.append(e._obs())
+            record.obs.append(e.observation())
             record.masks.append(e.action_masks())
             record.actions.append(int(a))
             record.episodes.append(episode)
@@ -231,10 +231,10 @@ def rollout_search(
 
     best_single: tuple[float, int, str] = (base_jct, -1, "base")  # (jct, decision index, alt)
     slot_t = -1
-    while not env._ended:
+    while not env.ended:
         if mode == "slot":
-            is_point = env._slot_open and env._t != slot_t
-            slot_t = env._t
+            is_point = env.slot_open and env.slot != slot_t
+            slot_t = env.slot
         else:
             is_point = bool(rng.random() < p)
         if not is_point:
@@ -265,7 +265,7 @@ def rollout_search(
             res.changed += 1
         name, alt = alts[k]
         res.chosen[name] = res.chosen.get(name, 0) + 1
-        res.trace.append((env._t, len(env._views), name))
+        res.trace.append((env.slot, len(env.active_jobs), name))
         env, drv = pickle.loads(snap)
         alt(env, drv, rec_step)
     if one_step:
@@ -274,7 +274,7 @@ def rollout_search(
         res.chosen = {best_single[2]: 1}
         res.actions = []
     else:
-        res.jct = float(env._require_sim().result().avg_jct_slots)
+        res.jct = float(env.simulator.result().avg_jct_slots)
         res.actions = actions
     res.cpu_s = time.process_time() - cpu0
     return res

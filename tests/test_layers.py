@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -318,3 +318,44 @@ def test_module_cycles_finds_a_lazy_cycle(tmp_path: Path) -> None:
     (pkg / "b.py").write_text("from training import a\n\ndef g():\n    pass\n")
     (pkg / "c.py").write_text("from training.a import f\n")
     assert module_cycles(tmp_path) == [["training.a", "training.b"]]
+
+
+# ------------------------------------------------------ the env's state through its contract
+
+#: Where code outside the env package lives (benchmarks: see below).
+OUTSIDE_ENVS = ("agents", "pretrain", "training", "evaluation", "dlsched", "experiments", "tools")
+
+
+def private_env_reads(root: Path, folders: Sequence[str] = OUTSIDE_ENVS) -> list[str]:
+    """Each read of a private attribute (``_name``, not a dunder) of an env-like object —
+    a name containing ``env`` (``env``, ``val_env``, ``envs[i]``) or ``e`` — in ``folders``:
+    the env's state is read through its public contract (``envs/gym/cluster/state.py``)."""
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                    continue
+                if node.attr.startswith("__"):
+                    continue
+                base = node.value.value if isinstance(node.value, ast.Subscript) else node.value
+                if isinstance(base, ast.Name) and ("env" in base.id or base.id == "e"):
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {base.id}.{node.attr}")
+    return found
+
+
+def test_no_private_env_attribute_is_read_outside_envs() -> None:
+    assert private_env_reads(ROOT) == []
+
+
+def test_private_env_reads_finds_them(tmp_path: Path) -> None:
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "a.py").write_text(
+        "def f(env, envs, e, other):\n"
+        "    return env._mask, envs[0]._t, e._obs(), other._x, env.__class__, env.live_mask\n"
+    )
+    assert private_env_reads(tmp_path, ["agents"]) == [
+        "agents/a.py:2 env._mask",
+        "agents/a.py:2 envs._t",
+        "agents/a.py:2 e._obs",
+    ]

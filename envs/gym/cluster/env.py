@@ -34,6 +34,7 @@ from envs.gym.cluster.masks import MaskMixin
 from envs.gym.cluster.observation import ObservationMixin, _Row
 from envs.gym.cluster.render import RenderMixin
 from envs.gym.cluster.rewards import REWARDS
+from envs.gym.cluster.state import DecisionStateMixin
 from envs.sim.elastic.allocators import Allocator, JobState
 from envs.sim.elastic.cluster import Placement, SlotCluster, placement_rule
 from envs.sim.elastic.simulator import SlotSimulator
@@ -130,7 +131,9 @@ def _trace_jobs(
     )
 
 
-class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64]):
+class ClusterEnv(
+    ObservationMixin, MaskMixin, RenderMixin, DecisionStateMixin, gym.Env[Obs, np.int64]
+):
     """DL²'s per-slot incremental worker/PS allocation.
 
     **Episode.**  ``reset`` draws a workload (:meth:`DL2Setting.workload`, or the fixed
