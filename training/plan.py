@@ -48,6 +48,7 @@ from agents.evaluation import EpisodeResult, aggregate, driver_actor, run_episod
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
 from envs.files import write_json
+from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
@@ -79,10 +80,11 @@ def check_plan_config(cfg: TrainConfig) -> None:
     plan_specs([str(x) for x in p.plans] or None)
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
-    if cfg.env.reward != "jct":
+    if cfg.env.reward not in JCT_RETURN:
         raise ConfigError(
-            f"plan_pg minimises avg JCT: it needs env.reward=jct (got {cfg.env.reward!r}; DL²'s "
-            "reward returns the number of jobs whatever the policy)"
+            f"plan_pg minimises avg JCT: it needs a reward whose return is minus the JCT, "
+            f"env.reward={'|'.join(sorted(JCT_RETURN))} (got {cfg.env.reward!r}; DL²'s reward "
+            "returns the number of jobs whatever the policy)"
         )
     unsupported = {
         "federated.mode": cfg.federated.mode != "none",

@@ -12,23 +12,33 @@ plus one line in :data:`REWARDS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from envs.sim.elastic.allocators import JobState
-from envs.sim.elastic.simulator import SlotRecord
+from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
 
-if TYPE_CHECKING:
-    from envs.gym.cluster.env import ClusterEnv
+__all__ = ["JCT_RETURN", "REWARDS", "RewardEnv", "RewardFn", "dl2_reward", "jct_reward"]
 
-__all__ = ["REWARDS", "RewardFn", "dl2_reward", "jct_reward"]
+
+class RewardEnv(Protocol):
+    """What a reward reads of the env (not the whole env: the rewards do not import it):
+    its simulator and its options."""
+
+    @property
+    def sim(self) -> SlotSimulator | None: ...
+
+    @property
+    def jct_scale(self) -> float: ...
+
 
 #: ``reward(env, record, active, t)``: the env right after the slot closed (its simulator
-#: ``env.sim``, options such as ``env.jct_scale``), the slot's :class:`SlotRecord`, the jobs
-#: that were active in the slot (the window and the jobs waiting beyond it), the slot's index.
-RewardFn = Callable[["ClusterEnv", SlotRecord, Sequence[JobState], int], float]
+#: ``env.sim``, options such as ``env.jct_scale``: :class:`RewardEnv`), the slot's
+#: :class:`SlotRecord`, the jobs that were active in the slot (the window and the jobs waiting
+#: beyond it), the slot's index.
+RewardFn = Callable[[RewardEnv, SlotRecord, Sequence[JobState], int], float]
 
 
-def dl2_reward(env: ClusterEnv, record: SlotRecord, active: Sequence[JobState], t: int) -> float:
+def dl2_reward(env: RewardEnv, record: SlotRecord, active: Sequence[JobState], t: int) -> float:
     """``"dl2"`` (the class's default; ``gymnasium.make`` defaults to ``"jct"``): DL²'s slot
     reward, the sum over jobs that ran in the slot of epochs trained / declared
     ``num_epochs`` (:attr:`SlotRecord.reward`).  Over a complete episode it sums to the number
@@ -38,7 +48,7 @@ def dl2_reward(env: ClusterEnv, record: SlotRecord, active: Sequence[JobState], 
     return float(record.reward)
 
 
-def jct_reward(env: ClusterEnv, record: SlotRecord, active: Sequence[JobState], t: int) -> float:
+def jct_reward(env: RewardEnv, record: SlotRecord, active: Sequence[JobState], t: int) -> float:
     """``"jct"``: minus the job-time spent in the system during the slot, ``-sum over active
     jobs (in the window or waiting beyond it) of (min(finish, t + 1) - t)`` divided by
     ``jct_scale`` (default 1): 1 slot for a job that does not finish, the used fraction of the
@@ -60,3 +70,7 @@ def jct_reward(env: ClusterEnv, record: SlotRecord, active: Sequence[JobState], 
 
 #: The rewards by name (``ClusterEnv(reward=name)``, ``EnvConfig.reward``).
 REWARDS: dict[str, RewardFn] = {"dl2": dl2_reward, "jct": jct_reward}
+#: The rewards whose episode return is minus the total JCT (over the scale): what a learner
+#: that minimises average JCT needs (``plan_pg`` checks it; a new reward of that kind is
+#: added here too).
+JCT_RETURN: frozenset[str] = frozenset({"jct"})
