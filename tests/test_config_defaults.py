@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from agents.config import AgentConfig
+from envs.gym.contention_env import ContentionConfig
 from envs.gym.factory import EnvConfig
 from envs.gym.workloads import MixtureConfig
 from envs.sim.config import FLAT_FIELDS, Fidelity, SimConfig
@@ -44,6 +45,7 @@ SCHEMAS: dict[str, type] = {
     "mixture": MixtureConfig,
     "runner": RunnerConfig,
     "workload": WorkloadConfig,
+    "contention": ContentionConfig,
 }
 #: groups not checked (see the module docstring)
 UNCHECKED = {"cluster": ClusterConfig}

@@ -17,7 +17,7 @@ from training.contention import validate_contention
 
 SMALL = [
     "+agent=contention_pg",
-    "contention.scale=small",
+    "contention=small",
     "contention.num_jobs=16",
     "agent.contention.iterations=2",
     "agent.contention.val_every=1",
