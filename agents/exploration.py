@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from envs.gym.cluster_env import FEATURES_PER_JOB
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, check_number
 
 __all__ = ["ExplorationConfig", "JobAwareExploration"]
 
@@ -51,13 +51,13 @@ class ExplorationConfig:
 
     def validate(self) -> None:
         for name in ("eps_start", "eps_end"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
+            v = check_number(getattr(self, name), f"exploration.{name}", ge=0)
+            if v > 1.0:
                 raise ConfigError(f"exploration.{name} must be in [0, 1], got {v}")
         if self.eps_decay_steps < 0:
             raise ConfigError("exploration.eps_decay_steps must be >= 0")
-        if self.max_ratio < 1.0 or self.balance_ratio < 1.0:
-            raise ConfigError("exploration ratios must be >= 1")
+        for name in ("max_ratio", "balance_ratio"):
+            check_number(getattr(self, name), f"exploration.{name}", ge=1)
 
 
 class JobAwareExploration:

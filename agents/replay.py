@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from envs.files import atomic_path
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, check_number
 
 __all__ = ["ReplayBuffer", "ReplayConfig"]
 
@@ -48,12 +48,21 @@ class ReplayConfig:
     def validate(self) -> None:
         if self.capacity < 0 or self.batch_size < 0:
             raise ConfigError("replay.capacity and replay.batch_size must be >= 0")
+        if self.capacity > 0 and self.batch_size < 1:
+            raise ConfigError(
+                f"replay.batch_size must be >= 1 with replay on (capacity {self.capacity}), "
+                f"got {self.batch_size}; replay.capacity=0 turns replay off"
+            )
         if self.correction not in ("truncated_is", "none"):
             raise ConfigError(
                 f"replay.correction must be 'truncated_is' or 'none', got {self.correction!r}"
             )
-        if self.clip <= 0:
-            raise ConfigError(f"replay.clip must be > 0, got {self.clip}")
+        check_number(self.clip, "replay.clip", gt=0)
+        for key in ("alpha", "beta_start"):
+            value = check_number(getattr(self, key), f"replay.{key}", ge=0)
+            if value > 1:
+                raise ConfigError(f"replay.{key} must be in [0, 1], got {value}")
+        check_number(self.beta_step, "replay.beta_step", ge=0)
 
 
 class ReplayBuffer:

@@ -151,6 +151,38 @@ def check_train_config(cfg: TrainConfig) -> None:
                 f"{agent.ppo.batch_size} and {agent.ppo.n_epochs}"
             )
         check_number(agent.ppo.clip_range, "agent.ppo.clip_range", gt=0)
+        _check_learner_settings(cfg, agent)
+
+
+def _check_learner_settings(cfg: TrainConfig, agent: AgentConfig) -> None:
+    """Settings of the learner in use that cannot work together, before anything runs: DL²'s
+    exploration and replay (probabilities in [0, 1], a replay batch the buffer can hold), and
+    PPO's mini-batches (a whole number of them per rollout of ``n_steps`` x the env copies)."""
+    from envs.sim.errors import ConfigError
+
+    entry = LEARNERS.get(str(agent.algo))
+    keys = set(entry.keys) if entry is not None else set()
+    try:
+        if "exploration" in keys:
+            agent.exploration.validate()
+        if "replay" in keys:
+            agent.replay.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"agent.{exc}") from None
+    replay = agent.replay
+    if "replay" in keys and replay.batch_size > replay.capacity > 0:
+        raise ConfigError(
+            f"agent.replay.batch_size {replay.batch_size} is larger than agent.replay.capacity "
+            f"{replay.capacity}: a replayed batch could never be drawn from the buffer"
+        )
+    if "ppo" in keys and "n_steps" in keys and cfg.federated.mode == "none":
+        rollout = int(agent.n_steps) * int(cfg.n_envs)
+        if rollout % int(agent.ppo.batch_size):
+            raise ConfigError(
+                f"agent.ppo.batch_size {agent.ppo.batch_size} does not divide a rollout of "
+                f"agent.n_steps x n_envs = {agent.n_steps} x {cfg.n_envs} = {rollout} "
+                "decisions: pick a batch size that does (PPO would cut the last mini-batch)"
+            )
 
 
 def register_configs() -> None:

@@ -188,6 +188,19 @@ def test_pretrain_command(tmp_path) -> None:
         ("agent.ppo.batch_size=0", "agent.ppo.batch_size and agent.ppo.n_epochs must be >= 1"),
         ("total_timesteps=0", "total_timesteps must be >= 1, got 0"),
         ("agent.gamma=1.5", "agent.gamma must be <= 1, got 1.5"),
+        (
+            "agent.exploration.eps_start=1.5",
+            "agent.exploration.eps_start must be in [0, 1], got 1.5",
+        ),
+        ("agent.exploration.max_ratio=nan", "agent.exploration.max_ratio must be a finite number"),
+        ("agent.replay.batch_size=0", "agent.replay.batch_size must be >= 1 with replay on"),
+        ("agent.replay.batch_size=9000", "9000 is larger than agent.replay.capacity 8192"),
+        ("agent.replay.alpha=2", "agent.replay.alpha must be in [0, 1], got 2.0"),
+        ("agent.replay.clip=inf", "agent.replay.clip must be a finite number"),
+        (
+            "+agent=ppo agent.ppo.batch_size=300",
+            "agent.ppo.batch_size 300 does not divide a rollout",
+        ),
     ],
 )
 def test_bad_training_numbers_name_the_key(override: str, words: str) -> None:
@@ -200,7 +213,8 @@ def test_bad_training_numbers_name_the_key(override: str, words: str) -> None:
 
     register_configs()
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("train", overrides=["+agent=a2c", override])
+        agent = [] if override.startswith("+agent=") else ["+agent=a2c"]
+        cfg = compose("train", overrides=[*agent, *override.split()])
     with pytest.raises(ConfigError) as info:
         to_train_config(cfg)
     assert words in str(info.value)
