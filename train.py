@@ -85,6 +85,9 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     final = summary["final"]
     assert isinstance(final, dict)
     table = {"learned (final)": float(final["avg_jct"])}
+    clone = summary.get("clone_avg_jct")
+    if isinstance(clone, int | float):
+        table["clone (before RL)"] = float(clone)
     best = summary.get("best")
     if isinstance(best, dict) and best.get("iteration") != final.get("iteration"):
         table[f"learned (best validation, iteration {best['iteration']})"] = float(best["avg_jct"])
@@ -93,7 +96,7 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
     table.update({str(k): float(v) for k, v in baselines.items()})
     mine = table["learned (final)"]
     cells = [
-        [name, f"{v:.2f}", "" if name.startswith("learned") else f"{100 * (mine / v - 1):+.1f}%"]
+        [name, f"{v:.2f}", "" if name.startswith("learned (") else f"{100 * (mine / v - 1):+.1f}%"]
         for name, v in sorted(table.items(), key=lambda kv: kv[1])
     ]
     lines.append(_markdown_table(cells, ["scheduler", f"avg JCT ({unit})", "learned vs it"]))

@@ -10,6 +10,7 @@ Details: docs/design/learning.md#the-actor-critic-agentsdl2py
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict
 from typing import Any
 
@@ -147,7 +148,29 @@ class DL2A2C(MaskedPredict, A2C):
         self._fast = NumpyPolicy(self.policy)  # type: ignore[arg-type]
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "replay", "_explorers", "_fast"]
+        return [*super()._excluded_save_params(), "replay", "_explorers", "_fast", "_clone"]
+
+    def set_anchor(self) -> None:
+        """Freeze the current policy (the clone, after pretraining) as the reference of
+        ``train/kl_to_clone``: the mean KL(policy || clone) over each update's on-policy
+        decisions, after the update (a measurement only: the loss does not use it)."""
+        clone = copy.deepcopy(self.policy)
+        clone.set_training_mode(False)
+        for p in clone.parameters():
+            p.requires_grad_(False)
+        self._clone = clone
+
+    def _kl_to_clone(self, obs: np.ndarray, masks: np.ndarray) -> float | None:
+        clone = getattr(self, "_clone", None)
+        if clone is None or len(obs) == 0:
+            return None
+        with th.no_grad():
+            o = th.as_tensor(obs, dtype=th.float32)
+            m = th.as_tensor(masks, dtype=th.bool)
+            logp = th.log_softmax(masked_logits(self.policy, o, m), dim=1)  # type: ignore[arg-type]
+            logq = th.log_softmax(masked_logits(clone, o, m), dim=1)
+            kl = (logp.exp() * (logp - logq).masked_fill(~m, 0.0)).sum(dim=1)
+        return float(kl.mean())
 
     def _exploration_rules(self, env: VecEnv) -> list[JobAwareExploration]:
         if self._explorers is None:
@@ -279,6 +302,9 @@ class DL2A2C(MaskedPredict, A2C):
             self.replay.add(*on)
         self._n_updates += 1
         self._fast.sync()
+        kl = None if on is None else self._kl_to_clone(on[0], on[1])
+        if kl is not None:
+            self.logger.record("train/kl_to_clone", kl)
         self._log(stats, 0 if on is None else len(on[2]))
 
     def _gradient_step(self, parts: list[tuple[Any, ...]], stats: dict[str, list[float]]) -> None:

@@ -75,8 +75,10 @@ class ValidationCallback(EveryNTimesteps):
         sample_seed: int,
         curve_csv: Path,
         hparams: dict[str, Any] | None = None,
+        first_is_clone: bool = False,
     ) -> None:
         super().__init__(max(int(every), 1), callback=None)  # type: ignore[arg-type]
+        self.first_is_clone = first_is_clone
         self.env_config = env_config
         self.seeds = list(seeds)
         self.every = int(every)
@@ -138,6 +140,12 @@ class ValidationCallback(EveryNTimesteps):
         for k, v in row.items():
             if k not in ("timesteps", "wall_s"):
                 self.logger.record(f"eval/{k}", v)
+        # reference lines (the same value at every point): each heuristic's validation avg
+        # JCT and, when the run started from a clone, the clone's (its first point)
+        for name, jct in self.baselines.items():
+            self.logger.record(f"reference/avg_jct_{name}", jct)
+        if self.first_is_clone:
+            self.logger.record("reference/avg_jct_clone", self.history[0]["avg_jct"])
         self.logger.dump(self.num_timesteps)
         # the whole (small) file rewritten atomically per point: never a torn row
         old = self.curve_csv.read_text() if self.curve_csv.is_file() else ""

@@ -189,7 +189,7 @@ def _train_sb3(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
             )
             verify_policy_weights(pre["policy_path"])  # a cached copy may have rotted
             load_pretrained_weights(model, pre["policy_path"])
-            if hasattr(model, "set_anchor"):  # the group learner's anchor: the clone
+            if hasattr(model, "set_anchor"):  # the clone, frozen: an anchor or a KL reference
                 model.set_anchor()
             summary["pretrain"] = {k: v for k, v in pre.items() if k != "policy_path"}
             summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
@@ -217,6 +217,7 @@ def _train_sb3(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
         sample_seed=ev.sample_seed,
         curve_csv=out / "learning_curve.csv",
         hparams={**hparams, "seed": cfg.seed},
+        first_is_clone="pretrain" in summary and not cfg.resume,
     )
     ckpt_dir = out / "checkpoints" / "latest"
     callbacks = [validation, CheckpointCallback(ckpt_dir, cfg.checkpoint_every, meta)]
@@ -262,6 +263,8 @@ def _train_sb3(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     curve = validation.history
     summary["timesteps"] = int(model.num_timesteps)
     summary["initial"] = curve[0] if curve else None
+    if curve and "pretrain" in summary and not cfg.resume:  # the clone's figure, for the table
+        summary["clone_avg_jct"] = float(curve[0]["avg_jct"])
     summary["final"] = curve[-1] if curve else None
     summary["best_avg_jct"] = float(np.min([r["avg_jct"] for r in curve])) if curve else None
     summary["tensorboard"] = tb

@@ -69,6 +69,23 @@ def test_short_training_run_writes_its_record(tmp_path, agent: str) -> None:
     assert summary["pretrain"]["teacher"] == "drf"
     assert set(summary["baselines_avg_jct"]) == {"drf"}
     assert summary["final"]["ratio_to_drf"] > 0
+    # the run tells the story: the clone's figure and each heuristic's as reference lines at
+    # every validation point, the learning rate, and (after each update) the KL to the clone
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "tb" / f"{agent}_1"))
+    acc.Reload()
+    points = [e.step for e in acc.Scalars("eval/avg_jct")]
+    clone = acc.Scalars("reference/avg_jct_clone")
+    assert [e.step for e in clone] == points and len(points) >= 2
+    assert all(e.value == pytest.approx(summary["clone_avg_jct"]) for e in clone)
+    assert summary["clone_avg_jct"] == pytest.approx(summary["initial"]["avg_jct"])
+    drf = acc.Scalars("reference/avg_jct_drf")
+    assert all(e.value == pytest.approx(summary["baselines_avg_jct"]["drf"]) for e in drf)
+    assert acc.Scalars("train/learning_rate")[-1].value == pytest.approx(3e-4)
+    kl = [e.value for e in acc.Scalars("train/kl_to_clone")]
+    assert kl and all(v >= 0 for v in kl)
+    assert "| clone (before RL)" in out.stdout
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["seed"] == 0 and record["config"]["agent"]["name"] == agent
     assert "torch" in record["versions"] and "git_commit" in record and "git" not in record
