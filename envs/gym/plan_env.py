@@ -179,13 +179,17 @@ class SlotPlanner:
             t / (t + 100.0),
             env._finished / n_jobs,
         )
-        out = np.empty(self.obs_size, dtype=np.float32)
         n = inner_obs.shape[0]
+        out = np.empty(self.obs_size, dtype=np.float32)
         out[:n] = inner_obs
-        # clipped to [0, 1] in Python floats, then rounded to float32 by the assignment: the
-        # same values as rounding first and clipping in float32 (the clip is monotone and its
-        # bounds are float32 values)
-        out[n:] = [0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in feats]
+        # clipped to [0, 1] in Python floats, then rounded to float32 by the item writes (the
+        # memoryview's C cast, numpy's for a list: the same values): the same values as
+        # rounding first and clipping in float32 (the clip is monotone and its bounds are
+        # float32 values)
+        mv = out.data
+        for x in feats:
+            mv[n] = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+            n += 1
         return out
 
 
@@ -360,7 +364,7 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         if not 0 <= k < self.K:
             raise ConfigError(f"action {k} out of range [0, {self.K}) ({', '.join(self.labels)})")
         env = self.inner
-        if self.slot_at_once and env.slot_untouched():
+        if self.slot_at_once and env._slot_open and not env._placed:  # (slot_untouched())
             obs, total, term, trunc, info, steps = env.plan_slot(self.drivers[k].allocator)
             if env.last_shortfalls:
                 jid, role, cpu, gpu = env.last_shortfalls[0]

@@ -13,7 +13,9 @@
  * Also the slot transition of SlotSimulator (end_slot: the checks, the training loop, the
  * utilisation, reward and record; the active jobs' views) and the env's observation rows of
  * a new slot (slot_obs), with simulator.py and envs/gym/cluster/observation.py the
- * specification (tests/sim/elastic/test_native_slot.py): see "the slot transition" below.
+ * specification (tests/sim/elastic/test_native_slot.py): see "the slot transition" below;
+ * and the env's per-slot bookkeeping of its window (open_rows, set_counts, decided,
+ * any_valid; envs/gym/cluster/env.py the specification): "the env's slot glue".
  *
  * The cluster is two arrays of free CPU / GPU slots per node; a search scans the nodes (the
  * Python class keeps an index so that its search does not grow with the nodes; in C a scan
@@ -1777,12 +1779,215 @@ out:
     return Py_XNewRef(result);
 }
 
+/* ------------------------------------------------------------------ the env's slot glue */
+
+/* ClusterEnv's per-slot bookkeeping of its window (envs/gym/cluster/env.py and masks.py, the
+ * specification; tests/sim/elastic/test_native_slot.py): the rows and counts of a new slot,
+ * the counts an allocator planned, the decided allocation of the slot's end, and whether an
+ * action is still valid.  Each checks everything it reads first and writes nothing but its
+ * result, or answers None (nothing written) so that the Python code runs (and raises its
+ * errors). */
+
+static PyObject *S_job_id, *S_max_w, *S_max_p, *S_iw, *S_ip, *S_ib;
+
+/* The offsets of the mask's fields of the env's _Row (a slots dataclass), per class. */
+typedef struct {
+    PyTypeObject *cls; /* (a reference held) */
+    Py_ssize_t max_w, max_p, iw, ip, ib;
+} RowLayout;
+
+static RowLayout row_layout;
+
+static int row_ok(PyObject *row) {
+    PyTypeObject *cls = Py_TYPE(row);
+    if (cls == row_layout.cls) return 1;
+    RowLayout l;
+    l.cls = cls;
+    if (slot_offset(cls, S_max_w, &l.max_w) || slot_offset(cls, S_max_p, &l.max_p) ||
+        slot_offset(cls, S_iw, &l.iw) || slot_offset(cls, S_ip, &l.ip) ||
+        slot_offset(cls, S_ib, &l.ib))
+        return 0;
+    Py_INCREF(cls);
+    Py_XDECREF(row_layout.cls);
+    row_layout = l;
+    return 1;
+}
+
+/* A row field (at ``off``) as a small count, or -1 (unset or not one). */
+static long long row_count(PyObject *row, Py_ssize_t off) {
+    PyObject *x = FIELD(row, off);
+    return x == NULL ? -1 : small_count(x);
+}
+
+/* The counts ``c`` of a window row (an exact list of two small counts) into w, p; 0 if not. */
+static int pair_counts(PyObject *c, long long *w, long long *p) {
+    if (!PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2) return 0;
+    *w = small_count(PyList_GET_ITEM(c, 0));
+    *p = small_count(PyList_GET_ITEM(c, 1));
+    return *w >= 0 && *p >= 0;
+}
+
+PyDoc_STRVAR(open_rows_doc,
+             "open_rows(window, static)\n\n"
+             "The window's bookkeeping of a new slot (ClusterEnv._open_next_slot and "
+             "_build_slot_cache): ``({v.spec.job_id: [0, 0] for v in window}, "
+             "[static[v.spec.job_id] for v in window], list of the dict's values)``, or None "
+             "when the Python code must do it (a job id missing from ``static``, an attribute "
+             "missing, a value out of the ordinary).");
+
+static PyObject *py_open_rows(PyObject *self, PyObject *args) {
+    PyObject *window, *stat;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &window, &PyDict_Type, &stat)) return NULL;
+    if (!PyDict_CheckExact(stat)) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(window);
+    PyObject *alloc = new_dict(n), *rows = PyList_New(n), *counts = NULL, *out = NULL;
+    if (alloc == NULL || rows == NULL) goto fail;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *v = PyList_GET_ITEM(window, j);
+        PyObject *spec = PyObject_GetAttr(v, S_spec);
+        if (spec == NULL) goto none;
+        PyObject *jid = PyObject_GetAttr(spec, S_job_id);
+        Py_DECREF(spec);
+        if (jid == NULL) goto none;
+        if (!PyLong_CheckExact(jid)) { /* (a hash or an equality of its own: Python's) */
+            Py_DECREF(jid);
+            goto none;
+        }
+        PyObject *row = PyDict_GetItemWithError(stat, jid); /* borrowed */
+        PyObject *c = row == NULL ? NULL : PyList_New(2);
+        if (c == NULL) {
+            Py_DECREF(jid);
+            goto none;
+        }
+        PyList_SET_ITEM(c, 0, PyLong_FromLong(0));
+        PyList_SET_ITEM(c, 1, PyLong_FromLong(0));
+        int rc = PyDict_SetItem(alloc, jid, c);
+        Py_DECREF(jid);
+        Py_DECREF(c);
+        if (rc < 0) goto fail;
+        PyList_SET_ITEM(rows, j, Py_NewRef(row));
+    }
+    counts = PyDict_Values(alloc);
+    if (counts == NULL) goto fail;
+    out = PyTuple_Pack(3, alloc, rows, counts);
+    Py_DECREF(counts);
+fail:
+    Py_XDECREF(alloc);
+    Py_XDECREF(rows);
+    return out;
+none:
+    PyErr_Clear();
+    Py_DECREF(alloc);
+    Py_DECREF(rows);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(set_counts_doc,
+             "set_counts(alloc, target)\n\n"
+             "``for jid, c in alloc.items(): c[0], c[1] = target[jid]`` (ClusterEnv.plan_slot) "
+             "for exact lists and pairs: True, or None, nothing written, when the Python code "
+             "must do it (a job missing from ``target``, a value out of the ordinary).");
+
+static PyObject *py_set_counts(PyObject *self, PyObject *args) {
+    PyObject *alloc, *target, *jid, *c;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &alloc, &PyDict_Type, &target))
+        return NULL;
+    if (!PyDict_CheckExact(alloc) || !PyDict_CheckExact(target)) Py_RETURN_NONE;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c)) { /* check everything first */
+        if (!PyLong_CheckExact(jid) || !PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2)
+            Py_RETURN_NONE;
+        PyObject *v = PyDict_GetItemWithError(target, jid);
+        if (v == NULL) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (!PyTuple_CheckExact(v) || PyTuple_GET_SIZE(v) != 2) Py_RETURN_NONE;
+    }
+    pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c)) { /* (no Python code runs in between) */
+        PyObject *v = PyDict_GetItem(target, jid);
+        PyObject *w = Py_NewRef(PyTuple_GET_ITEM(v, 0)), *p = Py_NewRef(PyTuple_GET_ITEM(v, 1));
+        PyList_SetItem(c, 0, w); /* (steals; the old items are ints) */
+        PyList_SetItem(c, 1, p);
+    }
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(decided_doc,
+             "decided(alloc)\n\n"
+             "``{jid: (c[0], c[1]) for jid, c in alloc.items()}`` (ClusterEnv._close_slot) for "
+             "exact lists of two items, else None (the Python code does it).");
+
+static PyObject *py_decided(PyObject *self, PyObject *args) {
+    PyObject *alloc, *jid, *c;
+    if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &alloc)) return NULL;
+    if (!PyDict_CheckExact(alloc)) Py_RETURN_NONE;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c))
+        if (!PyLong_CheckExact(jid) || !PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2)
+            Py_RETURN_NONE;
+    PyObject *out = new_dict(PyDict_GET_SIZE(alloc));
+    if (out == NULL) return NULL;
+    pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c)) {
+        PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(c, 0), PyList_GET_ITEM(c, 1));
+        if (pair == NULL || PyDict_SetItem(out, jid, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(any_valid_doc,
+             "any_valid(fits, rows, counts)\n\n"
+             "The mask's rule on every window row (ClusterEnv._any_valid's loop, the fit state "
+             "``fits`` current): whether some worker, PS or bundle action is valid; None when "
+             "the Python code must decide (a length or value out of the ordinary).");
+
+static PyObject *py_any_valid(PyObject *self, PyObject *args) {
+    PyObject *fits, *rows, *counts;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &fits, &PyList_Type, &rows,
+                          &PyList_Type, &counts))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows), nf = PyList_GET_SIZE(fits);
+    if (PyList_GET_SIZE(counts) != n) Py_RETURN_NONE;
+    for (Py_ssize_t k = 0; k < nf; k++) {
+        PyObject *f = PyList_GET_ITEM(fits, k);
+        if (f != Py_True && f != Py_False) Py_RETURN_NONE;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *row = PyList_GET_ITEM(rows, j);
+        long long w, p;
+        if (!row_ok(row) || !pair_counts(PyList_GET_ITEM(counts, j), &w, &p)) Py_RETURN_NONE;
+        long long max_w = row_count(row, row_layout.max_w), max_p = row_count(row, row_layout.max_p);
+        long long iw = row_count(row, row_layout.iw), ip = row_count(row, row_layout.ip);
+        long long ib = row_count(row, row_layout.ib);
+        if (max_w < 0 || max_p < 0 || iw < 0 || iw >= nf || ip < 0 || ip >= nf || ib < 0 ||
+            ib >= nf)
+            Py_RETURN_NONE;
+        int w_ok = w < max_w, p_ok = p < max_p;
+        if ((w_ok && PyList_GET_ITEM(fits, iw) == Py_True) ||
+            (p_ok && (PyList_GET_ITEM(fits, ip) == Py_True ||
+                      (w_ok && PyList_GET_ITEM(fits, ib) == Py_True))))
+            Py_RETURN_TRUE; /* (the rows before checked, as the Python loop reads them) */
+    }
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
                                 {"index", py_index, METH_VARARGS, index_doc},
                                 {"check_free", py_check_free, METH_VARARGS, check_free_doc},
                                 {"end_slot", py_end_slot, METH_VARARGS, end_slot_doc},
                                 {"views", py_views, METH_VARARGS, views_doc},
                                 {"slot_obs", py_slot_obs, METH_VARARGS, slot_obs_doc},
+                                {"open_rows", py_open_rows, METH_VARARGS, open_rows_doc},
+                                {"set_counts", py_set_counts, METH_VARARGS, set_counts_doc},
+                                {"decided", py_decided, METH_VARARGS, decided_doc},
+                                {"any_valid", py_any_valid, METH_VARARGS, any_valid_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_alloc_native",
@@ -1843,6 +2048,12 @@ PyMODINIT_FUNC PyInit__alloc_native(void) {
         {&S_arrival, "arrival"},
         {&S_type_index, "type_index"},
         {&S_progress_epochs, "progress_epochs"},
+        {&S_job_id, "job_id"},
+        {&S_max_w, "max_w"},
+        {&S_max_p, "max_p"},
+        {&S_iw, "iw"},
+        {&S_ip, "ip"},
+        {&S_ib, "ib"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if ((*names[k].var = PyUnicode_InternFromString(names[k].name)) == NULL) return NULL;

@@ -30,7 +30,11 @@ training loop, utilisation, reward and record), :func:`views` its ``active_jobs`
 specification, run when they answer ``None``/``False``: switched off, a subclass's hooks, an
 error to raise, a value out of the ordinary; ``tests/sim/elastic/test_native_slot.py``).  The
 C side keeps what a slot reads of a job's spec per spec object (4096 entries, holding the
-specs), as the allocators' rows are kept here: specs are frozen.  Standard library only.
+specs), as the allocators' rows are kept here: specs are frozen.  The env's per-slot
+bookkeeping of its window too: :func:`open_rows` (a new slot's alloc, rows and counts),
+:func:`set_counts` (``plan_slot``'s write-back), :func:`decided` (the slot's allocation) and
+:func:`any_valid` (the mask's rule over the window), each the Python code's loop, which runs
+when they answer ``None``/``False``.  Standard library only.
 """
 
 from __future__ import annotations
@@ -53,8 +57,9 @@ try:
 except ImportError:  # not built (no C compiler at install time): the Python code runs
     _alloc_native = None
 
-__all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "available",
-           "end_slot", "slot_obs", "use_native", "used_totals", "views"]  # fmt: skip
+__all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "any_valid",
+           "available", "decided", "end_slot", "open_rows", "set_counts", "slot_obs",
+           "use_native", "used_totals", "views"]  # fmt: skip
 
 KIND_DRF, KIND_FIXED, KIND_OPTIMUS, KIND_ESRTF = 0, 1, 2, 3
 _RULES = {
@@ -144,6 +149,44 @@ def slot_obs(
     if not (_enabled and _alloc_native is not None and not _STALE):
         return False
     return _alloc_native.slot_obs(obs, rows, window, t, L, width, scale) is not None
+
+
+def open_rows(window: list[JobState], static: dict[int, Any]) -> tuple[Any, Any, Any] | None:
+    """The env's window bookkeeping of a new slot in C: ``(alloc, rows, counts)`` as
+    ``ClusterEnv._open_next_slot`` and ``_build_slot_cache`` build them
+    (``{v.spec.job_id: [0, 0] for v in window}``, ``[static[v.spec.job_id] for v in
+    window]``, ``list(alloc.values())``); ``None`` when switched off or the Python code must
+    do it."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return None
+    out: tuple[Any, Any, Any] | None = _alloc_native.open_rows(window, static)
+    return out
+
+
+def set_counts(alloc: dict[int, list[int]], target: Any) -> bool:
+    """``for jid, c in alloc.items(): c[0], c[1] = target[jid]`` in C (``ClusterEnv.plan_slot``'s
+    write-back); ``False`` (nothing written) when switched off or the Python loop must run."""
+    if not (_enabled and _alloc_native is not None and not _STALE) or type(target) is not dict:
+        return False
+    return _alloc_native.set_counts(alloc, target) is not None
+
+
+def decided(alloc: dict[int, list[int]]) -> dict[int, tuple[int, int]] | None:
+    """``{jid: (c[0], c[1]) for jid, c in alloc.items()}`` in C (``ClusterEnv._close_slot``);
+    ``None`` when switched off or the Python code must build it."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return None
+    out: dict[int, tuple[int, int]] | None = _alloc_native.decided(alloc)
+    return out
+
+
+def any_valid(fits: list[bool], rows: list[Any], counts: list[list[int]]) -> bool | None:
+    """``ClusterEnv._any_valid``'s loop over the window rows in C (the fit state current);
+    ``None`` when switched off or the Python loop must decide."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return None
+    out: bool | None = _alloc_native.any_valid(fits, rows, counts)
+    return out
 
 
 def _plain_int(x: Any) -> bool:
@@ -289,10 +332,10 @@ def allocate(
         cache = _TABLES[id(model)] = _Rows(model)
     views = jobs if type(jobs) is list else list(jobs)
     call = _alloc_native.allocate
-    pos_of, stride, _ = cluster.index_layout
+    layout = cluster._layout  # (index_layout's)
     args = (kind, params, views, cache.rows, cluster.free_cpu, cluster.free_gpu,
             cluster.cpu_capacity, cluster.gpu_capacity, _RULES[cluster.placement],
-            float(slot_s), need_grid, pos_of, stride)  # fmt: skip
+            float(slot_s), need_grid, layout[0], layout[1])  # fmt: skip
     out = call(*args)
     if out is None:
         if not cache.add(views, need_grid):
