@@ -296,6 +296,8 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
     def __setstate__(self, state: dict[str, Any]) -> None:
         # views do not survive pickling as views: rebuild them over the unpickled data
         self.__dict__.update(state)
+        self.__dict__.setdefault("_row_cache", {})  # (caches that older pickles lack)
+        self.__dict__.setdefault("_fit_cache", {})
         self._bind_mask_views()
         self._bind_obs_views()
 
@@ -412,7 +414,7 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
                 raise ResetNeeded("the episode has ended; call reset()")
             raise ConfigError("plan_slot needs an open slot")
         cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
-        if not self.slot_untouched():
+        if self._placed:  # (not slot_untouched(): the slot is open)
             raise ConfigError("plan_slot needs a slot with nothing placed yet")
         window = self._window
         off_rule = cluster.off_rule
@@ -659,14 +661,15 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         mb[k + 2] = vb
         return n_valid > 0
 
-    def _build_slot_cache(self, rows: bool = True) -> None:
-        """Rows (unless ``rows`` is false: set with ``_alloc``), fit state, mask and
-        observation of a newly opened slot."""
-        if rows:
+    def _build_slot_cache(self, opened: tuple[bytes, int] | None = None) -> None:
+        """Rows, fit state, mask and observation of a newly opened slot; ``opened``: the rows
+        are set already (with ``_alloc``), and this is their open mask and its valid count
+        (``native_alloc.open_rows``)."""
+        if opened is None:
             static = self._static
             self._rows = [static[v.spec.job_id] for v in self._window]
             self._counts = list(self._alloc.values())
-        self._open_mask()
+        self._open_mask(opened)
         self._write_slot_obs()
 
     def _close_slot(self) -> float:
@@ -701,14 +704,16 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
                 # alloc, rows and counts in C where built (native_alloc.open_rows: the
                 # comprehensions here and in _build_slot_cache)
                 opened = native_alloc.open_rows(window, self._static)
+                mask = None
                 if opened is None:
                     self._alloc = {v.spec.job_id: [0, 0] for v in window}
                 else:
-                    self._alloc, self._rows, self._counts = opened
+                    self._alloc, self._rows, self._counts, joined, n_valid = opened
+                    mask = (joined, n_valid)
                 self._slot_open = True
                 self._placed = 0
                 self._t = sim.t
-                self._build_slot_cache(opened is None)
+                self._build_slot_cache(mask)
                 break
             sim.end_slot({})
             empty += 1

@@ -108,14 +108,19 @@ class MaskMixin:
         self._mbytes[:] = self._closed_bytes
         self._n_valid = 0
 
-    def _open_mask(self) -> None:
-        """Fit state and mask of a newly opened slot (``_rows`` and ``_counts`` set)."""
+    def _open_mask(self, opened: tuple[bytes, int] | None = None) -> None:
+        """Fit state and mask of a newly opened slot (``_rows`` and ``_counts`` set;
+        ``opened``: the rows' open masks joined and their valid count, made already)."""
         cluster = self._require_sim().cluster
         rows = self._rows
         self._fits = self._fits_at(cluster.occupied)
         if cluster.is_empty():  # the usual case (begin_slot emptied it)
-            self._mbytes[: 3 * len(rows)] = b"".join([row.open_mask for row in rows])
-            self._n_valid = sum([row.open_valid for row in rows])
+            if opened is None:
+                opened = (
+                    b"".join([row.open_mask for row in rows]),
+                    sum([row.open_valid for row in rows]),
+                )
+            self._mbytes[: 3 * len(rows)], self._n_valid = opened
         else:
             self._refresh_mask()
 

@@ -1377,10 +1377,45 @@ static int slot_validate(SlotJob *j, const RunLayout *L, long long *cpu, long lo
     return 0;
 }
 
+static PyObject *S_speed, *S__memo, *S_model, *S_speed_factor, *S_iterations_per_epoch;
+
+/* SlotSimulator._rate(r, new) for a MeasuredSpeed whose memo holds the speed (``memo``: the
+ * model's ``_memo``, its ``speed`` method checked to be MeasuredSpeed.speed): ``its =
+ * float(memo[(spec.type.model, ps, workers)])``, finite and >= 0, and ``its * speed_factor /
+ * iterations_per_epoch`` in Python's order and conversions.  1 and the rate; 0 (nothing
+ * raised) when the Python method must run: a memo miss, a value out of the ordinary, the
+ * error it raises. */
+static int memo_rate(const SlotJob *j, PyObject *memo, double *out) {
+    PyObject *spec = j->row.spec, *ty = PyObject_GetAttr(spec, S_type), *model = NULL;
+    PyObject *key = NULL;
+    int ok = 0;
+    double sf;
+    long long ipe = ty == NULL ? -1 : attr_count(ty, S_iterations_per_epoch);
+    if (ipe <= 0 || ipe >= ((long long)1 << 53) || !attr_double(spec, S_speed_factor, &sf))
+        goto out;
+    model = PyObject_GetAttr(ty, S_model);
+    if (model == NULL || !PyUnicode_CheckExact(model)) goto out;
+    key = PyTuple_Pack(3, model, PyTuple_GET_ITEM(j->newv, 1), PyTuple_GET_ITEM(j->newv, 0));
+    PyObject *v = key == NULL ? NULL : PyDict_GetItemWithError(memo, key); /* borrowed */
+    if (v == NULL || !PyFloat_CheckExact(v)) goto out;
+    double its = PyFloat_AS_DOUBLE(v);
+    if (!(isfinite(its) && its >= 0)) goto out; /* the Python method raises */
+    *out = its * sf / (double)ipe;
+    ok = 1;
+out:
+    PyErr_Clear();
+    Py_XDECREF(ty);
+    Py_XDECREF(model);
+    Py_XDECREF(key);
+    return ok;
+}
+
 /* Pass 2 for an allocated job: the loop body's arithmetic.  0: fine; 1: the Python code
- * decides (nothing raised; a rate computed and cached stays cached, as in Python). */
+ * decides (nothing raised; a rate computed and cached stays cached, as in Python).  A rate
+ * not cached comes from ``*memo`` (memo_rate) where it can, else from the Python method
+ * (``*memo`` is then forgotten for the rest of the slot: Python code ran). */
 static int slot_train(SlotJob *j, const RunLayout *L, PyObject *sim, double slot_s,
-                      double overhead_s, double keep, long long t) {
+                      double overhead_s, double keep, long long t, PyObject **memo) {
     double overhead = j->changed ? overhead_s : 0.0;
     PyObject *rates = Py_XNewRef(FIELD(j->r, L->rates)), *cached = NULL;
     if (rates == NULL || !PyDict_CheckExact(rates)) goto back;
@@ -1389,8 +1424,14 @@ static int slot_train(SlotJob *j, const RunLayout *L, PyObject *sim, double slot
         Py_INCREF(cached);
     } else { /* cached = r.rates[new] = self._rate(r, new) */
         if (PyErr_Occurred()) goto back;
-        PyObject *call[3] = {sim, j->r, j->newv};
-        cached = PyObject_VectorcallMethod(S__rate, call, 3, NULL);
+        double from_memo;
+        if (*memo != NULL && memo_rate(j, *memo, &from_memo)) {
+            cached = PyFloat_FromDouble(from_memo);
+        } else {
+            Py_CLEAR(*memo);
+            PyObject *call[3] = {sim, j->r, j->newv};
+            cached = PyObject_VectorcallMethod(S__rate, call, 3, NULL);
+        }
         if (cached == NULL || PyDict_SetItem(rates, j->newv, cached) < 0) goto back;
     }
     if (!PyFloat_CheckExact(cached)) goto back;
@@ -1475,19 +1516,35 @@ static PyObject *new_record(PyTypeObject *cls, PyObject **names, PyObject **valu
 }
 
 PyDoc_STRVAR(end_slot_doc,
-             "end_slot(sim, decided, t, keep, SlotRecord)\n\n"
+             "end_slot(sim, decided, t, keep, SlotRecord[, MeasuredSpeed.speed])\n\n"
              "SlotSimulator._run_slot (simulator.py; ``keep`` is 1 - the completion tolerance) "
              "of slot ``t`` for ``decided``: its SlotRecord, the runs, utilisation, rewards "
              "and finished count of ``sim`` updated, or None, nothing changed (but the rates "
              "cached that the Python loop caches too), when the Python code must decide: an "
-             "error to raise, a value it handles otherwise.");
+             "error to raise, a value it handles otherwise.  With MeasuredSpeed.speed, a rate "
+             "not cached yet is read from the memo of ``sim.speed`` when it is a MeasuredSpeed "
+             "(not overridden) that has it (SlotSimulator._rate's arithmetic), else _rate runs.");
+
+/* The memo of ``sim.speed`` when its ``speed`` method is ``speed_func`` (MeasuredSpeed.speed,
+ * bound to it: no override), a new reference; else NULL (nothing raised). */
+static PyObject *speed_memo(PyObject *sim, PyObject *speed_func) {
+    PyObject *speed = PyObject_GetAttr(sim, S_speed), *method = NULL, *memo = NULL;
+    if (speed != NULL) method = PyObject_GetAttr(speed, S_speed);
+    if (method != NULL && PyMethod_Check(method) && PyMethod_GET_FUNCTION(method) == speed_func &&
+        PyMethod_GET_SELF(method) == speed)
+        memo = attr_of(speed, S__memo, &PyDict_Type);
+    PyErr_Clear();
+    Py_XDECREF(speed);
+    Py_XDECREF(method);
+    return memo;
+}
 
 static PyObject *py_end_slot(PyObject *self, PyObject *args) {
-    PyObject *sim, *decided, *t_obj;
+    PyObject *sim, *decided, *t_obj, *speed_func = NULL, *memo = NULL;
     PyTypeObject *record_cls;
     double keep;
-    if (!PyArg_ParseTuple(args, "OO!O!dO!", &sim, &PyDict_Type, &decided, &PyLong_Type, &t_obj,
-                          &keep, &PyType_Type, &record_cls))
+    if (!PyArg_ParseTuple(args, "OO!O!dO!|O", &sim, &PyDict_Type, &decided, &PyLong_Type, &t_obj,
+                          &keep, &PyType_Type, &record_cls, &speed_func))
         return NULL;
     PyObject *active = NULL, *ids = NULL, *spec = NULL, *cluster = NULL, *free_cpu = NULL,
              *free_gpu = NULL, *lists[3] = {NULL, NULL, NULL}, *result = NULL,
@@ -1570,10 +1627,11 @@ static PyObject *py_end_slot(PyObject *self, PyObject *args) {
     if (matched != PyDict_GET_SIZE(decided) || cpu != used_c || gpu != used_g) goto out;
     /* pass 2: the rates and epochs; the reward summed in active order */
     double reward = 0.0;
+    if (speed_func != NULL && speed_func != Py_None) memo = speed_memo(sim, speed_func);
     for (Py_ssize_t i = 0; i < n; i++) {
         SlotJob *j = &jobs[i];
         if (!j->run) continue;
-        if (slot_train(j, &layout, sim, slot_s, overhead_s, keep, t)) goto out;
+        if (slot_train(j, &layout, sim, slot_s, overhead_s, keep, t, &memo)) goto out;
         reward += j->epochs / j->row.num_epochs;
     }
     /* pass 3: commit */
@@ -1625,6 +1683,7 @@ out:
         Py_XDECREF(jobs[i].spec_ref);
     }
     if (jobs != stack_jobs) free(jobs);
+    Py_XDECREF(memo);
     Py_XDECREF(layout.cls);
     Py_XDECREF(active);
     Py_XDECREF(ids);
@@ -1788,12 +1847,12 @@ out:
  * result, or answers None (nothing written) so that the Python code runs (and raises its
  * errors). */
 
-static PyObject *S_job_id, *S_max_w, *S_max_p, *S_iw, *S_ip, *S_ib;
+static PyObject *S_job_id, *S_max_w, *S_max_p, *S_iw, *S_ip, *S_ib, *S_open_mask, *S_open_valid;
 
 /* The offsets of the mask's fields of the env's _Row (a slots dataclass), per class. */
 typedef struct {
     PyTypeObject *cls; /* (a reference held) */
-    Py_ssize_t max_w, max_p, iw, ip, ib;
+    Py_ssize_t max_w, max_p, iw, ip, ib, open_mask, open_valid;
 } RowLayout;
 
 static RowLayout row_layout;
@@ -1805,7 +1864,8 @@ static int row_ok(PyObject *row) {
     l.cls = cls;
     if (slot_offset(cls, S_max_w, &l.max_w) || slot_offset(cls, S_max_p, &l.max_p) ||
         slot_offset(cls, S_iw, &l.iw) || slot_offset(cls, S_ip, &l.ip) ||
-        slot_offset(cls, S_ib, &l.ib))
+        slot_offset(cls, S_ib, &l.ib) || slot_offset(cls, S_open_mask, &l.open_mask) ||
+        slot_offset(cls, S_open_valid, &l.open_valid))
         return 0;
     Py_INCREF(cls);
     Py_XDECREF(row_layout.cls);
@@ -1829,11 +1889,12 @@ static int pair_counts(PyObject *c, long long *w, long long *p) {
 
 PyDoc_STRVAR(open_rows_doc,
              "open_rows(window, static)\n\n"
-             "The window's bookkeeping of a new slot (ClusterEnv._open_next_slot and "
-             "_build_slot_cache): ``({v.spec.job_id: [0, 0] for v in window}, "
-             "[static[v.spec.job_id] for v in window], list of the dict's values)``, or None "
-             "when the Python code must do it (a job id missing from ``static``, an attribute "
-             "missing, a value out of the ordinary).");
+             "The window's bookkeeping of a new slot (ClusterEnv._open_next_slot, "
+             "_build_slot_cache and MaskMixin._open_mask): ``({v.spec.job_id: [0, 0] for v in "
+             "window}, rows = [static[v.spec.job_id] for v in window], list of the dict's "
+             "values, b''.join([row.open_mask for row in rows]), sum([row.open_valid for row "
+             "in rows]))``, or None when the Python code must do it (a job id missing from "
+             "``static``, an attribute missing, a value out of the ordinary).");
 
 static PyObject *py_open_rows(PyObject *self, PyObject *args) {
     PyObject *window, *stat;
@@ -1841,6 +1902,8 @@ static PyObject *py_open_rows(PyObject *self, PyObject *args) {
     if (!PyDict_CheckExact(stat)) Py_RETURN_NONE;
     Py_ssize_t n = PyList_GET_SIZE(window);
     PyObject *alloc = new_dict(n), *rows = PyList_New(n), *counts = NULL, *out = NULL;
+    PyObject *mask = NULL, *valid = NULL;
+    long long n_valid = 0;
     if (alloc == NULL || rows == NULL) goto fail;
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *v = PyList_GET_ITEM(window, j);
@@ -1854,6 +1917,13 @@ static PyObject *py_open_rows(PyObject *self, PyObject *args) {
             goto none;
         }
         PyObject *row = PyDict_GetItemWithError(stat, jid); /* borrowed */
+        PyObject *om = row != NULL && row_ok(row) ? FIELD(row, row_layout.open_mask) : NULL;
+        long long ov = row != NULL && om != NULL ? row_count(row, row_layout.open_valid) : -1;
+        if (ov < 0 || ov > 3 || !PyBytes_CheckExact(om) || PyBytes_GET_SIZE(om) != 3 ||
+            (j > 0 && Py_TYPE(row) != Py_TYPE(PyList_GET_ITEM(rows, 0))))
+            row = NULL; /* (one row class: the layout read below is the first row's) */
+        else
+            n_valid += ov;
         PyObject *c = row == NULL ? NULL : PyList_New(2);
         if (c == NULL) {
             Py_DECREF(jid);
@@ -1868,10 +1938,17 @@ static PyObject *py_open_rows(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(rows, j, Py_NewRef(row));
     }
     counts = PyDict_Values(alloc);
-    if (counts == NULL) goto fail;
-    out = PyTuple_Pack(3, alloc, rows, counts);
-    Py_DECREF(counts);
+    mask = PyBytes_FromStringAndSize(NULL, 3 * n);
+    valid = PyLong_FromLongLong(n_valid);
+    if (counts == NULL || mask == NULL || valid == NULL) goto fail;
+    for (Py_ssize_t j = 0; j < n; j++)
+        memcpy(PyBytes_AS_STRING(mask) + 3 * j,
+               PyBytes_AS_STRING(FIELD(PyList_GET_ITEM(rows, j), row_layout.open_mask)), 3);
+    out = PyTuple_Pack(5, alloc, rows, counts, mask, valid);
 fail:
+    Py_XDECREF(counts);
+    Py_XDECREF(mask);
+    Py_XDECREF(valid);
     Py_XDECREF(alloc);
     Py_XDECREF(rows);
     return out;
@@ -1978,6 +2055,95 @@ static PyObject *py_any_valid(PyObject *self, PyObject *args) {
     Py_RETURN_FALSE;
 }
 
+/* ------------------------------------------------------------------ the plan observation */
+
+static PyObject *S_J, *S__num_jobs, *S__window, *S__views, *S__t, *S_sim, *S_last_utilisation,
+    *S__finished;
+
+/* getattr(obj, name) as an exact int in [0, 2**53) (a double holds it exactly), or -1
+ * (nothing raised). */
+static long long attr_exact(PyObject *obj, PyObject *name) {
+    long long v = attr_count(obj, name);
+    return v >= ((long long)1 << 53) ? -1 : v;
+}
+
+/* len(getattr(obj, name)) of an exact list, or -1 (nothing raised). */
+static Py_ssize_t attr_list_len(PyObject *obj, PyObject *name) {
+    PyObject *x = attr_of(obj, name, &PyList_Type);
+    Py_ssize_t n = x == NULL ? -1 : PyList_GET_SIZE(x);
+    Py_XDECREF(x);
+    return n;
+}
+
+PyDoc_STRVAR(plan_obs_doc,
+             "plan_obs(out, inner, env)\n\n"
+             "SlotPlanner.observe (envs/gym/plan_env.py) into the float32 array ``out``: the "
+             "float32 ``inner`` observation, then the plan's global features of ``env`` (the "
+             "same double arithmetic, clipped to [0, 1], rounded to float32 by the same C "
+             "cast); True, or None, nothing written, when the Python code must do it.");
+
+static PyObject *py_plan_obs(PyObject *self, PyObject *args) {
+    PyObject *out_obj, *inner_obj, *env, *sim = NULL, *last = NULL, *result = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO", &out_obj, &inner_obj, &env)) return NULL;
+    long long J = attr_exact(env, S_J), num_jobs = attr_exact(env, S__num_jobs);
+    long long t = attr_exact(env, S__t), finished = attr_exact(env, S__finished);
+    Py_ssize_t window = attr_list_len(env, S__window), views = attr_list_len(env, S__views);
+    double u_cpu = 0.0, u_gpu = 0.0;
+    int have_last = 0;
+    if (J <= 0 || num_jobs < 0 || t < 0 || finished < 0 || window < 0 || views < window)
+        goto done;
+    sim = PyObject_GetAttr(env, S_sim);
+    if (sim == NULL || sim == Py_None) goto done; /* (Python: _require_sim raises) */
+    last = PyObject_GetAttr(sim, S_last_utilisation);
+    if (last == NULL) goto done;
+    if (last != Py_None) {
+        if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 2 ||
+            !PyFloat_CheckExact(PyTuple_GET_ITEM(last, 0)) ||
+            !PyFloat_CheckExact(PyTuple_GET_ITEM(last, 1)))
+            goto done;
+        u_cpu = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 0));
+        u_gpu = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 1));
+        have_last = 1;
+    }
+    Py_buffer out, inner;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    if (PyObject_GetBuffer(inner_obj, &inner, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&out);
+        goto done;
+    }
+    if (out.itemsize == 4 && inner.itemsize == 4 && out.format != NULL && inner.format != NULL &&
+        strcmp(out.format, "f") == 0 && strcmp(inner.format, "f") == 0 && out.ndim == 1 &&
+        inner.ndim == 1 && out.len == inner.len + 6 * 4 && out.buf != inner.buf) {
+        /* (the Python code's order: the features in doubles, then the writes) */
+        long long n_jobs = num_jobs > 1 ? num_jobs : 1; /* max(num_jobs, 1) */
+        double td = (double)t, beyond = (double)(views - window) / (double)J;
+        double feats[6] = {
+            (double)window / (double)J,
+            beyond < 1.0 ? beyond : 1.0, /* min(1.0, beyond / J) */
+            have_last ? 1.0 - u_gpu : 1.0,
+            have_last ? 1.0 - u_cpu : 1.0,
+            td / (td + 100.0),
+            (double)finished / (double)n_jobs,
+        };
+        float *o = (float *)out.buf;
+        Py_ssize_t n = inner.len / 4;
+        memcpy(o, inner.buf, (size_t)inner.len);
+        for (int k = 0; k < 6; k++) {
+            double x = feats[k];
+            o[n + k] = (float)(x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x);
+        }
+        result = Py_True;
+    }
+    PyBuffer_Release(&inner);
+    PyBuffer_Release(&out);
+done:
+    PyErr_Clear();
+    Py_XDECREF(sim);
+    Py_XDECREF(last);
+    return Py_NewRef(result);
+}
+
 static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
                                 {"index", py_index, METH_VARARGS, index_doc},
                                 {"check_free", py_check_free, METH_VARARGS, check_free_doc},
@@ -1988,6 +2154,7 @@ static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate
                                 {"set_counts", py_set_counts, METH_VARARGS, set_counts_doc},
                                 {"decided", py_decided, METH_VARARGS, decided_doc},
                                 {"any_valid", py_any_valid, METH_VARARGS, any_valid_doc},
+                                {"plan_obs", py_plan_obs, METH_VARARGS, plan_obs_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_alloc_native",
@@ -2049,11 +2216,26 @@ PyMODINIT_FUNC PyInit__alloc_native(void) {
         {&S_type_index, "type_index"},
         {&S_progress_epochs, "progress_epochs"},
         {&S_job_id, "job_id"},
+        {&S_speed, "speed"},
+        {&S_J, "J"},
+        {&S__num_jobs, "_num_jobs"},
+        {&S__window, "_window"},
+        {&S__views, "_views"},
+        {&S__t, "_t"},
+        {&S_sim, "sim"},
+        {&S_last_utilisation, "last_utilisation"},
+        {&S__finished, "_finished"},
+        {&S__memo, "_memo"},
+        {&S_model, "model"},
+        {&S_speed_factor, "speed_factor"},
+        {&S_iterations_per_epoch, "iterations_per_epoch"},
         {&S_max_w, "max_w"},
         {&S_max_p, "max_p"},
         {&S_iw, "iw"},
         {&S_ip, "ip"},
         {&S_ib, "ib"},
+        {&S_open_mask, "open_mask"},
+        {&S_open_valid, "open_valid"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if ((*names[k].var = PyUnicode_InternFromString(names[k].name)) == NULL) return NULL;

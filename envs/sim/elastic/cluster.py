@@ -488,6 +488,7 @@ class SlotCluster:
         positions only (:attr:`occupied`): the rest is built from the lists when a search or
         a placement first needs it; ``off_rule``: the changes among those placements that did
         not follow the rule (releases: added to :attr:`off_rule`)."""
+        # (native_alloc.allocate makes the steps of the occupied= case itself: keep both alike)
         self.off_rule += off_rule
         self.free_cpu, self.free_gpu = free_cpu, free_gpu
         self._synced = False

@@ -50,6 +50,7 @@ from typing import Any
 from envs.sim.elastic.allocator_base import JobState
 from envs.sim.elastic.cluster import Placement, SlotCluster
 from envs.sim.elastic.spec import ElasticJob, SpeedModel
+from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.native import stale_build
 
 try:
@@ -58,8 +59,8 @@ except ImportError:  # not built (no C compiler at install time): the Python cod
     _alloc_native = None
 
 __all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "any_valid",
-           "available", "decided", "end_slot", "open_rows", "set_counts", "slot_obs",
-           "use_native", "used_totals", "views"]  # fmt: skip
+           "available", "decided", "end_slot", "open_rows", "plan_obs", "set_counts",
+           "slot_obs", "use_native", "used_totals", "views"]  # fmt: skip
 
 KIND_DRF, KIND_FIXED, KIND_OPTIMUS, KIND_ESRTF = 0, 1, 2, 3
 _RULES = {
@@ -75,6 +76,10 @@ ROW = struct.Struct("<8q3d")
 _CACHE_ROWS = 8192
 
 
+#: ``MeasuredSpeed.speed``: where ``sim.speed`` is a MeasuredSpeed that does not override it,
+#: :func:`end_slot` reads a rate not cached yet from its memo (``_rate``'s arithmetic) and
+#: calls ``_rate`` only on a memo miss
+_MEASURED_SPEED = MeasuredSpeed.speed
 _STALE = stale_build(_alloc_native, Path(__file__).with_name("_alloc_native.c"))
 _enabled = os.environ.get("DLSCHED_NATIVE_ALLOC", "1") != "0"
 
@@ -121,12 +126,14 @@ def end_slot(sim: Any, t: int, decided: Any, keep: float, record: type[Any]) -> 
     and the finished count updated as the Python code leaves them; or ``None``, nothing
     changed, when the Python code must run: the extension off, ``decided`` not a ``dict``, an
     error to raise (the Python code raises it) or a value it does not handle (anything but
-    exact ints, floats, lists and pairs).  The one trace a ``None`` can leave: the rates
-    cached in ``_Run.rates`` that the Python loop caches too before it fails (a failing
-    speed model is then asked twice)."""
+    exact ints, floats, lists and pairs).  A rate not cached yet comes from the memo of a
+    :class:`~envs.sim.elastic.speed.MeasuredSpeed` (not overridden) that holds the speed,
+    with ``SlotSimulator._rate``'s arithmetic; else ``_rate`` is called.  The one trace a
+    ``None`` can leave: the rates cached in ``_Run.rates`` that the Python loop caches too
+    before it fails (a failing speed model is then asked twice)."""
     if not (_enabled and _alloc_native is not None and not _STALE) or type(decided) is not dict:
         return None
-    return _alloc_native.end_slot(sim, decided, t, keep, record)
+    return _alloc_native.end_slot(sim, decided, t, keep, record, _MEASURED_SPEED)
 
 
 def views(active: list[Any]) -> list[JobState] | None:
@@ -151,15 +158,15 @@ def slot_obs(
     return _alloc_native.slot_obs(obs, rows, window, t, L, width, scale) is not None
 
 
-def open_rows(window: list[JobState], static: dict[int, Any]) -> tuple[Any, Any, Any] | None:
-    """The env's window bookkeeping of a new slot in C: ``(alloc, rows, counts)`` as
-    ``ClusterEnv._open_next_slot`` and ``_build_slot_cache`` build them
-    (``{v.spec.job_id: [0, 0] for v in window}``, ``[static[v.spec.job_id] for v in
-    window]``, ``list(alloc.values())``); ``None`` when switched off or the Python code must
-    do it."""
+def open_rows(window: list[JobState], static: dict[int, Any]) -> tuple[Any, ...] | None:
+    """The env's window bookkeeping of a new slot in C: ``(alloc, rows, counts, mask,
+    n_valid)`` as ``ClusterEnv._open_next_slot``, ``_build_slot_cache`` and ``_open_mask``
+    build them (``{v.spec.job_id: [0, 0] for v in window}``, ``[static[v.spec.job_id] for
+    v in window]``, ``list(alloc.values())``, the rows' ``open_mask`` joined and their
+    ``open_valid`` summed); ``None`` when switched off or the Python code must do it."""
     if not (_enabled and _alloc_native is not None and not _STALE):
         return None
-    out: tuple[Any, Any, Any] | None = _alloc_native.open_rows(window, static)
+    out: tuple[Any, ...] | None = _alloc_native.open_rows(window, static)
     return out
 
 
@@ -187,6 +194,16 @@ def any_valid(fits: list[bool], rows: list[Any], counts: list[list[int]]) -> boo
         return None
     out: bool | None = _alloc_native.any_valid(fits, rows, counts)
     return out
+
+
+def plan_obs(out: Any, inner: Any, env: Any) -> bool:
+    """``SlotPlanner.observe`` in C (``envs/gym/plan_env.py``): ``inner`` and the plan's
+    global features of ``env`` written into the float32 array ``out``, bit for bit as the
+    Python code writes them; ``False`` (nothing written) when switched off or the Python
+    code must do it."""
+    if not (_enabled and _alloc_native is not None and not _STALE):
+        return False
+    return _alloc_native.plan_obs(out, inner, env) is not None
 
 
 def _plain_int(x: Any) -> bool:
@@ -348,6 +365,12 @@ def allocate(
     if occupied is None:  # (a free state beyond the positions the C side handles)
         built = _alloc_native.index(free_cpu, free_gpu, *cluster.index_layout)
         cluster.adopt(free_cpu, free_gpu, built, off_rule=released)
-    else:  # the rest of the index is built when a search first needs it
-        cluster.adopt(free_cpu, free_gpu, off_rule=released, occupied=occupied)
+    else:  # the rest of the index is built when a search first needs it: adopt(free_cpu,
+        # free_gpu, off_rule=released, occupied=occupied), its steps (a plain SlotCluster)
+        cluster.off_rule += released
+        cluster.free_cpu, cluster.free_gpu = free_cpu, free_gpu
+        cluster._synced = False
+        cluster.occupied = occupied
+        cluster._state = None
+        cluster._lazy_empty = False
     return counts
