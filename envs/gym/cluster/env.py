@@ -474,7 +474,9 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
         (:meth:`~envs.gym.cluster.masks.MaskMixin._row_valid`) on every row, with the fit
         state brought up to the cluster's (the mask buffers themselves are not kept up to
         date by :meth:`plan_slot`)."""
-        self._update_fits()
+        fits = self._fits_at(self._cluster.occupied)  # type: ignore[union-attr]  # _update_fits()
+        if fits is not self._fits and fits != self._fits:
+            self._fits = fits
         if self.strict_reference_placement:
             return any(
                 any(self._row_valid(row, w, p))
@@ -674,13 +676,15 @@ class ClusterEnv(ObservationMixin, MaskMixin, RenderMixin, gym.Env[Obs, np.int64
 
     def _close_slot(self) -> float:
         """Run the open slot with the decided allocation; its reward."""
-        sim = self._require_sim()
+        sim = self.sim
+        assert sim is not None  # a slot is open
         decided = native_alloc.decided(self._alloc)  # (the dict below, in C where built)
         if decided is None:
             decided = {jid: (c[0], c[1]) for jid, c in self._alloc.items()}
-        backlog = self._views[self.J :]
-        if self.allocator_for_unused is not None and backlog:
-            _allocate_backlog(self.allocator_for_unused, backlog, decided, sim, self.speed)
+        if self.allocator_for_unused is not None:
+            backlog = self._views[self.J :]
+            if backlog:
+                _allocate_backlog(self.allocator_for_unused, backlog, decided, sim, self.speed)
         t = sim.t
         record = sim.end_slot(decided)
         self._slot_open = False
