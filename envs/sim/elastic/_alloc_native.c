@@ -1201,8 +1201,11 @@ static int field_steal(PyObject *r, Py_ssize_t off, PyObject *v) {
 
 /* What the slot reads of a job's spec (ElasticJob and its JobType, frozen dataclasses): kept
  * per spec in a direct-mapped cache that holds the spec (so that its address names it). */
+static PyObject *S_job_id;
+
 typedef struct {
     PyObject *spec;
+    PyObject *jid; /* spec.job_id (a reference held by the cache entry) */
     long long maxw, maxp, wc, wg, pc, pg;
     double real, num_epochs;
 } SpecRow;
@@ -1337,10 +1340,16 @@ static int spec_row(PyObject *spec, SpecRow *out) {
     row.pg = attr_count(ty, S_ps_gpu);
     Py_DECREF(ty);
     if (row.wc < 0 || row.wg < 0 || row.pc < 0 || row.pg < 0) return 1;
-    PyObject *old = e->spec;
+    row.jid = PyObject_GetAttr(spec, S_job_id);
+    if (row.jid == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *old = e->spec, *old_jid = e->jid;
     *e = row;
     Py_INCREF(spec);
     Py_XDECREF(old);
+    Py_XDECREF(old_jid);
     *out = row;
     return 0;
 }
@@ -1755,9 +1764,46 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------------ the slot's observation */
+/* ------------------------------------------------------------------ the env's rows */
+
+/* What the slot's observation and the env's slot glue read of a window row (envs/gym/cluster/
+ * observation.py's _Row), at the offsets of its slots. */
 
 static PyObject *S_arrival, *S_type_index, *S_progress_epochs;
+static PyObject *S_max_w, *S_max_p, *S_iw, *S_ip, *S_ib, *S_open_mask, *S_open_valid;
+
+/* The offsets of the mask's fields of the env's _Row (a slots dataclass), per class. */
+typedef struct {
+    PyTypeObject *cls; /* (a reference held) */
+    Py_ssize_t max_w, max_p, iw, ip, ib, open_mask, open_valid, arrival, type_index;
+} RowLayout;
+
+static RowLayout row_layout;
+
+static int row_ok(PyObject *row) {
+    PyTypeObject *cls = Py_TYPE(row);
+    if (cls == row_layout.cls) return 1;
+    RowLayout l;
+    l.cls = cls;
+    if (slot_offset(cls, S_max_w, &l.max_w) || slot_offset(cls, S_max_p, &l.max_p) ||
+        slot_offset(cls, S_iw, &l.iw) || slot_offset(cls, S_ip, &l.ip) ||
+        slot_offset(cls, S_ib, &l.ib) || slot_offset(cls, S_open_mask, &l.open_mask) ||
+        slot_offset(cls, S_open_valid, &l.open_valid) || slot_offset(cls, S_arrival, &l.arrival) ||
+        slot_offset(cls, S_type_index, &l.type_index))
+        return 0;
+    Py_INCREF(cls);
+    Py_XDECREF(row_layout.cls);
+    row_layout = l;
+    return 1;
+}
+
+/* A row field (at ``off``) as a small count, or -1 (unset or not one). */
+static long long row_count(PyObject *row, Py_ssize_t off) {
+    PyObject *x = FIELD(row, off);
+    return x == NULL ? -1 : small_count(x);
+}
+
+/* ------------------------------------------------------------------ the slot's observation */
 
 PyDoc_STRVAR(slot_obs_doc,
              "slot_obs(obs, rows, window, t, L, width, stay_scale)\n\n"
@@ -1803,7 +1849,14 @@ static PyObject *py_slot_obs(PyObject *self, PyObject *args) {
     /* pass 1: every value, as the Python loop computes it */
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *row = PyList_GET_ITEM(rows, j), *v = PyList_GET_ITEM(window, j);
-        long long arrival = attr_count(row, S_arrival), ty = attr_count(row, S_type_index);
+        long long arrival, ty;
+        if (row_ok(row)) { /* the env's _Row: its fields at their offsets */
+            arrival = row_count(row, row_layout.arrival);
+            ty = row_count(row, row_layout.type_index);
+        } else {
+            arrival = attr_count(row, S_arrival);
+            ty = attr_count(row, S_type_index);
+        }
         if (arrival < 0 || arrival >= ((long long)1 << 53) || ty < 0 || ty >= width) goto out;
         double progress, num_epochs;
         PyObject *spec = PyObject_GetAttr(v, S_spec);
@@ -1811,7 +1864,10 @@ static PyObject *py_slot_obs(PyObject *self, PyObject *args) {
             PyErr_Clear();
             goto out;
         }
-        int ok = attr_double(spec, S_num_epochs, &num_epochs);
+        SpecRow cached; /* (num_epochs from the spec cache where it holds the spec) */
+        int ok = spec_row(spec, &cached) == 0;
+        if (ok) num_epochs = cached.num_epochs;
+        else ok = attr_double(spec, S_num_epochs, &num_epochs);
         Py_DECREF(spec);
         if (!ok || !attr_double(v, S_progress_epochs, &progress) || num_epochs == 0) goto out;
         double stay = (double)(t - arrival) / stay_scale; /* (t - row.arrival) / STAY_SCALE */
@@ -1847,38 +1903,6 @@ out:
  * result, or answers None (nothing written) so that the Python code runs (and raises its
  * errors). */
 
-static PyObject *S_job_id, *S_max_w, *S_max_p, *S_iw, *S_ip, *S_ib, *S_open_mask, *S_open_valid;
-
-/* The offsets of the mask's fields of the env's _Row (a slots dataclass), per class. */
-typedef struct {
-    PyTypeObject *cls; /* (a reference held) */
-    Py_ssize_t max_w, max_p, iw, ip, ib, open_mask, open_valid;
-} RowLayout;
-
-static RowLayout row_layout;
-
-static int row_ok(PyObject *row) {
-    PyTypeObject *cls = Py_TYPE(row);
-    if (cls == row_layout.cls) return 1;
-    RowLayout l;
-    l.cls = cls;
-    if (slot_offset(cls, S_max_w, &l.max_w) || slot_offset(cls, S_max_p, &l.max_p) ||
-        slot_offset(cls, S_iw, &l.iw) || slot_offset(cls, S_ip, &l.ip) ||
-        slot_offset(cls, S_ib, &l.ib) || slot_offset(cls, S_open_mask, &l.open_mask) ||
-        slot_offset(cls, S_open_valid, &l.open_valid))
-        return 0;
-    Py_INCREF(cls);
-    Py_XDECREF(row_layout.cls);
-    row_layout = l;
-    return 1;
-}
-
-/* A row field (at ``off``) as a small count, or -1 (unset or not one). */
-static long long row_count(PyObject *row, Py_ssize_t off) {
-    PyObject *x = FIELD(row, off);
-    return x == NULL ? -1 : small_count(x);
-}
-
 /* The counts ``c`` of a window row (an exact list of two small counts) into w, p; 0 if not. */
 static int pair_counts(PyObject *c, long long *w, long long *p) {
     if (!PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2) return 0;
@@ -1909,7 +1933,9 @@ static PyObject *py_open_rows(PyObject *self, PyObject *args) {
         PyObject *v = PyList_GET_ITEM(window, j);
         PyObject *spec = PyObject_GetAttr(v, S_spec);
         if (spec == NULL) goto none;
-        PyObject *jid = PyObject_GetAttr(spec, S_job_id);
+        SpecRow cached; /* (the job id from the spec cache where it holds the spec) */
+        PyObject *jid = spec_row(spec, &cached) == 0 ? Py_NewRef(cached.jid)
+                                                     : PyObject_GetAttr(spec, S_job_id);
         Py_DECREF(spec);
         if (jid == NULL) goto none;
         if (!PyLong_CheckExact(jid)) { /* (a hash or an equality of its own: Python's) */

@@ -777,3 +777,22 @@ def test_rates_from_the_speed_memo(counter: _Counter, monkeypatch: pytest.Monkey
     assert run(Overriding(**kw)) == expected  # overridden: every rate from _rate
     assert calls
     assert counter.done > 20 and counter.handed_back == 0
+
+
+def test_slot_obs_rows_of_another_class() -> None:
+    """Rows that are not the env's ``_Row`` (their fields read as attributes) and specs the
+    spec cache does not hold give the Python loop's observation too."""
+    env = PlanEnv(config={"setting": "tiny", "reward": "jct"})
+    env.reset(seed=3)
+    inner = env.inner
+    rows = [types.SimpleNamespace(arrival=r.arrival, type_index=r.type_index) for r in inner._rows]
+    args = (inner._t + 7, inner.L, inner._width, 100.0)
+    fast = np.full(inner._obs_flat.shape, np.nan, dtype=np.float32)
+    assert native_alloc.slot_obs(fast, rows, inner._window, *args)
+    with native_alloc.use_native(False):
+        inner._rows, saved = rows, inner._rows  # type: ignore[assignment]
+        inner._t += 7
+        inner._write_slot_obs()
+        inner._t -= 7
+        inner._rows = saved
+    assert fast.tobytes() == inner._obs_flat.tobytes()
