@@ -94,16 +94,22 @@ def enabled() -> bool:
     return _enabled and available()
 
 
+#: ``enabled()``, kept current by :func:`use_native` (what every native path checks first)
+_on = enabled()
+
+
 @contextmanager
 def use_native(on: bool) -> Iterator[None]:
     """Within the block, covered allocators run natively (``on``, where built) or in Python."""
-    global _enabled
+    global _enabled, _on
     before = _enabled
     _enabled = bool(on)
+    _on = enabled()
     try:
         yield
     finally:
         _enabled = before
+        _on = enabled()
 
 
 def used_totals(cluster: SlotCluster) -> tuple[int, int] | None:
@@ -111,7 +117,7 @@ def used_totals(cluster: SlotCluster) -> tuple[int, int] | None:
     slots are within ``[0, capacity]`` (what :meth:`SlotCluster.check` checks, with
     ``used_cpu_total``/``used_gpu_total``, in one pass); ``None`` when the extension is off
     or a node fails the check (then :meth:`SlotCluster.check` decides, and names the node)."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     out: tuple[int, int] | None = _alloc_native.check_free(
         cluster.free_cpu, cluster.free_gpu, cluster.cpu_capacity, cluster.gpu_capacity
@@ -131,7 +137,7 @@ def end_slot(sim: Any, t: int, decided: Any, keep: float, record: type[Any]) -> 
     with ``SlotSimulator._rate``'s arithmetic; else ``_rate`` is called.  The one trace a
     ``None`` can leave: the rates cached in ``_Run.rates`` that the Python loop caches too
     before it fails (a failing speed model is then asked twice)."""
-    if not (_enabled and _alloc_native is not None and not _STALE) or type(decided) is not dict:
+    if not _on or type(decided) is not dict:
         return None
     return _alloc_native.end_slot(sim, decided, t, keep, record, _MEASURED_SPEED)
 
@@ -140,7 +146,7 @@ def views(active: list[Any]) -> list[JobState] | None:
     """``SlotSimulator.active_jobs`` for the runs ``active`` in C (each run's cached view,
     else a new one made and cached as the Python code does); ``None`` when switched off or
     a run is out of the ordinary (the Python code does the rest)."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     out: list[JobState] | None = _alloc_native.views(active, JobState)
     return out
@@ -153,7 +159,7 @@ def slot_obs(
     and one-hot type columns of every window row) written into the float32 array ``obs`` in
     C, bit for bit as the Python loop writes them; ``False`` (nothing written) when switched
     off or the Python code must do it."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return False
     return _alloc_native.slot_obs(obs, rows, window, t, L, width, scale) is not None
 
@@ -164,7 +170,7 @@ def open_rows(window: list[JobState], static: dict[int, Any]) -> tuple[Any, ...]
     build them (``{v.spec.job_id: [0, 0] for v in window}``, ``[static[v.spec.job_id] for
     v in window]``, ``list(alloc.values())``, the rows' ``open_mask`` joined and their
     ``open_valid`` summed); ``None`` when switched off or the Python code must do it."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     out: tuple[Any, ...] | None = _alloc_native.open_rows(window, static)
     return out
@@ -173,7 +179,7 @@ def open_rows(window: list[JobState], static: dict[int, Any]) -> tuple[Any, ...]
 def set_counts(alloc: dict[int, list[int]], target: Any) -> bool:
     """``for jid, c in alloc.items(): c[0], c[1] = target[jid]`` in C (``ClusterEnv.plan_slot``'s
     write-back); ``False`` (nothing written) when switched off or the Python loop must run."""
-    if not (_enabled and _alloc_native is not None and not _STALE) or type(target) is not dict:
+    if not _on or type(target) is not dict:
         return False
     return _alloc_native.set_counts(alloc, target) is not None
 
@@ -181,7 +187,7 @@ def set_counts(alloc: dict[int, list[int]], target: Any) -> bool:
 def decided(alloc: dict[int, list[int]]) -> dict[int, tuple[int, int]] | None:
     """``{jid: (c[0], c[1]) for jid, c in alloc.items()}`` in C (``ClusterEnv._close_slot``);
     ``None`` when switched off or the Python code must build it."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     out: dict[int, tuple[int, int]] | None = _alloc_native.decided(alloc)
     return out
@@ -190,7 +196,7 @@ def decided(alloc: dict[int, list[int]]) -> dict[int, tuple[int, int]] | None:
 def any_valid(fits: list[bool], rows: list[Any], counts: list[list[int]]) -> bool | None:
     """``ClusterEnv._any_valid``'s loop over the window rows in C (the fit state current);
     ``None`` when switched off or the Python loop must decide."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     out: bool | None = _alloc_native.any_valid(fits, rows, counts)
     return out
@@ -201,7 +207,7 @@ def plan_obs(out: Any, inner: Any, env: Any) -> bool:
     global features of ``env`` written into the float32 array ``out``, bit for bit as the
     Python code writes them; ``False`` (nothing written) when switched off or the Python
     code must do it."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return False
     return _alloc_native.plan_obs(out, inner, env) is not None
 
@@ -336,7 +342,7 @@ def allocate(
     """One slot of ``allocator`` natively (``kind`` and ``params`` say which allocator and its
     options); the counts, with ``allocator.last_decisions`` and ``cluster`` updated as the
     Python code leaves them.  ``None``: run the Python code (see the module docstring)."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     if type(cluster) is not SlotCluster:
         return None
