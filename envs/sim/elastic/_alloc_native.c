@@ -28,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h> /* T_OBJECT_EX, READONLY: the fields of _Run (a slots dataclass) */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -787,17 +788,63 @@ PyDoc_STRVAR(allocate_doc,
              "``pos_of[fc * stride + fg]`` of the nodes' free states afterwards "
              "(SlotCluster.occupied), or None when a position is out of range.");
 
-static PyObject *py_allocate(PyObject *self, PyObject *args) {
+/* An int argument (PyArg_ParseTuple's "i"): 0, or -1 with the error set. */
+static int arg_int(PyObject *x, int *out) {
+    long v = PyLong_AsLong(x);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "an int argument is out of range");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* An argument of ``type`` (or a subclass: PyArg_ParseTuple's "O!"): 0, or -1 with the
+ * error set. */
+static int arg_of(PyObject *x, PyTypeObject *type, int pos, const char *fn) {
+    if (PyObject_TypeCheck(x, type)) return 0;
+    PyErr_Format(PyExc_TypeError, "%s() argument %d must be %s, not %.50s", fn, pos + 1,
+                 type->tp_name, Py_TYPE(x)->tp_name);
+    return -1;
+}
+
+static PyObject *py_allocate(PyObject *self, PyObject *const *argv, Py_ssize_t nargs) {
     int kind, rule, need_grid;
     PyObject *params, *views, *cache, *free_cpu, *free_gpu, *pos_of = NULL;
     long long cap_c, cap_g;
     Py_ssize_t stride = 0;
     double slot_s;
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!LLidp|O!n", &kind, &PyTuple_Type, &params,
-                          &PyList_Type, &views, &PyDict_Type, &cache, &PyList_Type, &free_cpu,
-                          &PyList_Type, &free_gpu, &cap_c, &cap_g, &rule, &slot_s, &need_grid,
-                          &PyTuple_Type, &pos_of, &stride))
+    /* the arguments (METH_FASTCALL: no tuple), checked as "iO!O!O!O!O!LLidp|O!n" would */
+    if (nargs != 11 && nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "allocate() takes 11 or 13 arguments (%zd given)", nargs);
         return NULL;
+    }
+    PyTypeObject *types[5] = {&PyTuple_Type, &PyList_Type, &PyDict_Type, &PyList_Type,
+                              &PyList_Type};
+    for (int k = 0; k < 5; k++)
+        if (arg_of(argv[1 + k], types[k], 1 + k, "allocate") < 0) return NULL;
+    params = argv[1];
+    views = argv[2];
+    cache = argv[3];
+    free_cpu = argv[4];
+    free_gpu = argv[5];
+    if (arg_int(argv[0], &kind) < 0) return NULL;
+    cap_c = PyLong_AsLongLong(argv[6]);
+    if (cap_c == -1 && PyErr_Occurred()) return NULL;
+    cap_g = PyLong_AsLongLong(argv[7]);
+    if (cap_g == -1 && PyErr_Occurred()) return NULL;
+    if (arg_int(argv[8], &rule) < 0) return NULL;
+    slot_s = PyFloat_AsDouble(argv[9]);
+    if (slot_s == -1.0 && PyErr_Occurred()) return NULL;
+    need_grid = PyObject_IsTrue(argv[10]);
+    if (need_grid < 0) return NULL;
+    if (nargs == 13) {
+        if (arg_of(argv[11], &PyTuple_Type, 11, "allocate") < 0) return NULL;
+        pos_of = argv[11];
+        stride = PyLong_AsSsize_t(argv[12]);
+        if (stride == -1 && PyErr_Occurred()) return NULL;
+    }
     Py_ssize_t n = PyList_GET_SIZE(views);
     Py_ssize_t nodes = PyList_GET_SIZE(free_cpu);
     Job *jobs = (Job *)calloc((size_t)(n ? n : 1), sizeof(Job));
@@ -1548,13 +1595,26 @@ static PyObject *speed_memo(PyObject *sim, PyObject *speed_func) {
     return memo;
 }
 
-static PyObject *py_end_slot(PyObject *self, PyObject *args) {
+static PyObject *py_end_slot(PyObject *self, PyObject *const *argv, Py_ssize_t nargs) {
     PyObject *sim, *decided, *t_obj, *speed_func = NULL, *memo = NULL;
     PyTypeObject *record_cls;
     double keep;
-    if (!PyArg_ParseTuple(args, "OO!O!dO!|O", &sim, &PyDict_Type, &decided, &PyLong_Type, &t_obj,
-                          &keep, &PyType_Type, &record_cls, &speed_func))
+    /* the arguments (METH_FASTCALL), checked as "OO!O!dO!|O" would */
+    if (nargs != 5 && nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "end_slot() takes 5 or 6 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (arg_of(argv[1], &PyDict_Type, 1, "end_slot") < 0 ||
+        arg_of(argv[2], &PyLong_Type, 2, "end_slot") < 0 ||
+        arg_of(argv[4], &PyType_Type, 4, "end_slot") < 0)
+        return NULL;
+    sim = argv[0];
+    decided = argv[1];
+    t_obj = argv[2];
+    keep = PyFloat_AsDouble(argv[3]);
+    if (keep == -1.0 && PyErr_Occurred()) return NULL;
+    record_cls = (PyTypeObject *)argv[4];
+    if (nargs == 6) speed_func = argv[5];
     PyObject *active = NULL, *ids = NULL, *spec = NULL, *cluster = NULL, *free_cpu = NULL,
              *free_gpu = NULL, *lists[3] = {NULL, NULL, NULL}, *result = NULL,
              *allocation = NULL, *epochs_done = NULL, *finished = NULL, *fin = NULL;
@@ -1814,13 +1874,31 @@ PyDoc_STRVAR(slot_obs_doc,
              "None, nothing written, when the Python code must do it (a value out of the "
              "ordinary, an index past the row, a division by zero: its error).");
 
-static PyObject *py_slot_obs(PyObject *self, PyObject *args) {
+static PyObject *py_slot_obs(PyObject *self, PyObject *const *argv, Py_ssize_t nargs) {
     PyObject *buf, *rows, *window;
     long long t, L, width;
     double stay_scale;
-    if (!PyArg_ParseTuple(args, "OO!O!LLLd", &buf, &PyList_Type, &rows, &PyList_Type, &window,
-                          &t, &L, &width, &stay_scale))
+    /* the arguments (METH_FASTCALL), checked as "OO!O!LLLd" would */
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "slot_obs() takes 7 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (arg_of(argv[1], &PyList_Type, 1, "slot_obs") < 0 ||
+        arg_of(argv[2], &PyList_Type, 2, "slot_obs") < 0)
+        return NULL;
+    buf = argv[0];
+    rows = argv[1];
+    window = argv[2];
+    long long ints[3];
+    for (int k = 0; k < 3; k++) {
+        ints[k] = PyLong_AsLongLong(argv[3 + k]);
+        if (ints[k] == -1 && PyErr_Occurred()) return NULL;
+    }
+    t = ints[0];
+    L = ints[1];
+    width = ints[2];
+    stay_scale = PyFloat_AsDouble(argv[6]);
+    if (stay_scale == -1.0 && PyErr_Occurred()) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(rows);
     if (PyList_GET_SIZE(window) != n || L < 0 || width < L + 2 || t < 0 ||
         t >= ((long long)1 << 53) || !(stay_scale != 0))
@@ -2170,12 +2248,15 @@ done:
     return Py_NewRef(result);
 }
 
-static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
+static PyMethodDef methods[] = {{"allocate", (PyCFunction)(void (*)(void))py_allocate, METH_FASTCALL,
+                                 allocate_doc},
                                 {"index", py_index, METH_VARARGS, index_doc},
                                 {"check_free", py_check_free, METH_VARARGS, check_free_doc},
-                                {"end_slot", py_end_slot, METH_VARARGS, end_slot_doc},
+                                {"end_slot", (PyCFunction)(void (*)(void))py_end_slot, METH_FASTCALL,
+                                 end_slot_doc},
                                 {"views", py_views, METH_VARARGS, views_doc},
-                                {"slot_obs", py_slot_obs, METH_VARARGS, slot_obs_doc},
+                                {"slot_obs", (PyCFunction)(void (*)(void))py_slot_obs, METH_FASTCALL,
+                                 slot_obs_doc},
                                 {"open_rows", py_open_rows, METH_VARARGS, open_rows_doc},
                                 {"set_counts", py_set_counts, METH_VARARGS, set_counts_doc},
                                 {"decided", py_decided, METH_VARARGS, decided_doc},
