@@ -31,6 +31,7 @@ from gymnasium import spaces
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, check_seed, coerce_env_config, gym_make, make_env
 from envs.gym.heuristic import HeuristicDriver
+from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocators import (
     Allocator,
     allocator_label,
@@ -140,9 +141,16 @@ class SlotPlanner:
         self.K = len(self.plans)
         self.inner_size = int(np.prod(env.observation_space.shape))  # type: ignore[arg-type]
         self.obs_size = self.inner_size + len(GLOBAL_FEATURES)
+        # the observation in C where built (native_alloc.plan_obs), unless the env's class
+        # says otherwise how it finds its simulator
+        self._native = type(env)._require_sim is ClusterEnv._require_sim
 
     def observe(self, inner_obs: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         env = self.env
+        if self._native:  # (the code below, in C where built: native_alloc.plan_obs)
+            out = np.empty(self.obs_size, dtype=np.float32)
+            if native_alloc.plan_obs(out, inner_obs, env):
+                return out
         J = env.J
         n_jobs = max(env._num_jobs, 1)
         window = len(env._window)
@@ -158,13 +166,17 @@ class SlotPlanner:
             t / (t + 100.0),
             env._finished / n_jobs,
         )
-        out = np.empty(self.obs_size, dtype=np.float32)
         n = inner_obs.shape[0]
+        out = np.empty(self.obs_size, dtype=np.float32)
         out[:n] = inner_obs
-        # clipped to [0, 1] in Python floats, then rounded to float32 by the assignment: the
-        # same values as rounding first and clipping in float32 (the clip is monotone and its
-        # bounds are float32 values)
-        out[n:] = [0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in feats]
+        # clipped to [0, 1] in Python floats, then rounded to float32 by the item writes (the
+        # memoryview's C cast, numpy's for a list: the same values): the same values as
+        # rounding first and clipping in float32 (the clip is monotone and its bounds are
+        # float32 values)
+        mv: Any = out.data  # (typeshed types a memoryview's items as int; this one's are "f")
+        for x in feats:
+            mv[n] = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+            n += 1
         return out
 
 
@@ -339,7 +351,7 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         if not 0 <= k < self.K:
             raise ConfigError(f"action {k} out of range [0, {self.K}) ({', '.join(self.labels)})")
         env = self.inner
-        if self.slot_at_once and env.slot_untouched():
+        if self.slot_at_once and env._slot_open and not env._placed:  # (slot_untouched())
             obs, total, term, trunc, info, steps = env.plan_slot(self.drivers[k].allocator)
             if env.last_shortfalls:
                 jid, role, cpu, gpu = env.last_shortfalls[0]

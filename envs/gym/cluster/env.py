@@ -35,6 +35,7 @@ from envs.gym.cluster.observation import ObservationMixin, _Row
 from envs.gym.cluster.render import RenderMixin
 from envs.gym.cluster.rewards import REWARDS
 from envs.gym.cluster.state import DecisionStateMixin
+from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocators import Allocator, JobState
 from envs.sim.elastic.cluster import Placement, SlotCluster, placement_rule
 from envs.sim.elastic.simulator import SlotSimulator
@@ -298,6 +299,8 @@ class ClusterEnv(
     def __setstate__(self, state: dict[str, Any]) -> None:
         # views do not survive pickling as views: rebuild them over the unpickled data
         self.__dict__.update(state)
+        self.__dict__.setdefault("_row_cache", {})  # (caches that older pickles lack)
+        self.__dict__.setdefault("_fit_cache", {})
         self._bind_mask_views()
         self._bind_obs_views()
 
@@ -414,7 +417,7 @@ class ClusterEnv(
                 raise ResetNeeded("the episode has ended; call reset()")
             raise ConfigError("plan_slot needs an open slot")
         cluster: SlotCluster = self._cluster  # type: ignore[assignment]  # a slot is open
-        if not self.slot_untouched():
+        if self._placed:  # (not slot_untouched(): the slot is open)
             raise ConfigError("plan_slot needs a slot with nothing placed yet")
         window = self._window
         off_rule = cluster.off_rule
@@ -422,8 +425,10 @@ class ClusterEnv(
         decisions = allocator.last_decisions  # type: ignore[attr-defined]
         self.last_shortfalls = []
         if cluster.off_rule == off_rule:
-            for jid, c in self._alloc.items():
-                c[0], c[1] = target[jid]
+            # in C where built (native_alloc.set_counts: this loop, for exact lists and pairs)
+            if not native_alloc.set_counts(self._alloc, target):
+                for jid, c in self._alloc.items():
+                    c[0], c[1] = target[jid]
             placed = len(decisions)
         else:
             cluster.release_all()
@@ -472,13 +477,18 @@ class ClusterEnv(
         (:meth:`~envs.gym.cluster.masks.MaskMixin._row_valid`) on every row, with the fit
         state brought up to the cluster's (the mask buffers themselves are not kept up to
         date by :meth:`plan_slot`)."""
-        self._update_fits()
+        fits = self._fits_at(self._cluster.occupied)  # type: ignore[union-attr]  # _update_fits()
+        if fits is not self._fits and fits != self._fits:
+            self._fits = fits
         if self.strict_reference_placement:
             return any(
                 any(self._row_valid(row, w, p))
                 for row, (w, p) in zip(self._rows, self._counts, strict=True)
             )
         fits = self._fits
+        valid = native_alloc.any_valid(fits, self._rows, self._counts)  # (this loop, in C)
+        if valid is not None:
+            return valid
         for row, (w, p) in zip(self._rows, self._counts, strict=True):  # _row_valid, inlined
             w_ok = w < row.max_w
             p_ok = p < row.max_p
@@ -500,6 +510,34 @@ class ClusterEnv(
                 closed = sim.t
                 reward = self._close_slot()
                 empty = self._open_next_slot()
+                if (
+                    self._slot_open
+                    and not sim.done
+                    and self._invalid_slot < self.max_invalid_per_slot
+                ):
+                    # The usual close: the next slot is open and the episode goes on (neither
+                    # terminated nor truncated, as below); info is step_info()'s dict for these
+                    # values, written out (as on step's hot path; tests/test_cluster_env.py's
+                    # digests hold both to the same keys, order and values).
+                    self._ended = False
+                    return (
+                        self._obs_flat.copy(),
+                        reward,
+                        False,
+                        False,
+                        {
+                            "slot": sim.t,
+                            "slot_ended": True,
+                            "slot_reward": reward,
+                            "closed_slot": closed,
+                            "empty_slots": empty,
+                            "empty_slots_total": self._empty_total,
+                            "invalid_actions": self._invalid,
+                            "jobs_finished": self._finished,
+                            "num_jobs": self._num_jobs,
+                            "invalid_action": False,
+                        },
+                    )
             else:
                 invalid = True
                 self._invalid += 1
@@ -628,21 +666,28 @@ class ClusterEnv(
         mb[k + 2] = vb
         return n_valid > 0
 
-    def _build_slot_cache(self) -> None:
-        """Rows, fit state, mask and observation of a newly opened slot."""
-        static = self._static
-        self._rows = [static[v.spec.job_id] for v in self._window]
-        self._counts = list(self._alloc.values())
-        self._open_mask()
+    def _build_slot_cache(self, opened: tuple[bytes, int] | None = None) -> None:
+        """Rows, fit state, mask and observation of a newly opened slot; ``opened``: the rows
+        are set already (with ``_alloc``), and this is their open mask and its valid count
+        (``native_alloc.open_rows``)."""
+        if opened is None:
+            static = self._static
+            self._rows = [static[v.spec.job_id] for v in self._window]
+            self._counts = list(self._alloc.values())
+        self._open_mask(opened)
         self._write_slot_obs()
 
     def _close_slot(self) -> float:
         """Run the open slot with the decided allocation; its reward."""
-        sim = self._require_sim()
-        decided: dict[int, tuple[int, int]] = {jid: (c[0], c[1]) for jid, c in self._alloc.items()}
-        backlog = self._views[self.J :]
-        if self.allocator_for_unused is not None and backlog:
-            _allocate_backlog(self.allocator_for_unused, backlog, decided, sim, self.speed)
+        sim = self.sim
+        assert sim is not None  # a slot is open
+        decided = native_alloc.decided(self._alloc)  # (the dict below, in C where built)
+        if decided is None:
+            decided = {jid: (c[0], c[1]) for jid, c in self._alloc.items()}
+        if self.allocator_for_unused is not None:
+            backlog = self._views[self.J :]
+            if backlog:
+                _allocate_backlog(self.allocator_for_unused, backlog, decided, sim, self.speed)
         t = sim.t
         record = sim.end_slot(decided)
         self._slot_open = False
@@ -662,12 +707,20 @@ class ClusterEnv(
             views = sim.begin_slot()
             if views:
                 self._views = views
-                self._window = views[: self.J]
-                self._alloc = {v.spec.job_id: [0, 0] for v in self._window}
+                window = self._window = views[: self.J]
+                # alloc, rows and counts in C where built (native_alloc.open_rows: the
+                # comprehensions here and in _build_slot_cache)
+                opened = native_alloc.open_rows(window, self._static)
+                mask = None
+                if opened is None:
+                    self._alloc = {v.spec.job_id: [0, 0] for v in window}
+                else:
+                    self._alloc, self._rows, self._counts, joined, n_valid = opened
+                    mask = (joined, n_valid)
                 self._slot_open = True
                 self._placed = 0
                 self._t = sim.t
-                self._build_slot_cache()
+                self._build_slot_cache(mask)
                 break
             sim.end_slot({})
             empty += 1

@@ -40,6 +40,7 @@ class MaskMixin:
     _demands: list[tuple[int, int]]
     _fit_masks: list[int]
     _fits: list[bool]
+    _fit_cache: dict[int, list[bool]]
     _mbytes: bytearray
     _mask: npt.NDArray[np.bool_]
     _closed_bytes: bytes
@@ -60,6 +61,7 @@ class MaskMixin:
         self._demands = []
         self._fit_masks = []
         self._fits = []
+        self._fit_cache = {}
         self._closed_bytes = bytes(3 * self.J) + b"\x01"
         self._mbytes = bytearray(self._closed_bytes)
         self._bind_mask_views()
@@ -79,12 +81,25 @@ class MaskMixin:
         ``_prepare_jobs``)."""
         cluster = self._require_sim().cluster
         self._fit_masks = [cluster.fit_positions(c, g) for c, g in self._demands]
+        self._fit_cache = {}
+
+    def _fits_at(self, occupied: int) -> list[bool]:
+        """Which demands fit on some node of a cluster whose occupied positions are
+        ``occupied`` (``(occupied & positions) != 0`` per demand), cached per ``occupied`` for
+        the episode (the same few sets come back every slot: an empty cluster's above all).
+        The lists are shared: never change one in place."""
+        fits = self._fit_cache.get(occupied)
+        if fits is None:
+            cache = self._fit_cache
+            if len(cache) >= 4096:
+                cache.clear()
+            fits = cache[occupied] = [(occupied & positions) != 0 for positions in self._fit_masks]
+        return fits
 
     def _update_fits(self) -> bool:
         """Recompute which demands fit on some node; whether that changed."""
-        occupied = self._cluster.occupied  # type: ignore[union-attr]  # a slot is open
-        fits = [(occupied & positions) != 0 for positions in self._fit_masks]
-        if fits == self._fits:
+        fits = self._fits_at(self._cluster.occupied)  # type: ignore[union-attr]  # a slot is open
+        if fits is self._fits or fits == self._fits:
             return False
         self._fits = fits
         return True
@@ -93,15 +108,19 @@ class MaskMixin:
         self._mbytes[:] = self._closed_bytes
         self._n_valid = 0
 
-    def _open_mask(self) -> None:
-        """Fit state and mask of a newly opened slot (``_rows`` and ``_counts`` set)."""
+    def _open_mask(self, opened: tuple[bytes, int] | None = None) -> None:
+        """Fit state and mask of a newly opened slot (``_rows`` and ``_counts`` set;
+        ``opened``: the rows' open masks joined and their valid count, made already)."""
         cluster = self._require_sim().cluster
         rows = self._rows
-        occupied = cluster.occupied
-        self._fits = [(occupied & positions) != 0 for positions in self._fit_masks]
+        self._fits = self._fits_at(cluster.occupied)
         if cluster.is_empty():  # the usual case (begin_slot emptied it)
-            self._mbytes[: 3 * len(rows)] = b"".join([row.open_mask for row in rows])
-            self._n_valid = sum([row.open_valid for row in rows])
+            if opened is None:
+                opened = (
+                    b"".join([row.open_mask for row in rows]),
+                    sum([row.open_valid for row in rows]),
+                )
+            self._mbytes[: 3 * len(rows)], self._n_valid = opened
         else:
             self._refresh_mask()
 

@@ -120,6 +120,8 @@ class ObservationMixin:
         """The flat observation buffer and its views; needs ``J`` and ``_width``."""
         self._obs_flat = np.zeros(self.J * self._width, dtype=np.float32)
         self._bind_obs_views()
+        #: rows by (profile, arrival, demand indices), shared across episodes (_prepare_jobs)
+        self._row_cache: dict[tuple[Any, ...], tuple[Any, _Row]] = {}
 
     def _bind_obs_views(self) -> None:
         """Views of ``_obs_flat`` (again after unpickling): its rows, and a memoryview.  Item
@@ -131,33 +133,55 @@ class ObservationMixin:
 
     def _prepare_jobs(self) -> None:
         """Per-job rows (demands, caps, indices of the distinct demands, type) and the
-        distinct demands (``_demands``) of the episode's jobs."""
+        distinct demands (``_demands``) of the episode's jobs.  What a row takes of its job's
+        type and caps is worked out once per profile (type object, caps) of the episode; with
+        the DL² features a row is then shared by the jobs (of any episode) of the same
+        profile, arrival and demand indices (``_row_cache``: rows are immutable)."""
         index: dict[tuple[int, int], int] = {}
-        self._static = {}
+        self._static = static = {}
         cap_c, cap_g = self._cap_cpu, self._cap_gpu
+        extended = self._n_features > FEATURES_PER_JOB
+        rows = self._row_cache
+        if len(rows) > 8192:
+            rows.clear()
+        profiles: dict[tuple[int, int, int], tuple[Any, ...]] = {}
         for job in self.jobs:
             t = job.type
-            wc, wg, pc, pg = t.worker_cpu, t.worker_gpu, t.ps_cpu, t.ps_gpu
-            demands = ((wc, wg), (pc, pg), (wc + pc, wg + pg))
-            ids = [index.setdefault(d, len(index)) for d in demands]
-            # on an empty cluster every rule places a task iff it fits on an empty node
-            fw, fp, fb = (c <= cap_c and g <= cap_g for c, g in demands)
-            w_ok, p_ok = job.max_workers > 0, job.max_ps > 0
-            bits = (w_ok and fw, p_ok and fp, w_ok and p_ok and fb)
+            max_w, max_p = job.max_workers, job.max_ps
+            pkey = (id(t), max_w, max_p)
+            prof = profiles.get(pkey)
+            if prof is None or prof[0] is not t:
+                wc, wg, pc, pg = t.worker_cpu, t.worker_gpu, t.ps_cpu, t.ps_gpu
+                demands = ((wc, wg), (pc, pg), (wc + pc, wg + pg))
+                ids = tuple([index.setdefault(d, len(index)) for d in demands])
+                # on an empty cluster every rule places a task iff it fits on an empty node
+                fw, fp, fb = (c <= cap_c and g <= cap_g for c, g in demands)
+                w_ok, p_ok = max_w > 0, max_p > 0
+                bits = (w_ok and fw, p_ok and fp, w_ok and p_ok and fb)
+                table = self._table(wc, wg, pc, pg, max_w, max_p)
+                prof = profiles[pkey] = (t, ids, bits, demands, table)
+            _, ids, bits, demands, table = prof
             eps = 0.0
             size = 0.0
-            if self._n_features > FEATURES_PER_JOB:
-                its = self.speed.speed(t, job.max_ps, job.max_workers)
+            if extended:
+                its = self.speed.speed(t, max_p, max_w)
                 eps = its * self.cluster_spec.slot_s / t.iterations_per_epoch
                 top = max(self.setting.max_workers, 1)
-                size = min(math.log1p(job.max_workers) / math.log1p(top), 1.0)
-            self._static[job.job_id] = _Row(
+                size = min(math.log1p(max_w) / math.log1p(top), 1.0)
+            else:
+                rkey = (pkey, job.arrival_slot, ids)
+                hit = rows.get(rkey)
+                if hit is not None and hit[0] is t and hit[1].table is table:
+                    static[job.job_id] = hit[1]
+                    continue
+            (wc, wg), (pc, pg), _ = demands
+            row = _Row(
                 wc,
                 wg,
                 pc,
                 pg,
-                job.max_workers,
-                job.max_ps,
+                max_w,
+                max_p,
                 ids[0],
                 ids[1],
                 ids[2],
@@ -166,10 +190,13 @@ class ObservationMixin:
                 sum(bits),
                 ((wc, wg), (pc, pg), (wc + pc, wg + pg)),
                 job.arrival_slot,
-                self._table(wc, wg, pc, pg, job.max_workers, job.max_ps),
+                table,
                 eps,
                 size,
             )
+            static[job.job_id] = row
+            if not extended:
+                rows[rkey] = (t, row)
         self._demands = list(index)
 
     def _table(

@@ -13,7 +13,9 @@
  * Also the slot transition of SlotSimulator (end_slot: the checks, the training loop, the
  * utilisation, reward and record; the active jobs' views) and the env's observation rows of
  * a new slot (slot_obs), with simulator.py and envs/gym/cluster/observation.py the
- * specification (tests/sim/elastic/test_native_slot.py): see "the slot transition" below.
+ * specification (tests/sim/elastic/test_native_slot.py): see "the slot transition" below;
+ * and the env's per-slot bookkeeping of its window (open_rows, set_counts, decided,
+ * any_valid; envs/gym/cluster/env.py the specification): "the env's slot glue".
  *
  * The cluster is two arrays of free CPU / GPU slots per node; a search scans the nodes (the
  * Python class keeps an index so that its search does not grow with the nodes; in C a scan
@@ -26,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h> /* T_OBJECT_EX, READONLY: the fields of _Run (a slots dataclass) */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -785,17 +788,63 @@ PyDoc_STRVAR(allocate_doc,
              "``pos_of[fc * stride + fg]`` of the nodes' free states afterwards "
              "(SlotCluster.occupied), or None when a position is out of range.");
 
-static PyObject *py_allocate(PyObject *self, PyObject *args) {
+/* An int argument (PyArg_ParseTuple's "i"): 0, or -1 with the error set. */
+static int arg_int(PyObject *x, int *out) {
+    long v = PyLong_AsLong(x);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "an int argument is out of range");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* An argument of ``type`` (or a subclass: PyArg_ParseTuple's "O!"): 0, or -1 with the
+ * error set. */
+static int arg_of(PyObject *x, PyTypeObject *type, int pos, const char *fn) {
+    if (PyObject_TypeCheck(x, type)) return 0;
+    PyErr_Format(PyExc_TypeError, "%s() argument %d must be %s, not %.50s", fn, pos + 1,
+                 type->tp_name, Py_TYPE(x)->tp_name);
+    return -1;
+}
+
+static PyObject *py_allocate(PyObject *self, PyObject *const *argv, Py_ssize_t nargs) {
     int kind, rule, need_grid;
     PyObject *params, *views, *cache, *free_cpu, *free_gpu, *pos_of = NULL;
     long long cap_c, cap_g;
     Py_ssize_t stride = 0;
     double slot_s;
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!LLidp|O!n", &kind, &PyTuple_Type, &params,
-                          &PyList_Type, &views, &PyDict_Type, &cache, &PyList_Type, &free_cpu,
-                          &PyList_Type, &free_gpu, &cap_c, &cap_g, &rule, &slot_s, &need_grid,
-                          &PyTuple_Type, &pos_of, &stride))
+    /* the arguments (METH_FASTCALL: no tuple), checked as "iO!O!O!O!O!LLidp|O!n" would */
+    if (nargs != 11 && nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "allocate() takes 11 or 13 arguments (%zd given)", nargs);
         return NULL;
+    }
+    PyTypeObject *types[5] = {&PyTuple_Type, &PyList_Type, &PyDict_Type, &PyList_Type,
+                              &PyList_Type};
+    for (int k = 0; k < 5; k++)
+        if (arg_of(argv[1 + k], types[k], 1 + k, "allocate") < 0) return NULL;
+    params = argv[1];
+    views = argv[2];
+    cache = argv[3];
+    free_cpu = argv[4];
+    free_gpu = argv[5];
+    if (arg_int(argv[0], &kind) < 0) return NULL;
+    cap_c = PyLong_AsLongLong(argv[6]);
+    if (cap_c == -1 && PyErr_Occurred()) return NULL;
+    cap_g = PyLong_AsLongLong(argv[7]);
+    if (cap_g == -1 && PyErr_Occurred()) return NULL;
+    if (arg_int(argv[8], &rule) < 0) return NULL;
+    slot_s = PyFloat_AsDouble(argv[9]);
+    if (slot_s == -1.0 && PyErr_Occurred()) return NULL;
+    need_grid = PyObject_IsTrue(argv[10]);
+    if (need_grid < 0) return NULL;
+    if (nargs == 13) {
+        if (arg_of(argv[11], &PyTuple_Type, 11, "allocate") < 0) return NULL;
+        pos_of = argv[11];
+        stride = PyLong_AsSsize_t(argv[12]);
+        if (stride == -1 && PyErr_Occurred()) return NULL;
+    }
     Py_ssize_t n = PyList_GET_SIZE(views);
     Py_ssize_t nodes = PyList_GET_SIZE(free_cpu);
     Job *jobs = (Job *)calloc((size_t)(n ? n : 1), sizeof(Job));
@@ -1199,8 +1248,11 @@ static int field_steal(PyObject *r, Py_ssize_t off, PyObject *v) {
 
 /* What the slot reads of a job's spec (ElasticJob and its JobType, frozen dataclasses): kept
  * per spec in a direct-mapped cache that holds the spec (so that its address names it). */
+static PyObject *S_job_id;
+
 typedef struct {
     PyObject *spec;
+    PyObject *jid; /* spec.job_id (a reference held by the cache entry) */
     long long maxw, maxp, wc, wg, pc, pg;
     double real, num_epochs;
 } SpecRow;
@@ -1335,10 +1387,16 @@ static int spec_row(PyObject *spec, SpecRow *out) {
     row.pg = attr_count(ty, S_ps_gpu);
     Py_DECREF(ty);
     if (row.wc < 0 || row.wg < 0 || row.pc < 0 || row.pg < 0) return 1;
-    PyObject *old = e->spec;
+    row.jid = PyObject_GetAttr(spec, S_job_id);
+    if (row.jid == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *old = e->spec, *old_jid = e->jid;
     *e = row;
     Py_INCREF(spec);
     Py_XDECREF(old);
+    Py_XDECREF(old_jid);
     *out = row;
     return 0;
 }
@@ -1375,10 +1433,45 @@ static int slot_validate(SlotJob *j, const RunLayout *L, long long *cpu, long lo
     return 0;
 }
 
+static PyObject *S_speed, *S__memo, *S_model, *S_speed_factor, *S_iterations_per_epoch;
+
+/* SlotSimulator._rate(r, new) for a MeasuredSpeed whose memo holds the speed (``memo``: the
+ * model's ``_memo``, its ``speed`` method checked to be MeasuredSpeed.speed): ``its =
+ * float(memo[(spec.type.model, ps, workers)])``, finite and >= 0, and ``its * speed_factor /
+ * iterations_per_epoch`` in Python's order and conversions.  1 and the rate; 0 (nothing
+ * raised) when the Python method must run: a memo miss, a value out of the ordinary, the
+ * error it raises. */
+static int memo_rate(const SlotJob *j, PyObject *memo, double *out) {
+    PyObject *spec = j->row.spec, *ty = PyObject_GetAttr(spec, S_type), *model = NULL;
+    PyObject *key = NULL;
+    int ok = 0;
+    double sf;
+    long long ipe = ty == NULL ? -1 : attr_count(ty, S_iterations_per_epoch);
+    if (ipe <= 0 || ipe >= ((long long)1 << 53) || !attr_double(spec, S_speed_factor, &sf))
+        goto out;
+    model = PyObject_GetAttr(ty, S_model);
+    if (model == NULL || !PyUnicode_CheckExact(model)) goto out;
+    key = PyTuple_Pack(3, model, PyTuple_GET_ITEM(j->newv, 1), PyTuple_GET_ITEM(j->newv, 0));
+    PyObject *v = key == NULL ? NULL : PyDict_GetItemWithError(memo, key); /* borrowed */
+    if (v == NULL || !PyFloat_CheckExact(v)) goto out;
+    double its = PyFloat_AS_DOUBLE(v);
+    if (!(isfinite(its) && its >= 0)) goto out; /* the Python method raises */
+    *out = its * sf / (double)ipe;
+    ok = 1;
+out:
+    PyErr_Clear();
+    Py_XDECREF(ty);
+    Py_XDECREF(model);
+    Py_XDECREF(key);
+    return ok;
+}
+
 /* Pass 2 for an allocated job: the loop body's arithmetic.  0: fine; 1: the Python code
- * decides (nothing raised; a rate computed and cached stays cached, as in Python). */
+ * decides (nothing raised; a rate computed and cached stays cached, as in Python).  A rate
+ * not cached comes from ``*memo`` (memo_rate) where it can, else from the Python method
+ * (``*memo`` is then forgotten for the rest of the slot: Python code ran). */
 static int slot_train(SlotJob *j, const RunLayout *L, PyObject *sim, double slot_s,
-                      double overhead_s, double keep, long long t) {
+                      double overhead_s, double keep, long long t, PyObject **memo) {
     double overhead = j->changed ? overhead_s : 0.0;
     PyObject *rates = Py_XNewRef(FIELD(j->r, L->rates)), *cached = NULL;
     if (rates == NULL || !PyDict_CheckExact(rates)) goto back;
@@ -1387,8 +1480,14 @@ static int slot_train(SlotJob *j, const RunLayout *L, PyObject *sim, double slot
         Py_INCREF(cached);
     } else { /* cached = r.rates[new] = self._rate(r, new) */
         if (PyErr_Occurred()) goto back;
-        PyObject *call[3] = {sim, j->r, j->newv};
-        cached = PyObject_VectorcallMethod(S__rate, call, 3, NULL);
+        double from_memo;
+        if (*memo != NULL && memo_rate(j, *memo, &from_memo)) {
+            cached = PyFloat_FromDouble(from_memo);
+        } else {
+            Py_CLEAR(*memo);
+            PyObject *call[3] = {sim, j->r, j->newv};
+            cached = PyObject_VectorcallMethod(S__rate, call, 3, NULL);
+        }
         if (cached == NULL || PyDict_SetItem(rates, j->newv, cached) < 0) goto back;
     }
     if (!PyFloat_CheckExact(cached)) goto back;
@@ -1473,20 +1572,49 @@ static PyObject *new_record(PyTypeObject *cls, PyObject **names, PyObject **valu
 }
 
 PyDoc_STRVAR(end_slot_doc,
-             "end_slot(sim, decided, t, keep, SlotRecord)\n\n"
+             "end_slot(sim, decided, t, keep, SlotRecord[, MeasuredSpeed.speed])\n\n"
              "SlotSimulator._run_slot (simulator.py; ``keep`` is 1 - the completion tolerance) "
              "of slot ``t`` for ``decided``: its SlotRecord, the runs, utilisation, rewards "
              "and finished count of ``sim`` updated, or None, nothing changed (but the rates "
              "cached that the Python loop caches too), when the Python code must decide: an "
-             "error to raise, a value it handles otherwise.");
+             "error to raise, a value it handles otherwise.  With MeasuredSpeed.speed, a rate "
+             "not cached yet is read from the memo of ``sim.speed`` when it is a MeasuredSpeed "
+             "(not overridden) that has it (SlotSimulator._rate's arithmetic), else _rate runs.");
 
-static PyObject *py_end_slot(PyObject *self, PyObject *args) {
-    PyObject *sim, *decided, *t_obj;
+/* The memo of ``sim.speed`` when its ``speed`` method is ``speed_func`` (MeasuredSpeed.speed,
+ * bound to it: no override), a new reference; else NULL (nothing raised). */
+static PyObject *speed_memo(PyObject *sim, PyObject *speed_func) {
+    PyObject *speed = PyObject_GetAttr(sim, S_speed), *method = NULL, *memo = NULL;
+    if (speed != NULL) method = PyObject_GetAttr(speed, S_speed);
+    if (method != NULL && PyMethod_Check(method) && PyMethod_GET_FUNCTION(method) == speed_func &&
+        PyMethod_GET_SELF(method) == speed)
+        memo = attr_of(speed, S__memo, &PyDict_Type);
+    PyErr_Clear();
+    Py_XDECREF(speed);
+    Py_XDECREF(method);
+    return memo;
+}
+
+static PyObject *py_end_slot(PyObject *self, PyObject *const *argv, Py_ssize_t nargs) {
+    PyObject *sim, *decided, *t_obj, *speed_func = NULL, *memo = NULL;
     PyTypeObject *record_cls;
     double keep;
-    if (!PyArg_ParseTuple(args, "OO!O!dO!", &sim, &PyDict_Type, &decided, &PyLong_Type, &t_obj,
-                          &keep, &PyType_Type, &record_cls))
+    /* the arguments (METH_FASTCALL), checked as "OO!O!dO!|O" would */
+    if (nargs != 5 && nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "end_slot() takes 5 or 6 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (arg_of(argv[1], &PyDict_Type, 1, "end_slot") < 0 ||
+        arg_of(argv[2], &PyLong_Type, 2, "end_slot") < 0 ||
+        arg_of(argv[4], &PyType_Type, 4, "end_slot") < 0)
+        return NULL;
+    sim = argv[0];
+    decided = argv[1];
+    t_obj = argv[2];
+    keep = PyFloat_AsDouble(argv[3]);
+    if (keep == -1.0 && PyErr_Occurred()) return NULL;
+    record_cls = (PyTypeObject *)argv[4];
+    if (nargs == 6) speed_func = argv[5];
     PyObject *active = NULL, *ids = NULL, *spec = NULL, *cluster = NULL, *free_cpu = NULL,
              *free_gpu = NULL, *lists[3] = {NULL, NULL, NULL}, *result = NULL,
              *allocation = NULL, *epochs_done = NULL, *finished = NULL, *fin = NULL;
@@ -1568,10 +1696,11 @@ static PyObject *py_end_slot(PyObject *self, PyObject *args) {
     if (matched != PyDict_GET_SIZE(decided) || cpu != used_c || gpu != used_g) goto out;
     /* pass 2: the rates and epochs; the reward summed in active order */
     double reward = 0.0;
+    if (speed_func != NULL && speed_func != Py_None) memo = speed_memo(sim, speed_func);
     for (Py_ssize_t i = 0; i < n; i++) {
         SlotJob *j = &jobs[i];
         if (!j->run) continue;
-        if (slot_train(j, &layout, sim, slot_s, overhead_s, keep, t)) goto out;
+        if (slot_train(j, &layout, sim, slot_s, overhead_s, keep, t, &memo)) goto out;
         reward += j->epochs / j->row.num_epochs;
     }
     /* pass 3: commit */
@@ -1623,6 +1752,7 @@ out:
         Py_XDECREF(jobs[i].spec_ref);
     }
     if (jobs != stack_jobs) free(jobs);
+    Py_XDECREF(memo);
     Py_XDECREF(layout.cls);
     Py_XDECREF(active);
     Py_XDECREF(ids);
@@ -1694,9 +1824,46 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------------ the slot's observation */
+/* ------------------------------------------------------------------ the env's rows */
+
+/* What the slot's observation and the env's slot glue read of a window row (envs/gym/cluster/
+ * observation.py's _Row), at the offsets of its slots. */
 
 static PyObject *S_arrival, *S_type_index, *S_progress_epochs;
+static PyObject *S_max_w, *S_max_p, *S_iw, *S_ip, *S_ib, *S_open_mask, *S_open_valid;
+
+/* The offsets of the mask's fields of the env's _Row (a slots dataclass), per class. */
+typedef struct {
+    PyTypeObject *cls; /* (a reference held) */
+    Py_ssize_t max_w, max_p, iw, ip, ib, open_mask, open_valid, arrival, type_index;
+} RowLayout;
+
+static RowLayout row_layout;
+
+static int row_ok(PyObject *row) {
+    PyTypeObject *cls = Py_TYPE(row);
+    if (cls == row_layout.cls) return 1;
+    RowLayout l;
+    l.cls = cls;
+    if (slot_offset(cls, S_max_w, &l.max_w) || slot_offset(cls, S_max_p, &l.max_p) ||
+        slot_offset(cls, S_iw, &l.iw) || slot_offset(cls, S_ip, &l.ip) ||
+        slot_offset(cls, S_ib, &l.ib) || slot_offset(cls, S_open_mask, &l.open_mask) ||
+        slot_offset(cls, S_open_valid, &l.open_valid) || slot_offset(cls, S_arrival, &l.arrival) ||
+        slot_offset(cls, S_type_index, &l.type_index))
+        return 0;
+    Py_INCREF(cls);
+    Py_XDECREF(row_layout.cls);
+    row_layout = l;
+    return 1;
+}
+
+/* A row field (at ``off``) as a small count, or -1 (unset or not one). */
+static long long row_count(PyObject *row, Py_ssize_t off) {
+    PyObject *x = FIELD(row, off);
+    return x == NULL ? -1 : small_count(x);
+}
+
+/* ------------------------------------------------------------------ the slot's observation */
 
 PyDoc_STRVAR(slot_obs_doc,
              "slot_obs(obs, rows, window, t, L, width, stay_scale)\n\n"
@@ -1707,13 +1874,31 @@ PyDoc_STRVAR(slot_obs_doc,
              "None, nothing written, when the Python code must do it (a value out of the "
              "ordinary, an index past the row, a division by zero: its error).");
 
-static PyObject *py_slot_obs(PyObject *self, PyObject *args) {
+static PyObject *py_slot_obs(PyObject *self, PyObject *const *argv, Py_ssize_t nargs) {
     PyObject *buf, *rows, *window;
     long long t, L, width;
     double stay_scale;
-    if (!PyArg_ParseTuple(args, "OO!O!LLLd", &buf, &PyList_Type, &rows, &PyList_Type, &window,
-                          &t, &L, &width, &stay_scale))
+    /* the arguments (METH_FASTCALL), checked as "OO!O!LLLd" would */
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "slot_obs() takes 7 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (arg_of(argv[1], &PyList_Type, 1, "slot_obs") < 0 ||
+        arg_of(argv[2], &PyList_Type, 2, "slot_obs") < 0)
+        return NULL;
+    buf = argv[0];
+    rows = argv[1];
+    window = argv[2];
+    long long ints[3];
+    for (int k = 0; k < 3; k++) {
+        ints[k] = PyLong_AsLongLong(argv[3 + k]);
+        if (ints[k] == -1 && PyErr_Occurred()) return NULL;
+    }
+    t = ints[0];
+    L = ints[1];
+    width = ints[2];
+    stay_scale = PyFloat_AsDouble(argv[6]);
+    if (stay_scale == -1.0 && PyErr_Occurred()) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(rows);
     if (PyList_GET_SIZE(window) != n || L < 0 || width < L + 2 || t < 0 ||
         t >= ((long long)1 << 53) || !(stay_scale != 0))
@@ -1742,7 +1927,14 @@ static PyObject *py_slot_obs(PyObject *self, PyObject *args) {
     /* pass 1: every value, as the Python loop computes it */
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *row = PyList_GET_ITEM(rows, j), *v = PyList_GET_ITEM(window, j);
-        long long arrival = attr_count(row, S_arrival), ty = attr_count(row, S_type_index);
+        long long arrival, ty;
+        if (row_ok(row)) { /* the env's _Row: its fields at their offsets */
+            arrival = row_count(row, row_layout.arrival);
+            ty = row_count(row, row_layout.type_index);
+        } else {
+            arrival = attr_count(row, S_arrival);
+            ty = attr_count(row, S_type_index);
+        }
         if (arrival < 0 || arrival >= ((long long)1 << 53) || ty < 0 || ty >= width) goto out;
         double progress, num_epochs;
         PyObject *spec = PyObject_GetAttr(v, S_spec);
@@ -1750,7 +1942,10 @@ static PyObject *py_slot_obs(PyObject *self, PyObject *args) {
             PyErr_Clear();
             goto out;
         }
-        int ok = attr_double(spec, S_num_epochs, &num_epochs);
+        SpecRow cached; /* (num_epochs from the spec cache where it holds the spec) */
+        int ok = spec_row(spec, &cached) == 0;
+        if (ok) num_epochs = cached.num_epochs;
+        else ok = attr_double(spec, S_num_epochs, &num_epochs);
         Py_DECREF(spec);
         if (!ok || !attr_double(v, S_progress_epochs, &progress) || num_epochs == 0) goto out;
         double stay = (double)(t - arrival) / stay_scale; /* (t - row.arrival) / STAY_SCALE */
@@ -1777,12 +1972,296 @@ out:
     return Py_XNewRef(result);
 }
 
-static PyMethodDef methods[] = {{"allocate", py_allocate, METH_VARARGS, allocate_doc},
+/* ------------------------------------------------------------------ the env's slot glue */
+
+/* ClusterEnv's per-slot bookkeeping of its window (envs/gym/cluster/env.py and masks.py, the
+ * specification; tests/sim/elastic/test_native_slot.py): the rows and counts of a new slot,
+ * the counts an allocator planned, the decided allocation of the slot's end, and whether an
+ * action is still valid.  Each checks everything it reads first and writes nothing but its
+ * result, or answers None (nothing written) so that the Python code runs (and raises its
+ * errors). */
+
+/* The counts ``c`` of a window row (an exact list of two small counts) into w, p; 0 if not. */
+static int pair_counts(PyObject *c, long long *w, long long *p) {
+    if (!PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2) return 0;
+    *w = small_count(PyList_GET_ITEM(c, 0));
+    *p = small_count(PyList_GET_ITEM(c, 1));
+    return *w >= 0 && *p >= 0;
+}
+
+PyDoc_STRVAR(open_rows_doc,
+             "open_rows(window, static)\n\n"
+             "The window's bookkeeping of a new slot (ClusterEnv._open_next_slot, "
+             "_build_slot_cache and MaskMixin._open_mask): ``({v.spec.job_id: [0, 0] for v in "
+             "window}, rows = [static[v.spec.job_id] for v in window], list of the dict's "
+             "values, b''.join([row.open_mask for row in rows]), sum([row.open_valid for row "
+             "in rows]))``, or None when the Python code must do it (a job id missing from "
+             "``static``, an attribute missing, a value out of the ordinary).");
+
+static PyObject *py_open_rows(PyObject *self, PyObject *args) {
+    PyObject *window, *stat;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &window, &PyDict_Type, &stat)) return NULL;
+    if (!PyDict_CheckExact(stat)) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(window);
+    PyObject *alloc = new_dict(n), *rows = PyList_New(n), *counts = NULL, *out = NULL;
+    PyObject *mask = NULL, *valid = NULL;
+    long long n_valid = 0;
+    if (alloc == NULL || rows == NULL) goto fail;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *v = PyList_GET_ITEM(window, j);
+        PyObject *spec = PyObject_GetAttr(v, S_spec);
+        if (spec == NULL) goto none;
+        SpecRow cached; /* (the job id from the spec cache where it holds the spec) */
+        PyObject *jid = spec_row(spec, &cached) == 0 ? Py_NewRef(cached.jid)
+                                                     : PyObject_GetAttr(spec, S_job_id);
+        Py_DECREF(spec);
+        if (jid == NULL) goto none;
+        if (!PyLong_CheckExact(jid)) { /* (a hash or an equality of its own: Python's) */
+            Py_DECREF(jid);
+            goto none;
+        }
+        PyObject *row = PyDict_GetItemWithError(stat, jid); /* borrowed */
+        PyObject *om = row != NULL && row_ok(row) ? FIELD(row, row_layout.open_mask) : NULL;
+        long long ov = row != NULL && om != NULL ? row_count(row, row_layout.open_valid) : -1;
+        if (ov < 0 || ov > 3 || !PyBytes_CheckExact(om) || PyBytes_GET_SIZE(om) != 3 ||
+            (j > 0 && Py_TYPE(row) != Py_TYPE(PyList_GET_ITEM(rows, 0))))
+            row = NULL; /* (one row class: the layout read below is the first row's) */
+        else
+            n_valid += ov;
+        PyObject *c = row == NULL ? NULL : PyList_New(2);
+        if (c == NULL) {
+            Py_DECREF(jid);
+            goto none;
+        }
+        PyList_SET_ITEM(c, 0, PyLong_FromLong(0));
+        PyList_SET_ITEM(c, 1, PyLong_FromLong(0));
+        int rc = PyDict_SetItem(alloc, jid, c);
+        Py_DECREF(jid);
+        Py_DECREF(c);
+        if (rc < 0) goto fail;
+        PyList_SET_ITEM(rows, j, Py_NewRef(row));
+    }
+    counts = PyDict_Values(alloc);
+    mask = PyBytes_FromStringAndSize(NULL, 3 * n);
+    valid = PyLong_FromLongLong(n_valid);
+    if (counts == NULL || mask == NULL || valid == NULL) goto fail;
+    for (Py_ssize_t j = 0; j < n; j++)
+        memcpy(PyBytes_AS_STRING(mask) + 3 * j,
+               PyBytes_AS_STRING(FIELD(PyList_GET_ITEM(rows, j), row_layout.open_mask)), 3);
+    out = PyTuple_Pack(5, alloc, rows, counts, mask, valid);
+fail:
+    Py_XDECREF(counts);
+    Py_XDECREF(mask);
+    Py_XDECREF(valid);
+    Py_XDECREF(alloc);
+    Py_XDECREF(rows);
+    return out;
+none:
+    PyErr_Clear();
+    Py_DECREF(alloc);
+    Py_DECREF(rows);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(set_counts_doc,
+             "set_counts(alloc, target)\n\n"
+             "``for jid, c in alloc.items(): c[0], c[1] = target[jid]`` (ClusterEnv.plan_slot) "
+             "for exact lists and pairs: True, or None, nothing written, when the Python code "
+             "must do it (a job missing from ``target``, a value out of the ordinary).");
+
+static PyObject *py_set_counts(PyObject *self, PyObject *args) {
+    PyObject *alloc, *target, *jid, *c;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &alloc, &PyDict_Type, &target))
+        return NULL;
+    if (!PyDict_CheckExact(alloc) || !PyDict_CheckExact(target)) Py_RETURN_NONE;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c)) { /* check everything first */
+        if (!PyLong_CheckExact(jid) || !PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2)
+            Py_RETURN_NONE;
+        PyObject *v = PyDict_GetItemWithError(target, jid);
+        if (v == NULL) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (!PyTuple_CheckExact(v) || PyTuple_GET_SIZE(v) != 2) Py_RETURN_NONE;
+    }
+    pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c)) { /* (no Python code runs in between) */
+        PyObject *v = PyDict_GetItem(target, jid);
+        PyObject *w = Py_NewRef(PyTuple_GET_ITEM(v, 0)), *p = Py_NewRef(PyTuple_GET_ITEM(v, 1));
+        PyList_SetItem(c, 0, w); /* (steals; the old items are ints) */
+        PyList_SetItem(c, 1, p);
+    }
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(decided_doc,
+             "decided(alloc)\n\n"
+             "``{jid: (c[0], c[1]) for jid, c in alloc.items()}`` (ClusterEnv._close_slot) for "
+             "exact lists of two items, else None (the Python code does it).");
+
+static PyObject *py_decided(PyObject *self, PyObject *args) {
+    PyObject *alloc, *jid, *c;
+    if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &alloc)) return NULL;
+    if (!PyDict_CheckExact(alloc)) Py_RETURN_NONE;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c))
+        if (!PyLong_CheckExact(jid) || !PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2)
+            Py_RETURN_NONE;
+    PyObject *out = new_dict(PyDict_GET_SIZE(alloc));
+    if (out == NULL) return NULL;
+    pos = 0;
+    while (PyDict_Next(alloc, &pos, &jid, &c)) {
+        PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(c, 0), PyList_GET_ITEM(c, 1));
+        if (pair == NULL || PyDict_SetItem(out, jid, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(any_valid_doc,
+             "any_valid(fits, rows, counts)\n\n"
+             "The mask's rule on every window row (ClusterEnv._any_valid's loop, the fit state "
+             "``fits`` current): whether some worker, PS or bundle action is valid; None when "
+             "the Python code must decide (a length or value out of the ordinary).");
+
+static PyObject *py_any_valid(PyObject *self, PyObject *args) {
+    PyObject *fits, *rows, *counts;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &fits, &PyList_Type, &rows,
+                          &PyList_Type, &counts))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows), nf = PyList_GET_SIZE(fits);
+    if (PyList_GET_SIZE(counts) != n) Py_RETURN_NONE;
+    for (Py_ssize_t k = 0; k < nf; k++) {
+        PyObject *f = PyList_GET_ITEM(fits, k);
+        if (f != Py_True && f != Py_False) Py_RETURN_NONE;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *row = PyList_GET_ITEM(rows, j);
+        long long w, p;
+        if (!row_ok(row) || !pair_counts(PyList_GET_ITEM(counts, j), &w, &p)) Py_RETURN_NONE;
+        long long max_w = row_count(row, row_layout.max_w), max_p = row_count(row, row_layout.max_p);
+        long long iw = row_count(row, row_layout.iw), ip = row_count(row, row_layout.ip);
+        long long ib = row_count(row, row_layout.ib);
+        if (max_w < 0 || max_p < 0 || iw < 0 || iw >= nf || ip < 0 || ip >= nf || ib < 0 ||
+            ib >= nf)
+            Py_RETURN_NONE;
+        int w_ok = w < max_w, p_ok = p < max_p;
+        if ((w_ok && PyList_GET_ITEM(fits, iw) == Py_True) ||
+            (p_ok && (PyList_GET_ITEM(fits, ip) == Py_True ||
+                      (w_ok && PyList_GET_ITEM(fits, ib) == Py_True))))
+            Py_RETURN_TRUE; /* (the rows before checked, as the Python loop reads them) */
+    }
+    Py_RETURN_FALSE;
+}
+
+/* ------------------------------------------------------------------ the plan observation */
+
+static PyObject *S_J, *S__num_jobs, *S__window, *S__views, *S__t, *S_sim, *S_last_utilisation,
+    *S__finished;
+
+/* getattr(obj, name) as an exact int in [0, 2**53) (a double holds it exactly), or -1
+ * (nothing raised). */
+static long long attr_exact(PyObject *obj, PyObject *name) {
+    long long v = attr_count(obj, name);
+    return v >= ((long long)1 << 53) ? -1 : v;
+}
+
+/* len(getattr(obj, name)) of an exact list, or -1 (nothing raised). */
+static Py_ssize_t attr_list_len(PyObject *obj, PyObject *name) {
+    PyObject *x = attr_of(obj, name, &PyList_Type);
+    Py_ssize_t n = x == NULL ? -1 : PyList_GET_SIZE(x);
+    Py_XDECREF(x);
+    return n;
+}
+
+PyDoc_STRVAR(plan_obs_doc,
+             "plan_obs(out, inner, env)\n\n"
+             "SlotPlanner.observe (envs/gym/plan_env.py) into the float32 array ``out``: the "
+             "float32 ``inner`` observation, then the plan's global features of ``env`` (the "
+             "same double arithmetic, clipped to [0, 1], rounded to float32 by the same C "
+             "cast); True, or None, nothing written, when the Python code must do it.");
+
+static PyObject *py_plan_obs(PyObject *self, PyObject *args) {
+    PyObject *out_obj, *inner_obj, *env, *sim = NULL, *last = NULL, *result = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO", &out_obj, &inner_obj, &env)) return NULL;
+    long long J = attr_exact(env, S_J), num_jobs = attr_exact(env, S__num_jobs);
+    long long t = attr_exact(env, S__t), finished = attr_exact(env, S__finished);
+    Py_ssize_t window = attr_list_len(env, S__window), views = attr_list_len(env, S__views);
+    double u_cpu = 0.0, u_gpu = 0.0;
+    int have_last = 0;
+    if (J <= 0 || num_jobs < 0 || t < 0 || finished < 0 || window < 0 || views < window)
+        goto done;
+    sim = PyObject_GetAttr(env, S_sim);
+    if (sim == NULL || sim == Py_None) goto done; /* (Python: _require_sim raises) */
+    last = PyObject_GetAttr(sim, S_last_utilisation);
+    if (last == NULL) goto done;
+    if (last != Py_None) {
+        if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 2 ||
+            !PyFloat_CheckExact(PyTuple_GET_ITEM(last, 0)) ||
+            !PyFloat_CheckExact(PyTuple_GET_ITEM(last, 1)))
+            goto done;
+        u_cpu = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 0));
+        u_gpu = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 1));
+        have_last = 1;
+    }
+    Py_buffer out, inner;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    if (PyObject_GetBuffer(inner_obj, &inner, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&out);
+        goto done;
+    }
+    if (out.itemsize == 4 && inner.itemsize == 4 && out.format != NULL && inner.format != NULL &&
+        strcmp(out.format, "f") == 0 && strcmp(inner.format, "f") == 0 && out.ndim == 1 &&
+        inner.ndim == 1 && out.len == inner.len + 6 * 4 && out.buf != inner.buf) {
+        /* (the Python code's order: the features in doubles, then the writes) */
+        long long n_jobs = num_jobs > 1 ? num_jobs : 1; /* max(num_jobs, 1) */
+        double td = (double)t, beyond = (double)(views - window) / (double)J;
+        double feats[6] = {
+            (double)window / (double)J,
+            beyond < 1.0 ? beyond : 1.0, /* min(1.0, beyond / J) */
+            have_last ? 1.0 - u_gpu : 1.0,
+            have_last ? 1.0 - u_cpu : 1.0,
+            td / (td + 100.0),
+            (double)finished / (double)n_jobs,
+        };
+        float *o = (float *)out.buf;
+        Py_ssize_t n = inner.len / 4;
+        memcpy(o, inner.buf, (size_t)inner.len);
+        for (int k = 0; k < 6; k++) {
+            double x = feats[k];
+            o[n + k] = (float)(x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x);
+        }
+        result = Py_True;
+    }
+    PyBuffer_Release(&inner);
+    PyBuffer_Release(&out);
+done:
+    PyErr_Clear();
+    Py_XDECREF(sim);
+    Py_XDECREF(last);
+    return Py_NewRef(result);
+}
+
+static PyMethodDef methods[] = {{"allocate", (PyCFunction)(void (*)(void))py_allocate, METH_FASTCALL,
+                                 allocate_doc},
                                 {"index", py_index, METH_VARARGS, index_doc},
                                 {"check_free", py_check_free, METH_VARARGS, check_free_doc},
-                                {"end_slot", py_end_slot, METH_VARARGS, end_slot_doc},
+                                {"end_slot", (PyCFunction)(void (*)(void))py_end_slot, METH_FASTCALL,
+                                 end_slot_doc},
                                 {"views", py_views, METH_VARARGS, views_doc},
-                                {"slot_obs", py_slot_obs, METH_VARARGS, slot_obs_doc},
+                                {"slot_obs", (PyCFunction)(void (*)(void))py_slot_obs, METH_FASTCALL,
+                                 slot_obs_doc},
+                                {"open_rows", py_open_rows, METH_VARARGS, open_rows_doc},
+                                {"set_counts", py_set_counts, METH_VARARGS, set_counts_doc},
+                                {"decided", py_decided, METH_VARARGS, decided_doc},
+                                {"any_valid", py_any_valid, METH_VARARGS, any_valid_doc},
+                                {"plan_obs", py_plan_obs, METH_VARARGS, plan_obs_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_alloc_native",
@@ -1843,6 +2322,27 @@ PyMODINIT_FUNC PyInit__alloc_native(void) {
         {&S_arrival, "arrival"},
         {&S_type_index, "type_index"},
         {&S_progress_epochs, "progress_epochs"},
+        {&S_job_id, "job_id"},
+        {&S_speed, "speed"},
+        {&S_J, "J"},
+        {&S__num_jobs, "_num_jobs"},
+        {&S__window, "_window"},
+        {&S__views, "_views"},
+        {&S__t, "_t"},
+        {&S_sim, "sim"},
+        {&S_last_utilisation, "last_utilisation"},
+        {&S__finished, "_finished"},
+        {&S__memo, "_memo"},
+        {&S_model, "model"},
+        {&S_speed_factor, "speed_factor"},
+        {&S_iterations_per_epoch, "iterations_per_epoch"},
+        {&S_max_w, "max_w"},
+        {&S_max_p, "max_p"},
+        {&S_iw, "iw"},
+        {&S_ip, "ip"},
+        {&S_ib, "ib"},
+        {&S_open_mask, "open_mask"},
+        {&S_open_valid, "open_valid"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if ((*names[k].var = PyUnicode_InternFromString(names[k].name)) == NULL) return NULL;

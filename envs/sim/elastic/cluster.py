@@ -99,6 +99,20 @@ def _positions(cpu_cap: int, gpu_cap: int) -> tuple[tuple[int, ...], tuple[int, 
     return tuple(pos_of), level_of
 
 
+@functools.lru_cache(maxsize=64)
+def _position_bits(cpu_cap: int, gpu_cap: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per position (:func:`_positions`): its bit, and the bits of the *later* positions at
+    the same load level (built once per capacity: a cluster of every episode needs them)."""
+    _, level_of = _positions(cpu_cap, gpu_cap)
+    n_pos = len(level_of)
+    bits = tuple(1 << pos for pos in range(n_pos))
+    later = tuple(
+        sum(1 << q for q in range(pos + 1, n_pos) if level_of[q] == level_of[pos])
+        for pos in range(n_pos)
+    )
+    return bits, later
+
+
 @functools.lru_cache(maxsize=1024)
 def _fit_mask(cpu_cap: int, gpu_cap: int, cpu: int, gpu: int) -> int:
     """The bits of the positions (:func:`_positions`) whose free state holds a ``(cpu, gpu)``
@@ -167,13 +181,12 @@ class SlotCluster:
         # of the nodes of every position, the position of every node.
         self._stride = self.gpu_capacity + 1
         self._pos_of, self._level_of = _positions(self.cpu_capacity, self.gpu_capacity)
-        n_pos = len(self._level_of)
-        self._bit = [1 << pos for pos in range(n_pos)]
+        bits, later = _position_bits(self.cpu_capacity, self.gpu_capacity)
+        n_pos = len(bits)
+        self._bit = list(bits)
         # per position: the bits of the *later* positions at the same load level
-        self._later_same_level = [
-            sum(1 << q for q in range(pos + 1, n_pos) if self._level_of[q] == self._level_of[pos])
-            for pos in range(n_pos)
-        ]
+        self._later_same_level = list(later)
+        self._layout = (self._pos_of, self._stride, n_pos)  # index_layout
         self._empty_pos = self._pos_of[self.cpu_capacity * self._stride + self.gpu_capacity]
         # release_all's starting point, copied (a list copy costs less than building one)
         self._no_heaps: list[list[int] | None] = [None] * n_pos
@@ -475,6 +488,7 @@ class SlotCluster:
         positions only (:attr:`occupied`): the rest is built from the lists when a search or
         a placement first needs it; ``off_rule``: the changes among those placements that did
         not follow the rule (releases: added to :attr:`off_rule`)."""
+        # (native_alloc.allocate makes the steps of the occupied= case itself: keep both alike)
         self.off_rule += off_rule
         self.free_cpu, self.free_gpu = free_cpu, free_gpu
         self._synced = False
@@ -494,7 +508,7 @@ class SlotCluster:
         """``(position of every free state, stride, number of positions)``: the free state
         ``(fc, fg)`` is at position ``pos_of[fc * stride + fg]`` (for an index built
         elsewhere, :meth:`adopt`)."""
-        return self._pos_of, self._stride, len(self._bit)
+        return self._layout
 
     def index_of(
         self, free_cpu: list[int], free_gpu: list[int]

@@ -30,7 +30,11 @@ training loop, utilisation, reward and record), :func:`views` its ``active_jobs`
 specification, run when they answer ``None``/``False``: switched off, a subclass's hooks, an
 error to raise, a value out of the ordinary; ``tests/sim/elastic/test_native_slot.py``).  The
 C side keeps what a slot reads of a job's spec per spec object (4096 entries, holding the
-specs), as the allocators' rows are kept here: specs are frozen.  Standard library only.
+specs), as the allocators' rows are kept here: specs are frozen.  The env's per-slot
+bookkeeping of its window too: :func:`open_rows` (a new slot's alloc, rows and counts),
+:func:`set_counts` (``plan_slot``'s write-back), :func:`decided` (the slot's allocation) and
+:func:`any_valid` (the mask's rule over the window), each the Python code's loop, which runs
+when they answer ``None``/``False``.  Standard library only.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from typing import Any
 from envs.sim.elastic.allocator_base import JobState
 from envs.sim.elastic.cluster import Placement, SlotCluster
 from envs.sim.elastic.spec import ElasticJob, SpeedModel
+from envs.sim.elastic.speed import MeasuredSpeed
 from envs.sim.native import stale_build
 
 try:
@@ -53,8 +58,9 @@ try:
 except ImportError:  # not built (no C compiler at install time): the Python code runs
     _alloc_native = None
 
-__all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "available",
-           "end_slot", "slot_obs", "use_native", "used_totals", "views"]  # fmt: skip
+__all__ = ["KIND_DRF", "KIND_ESRTF", "KIND_FIXED", "KIND_OPTIMUS", "allocate", "any_valid",
+           "available", "decided", "end_slot", "open_rows", "plan_obs", "set_counts",
+           "slot_obs", "use_native", "used_totals", "views"]  # fmt: skip
 
 KIND_DRF, KIND_FIXED, KIND_OPTIMUS, KIND_ESRTF = 0, 1, 2, 3
 _RULES = {
@@ -70,6 +76,10 @@ ROW = struct.Struct("<8q3d")
 _CACHE_ROWS = 8192
 
 
+#: ``MeasuredSpeed.speed``: where ``sim.speed`` is a MeasuredSpeed that does not override it,
+#: :func:`end_slot` reads a rate not cached yet from its memo (``_rate``'s arithmetic) and
+#: calls ``_rate`` only on a memo miss
+_MEASURED_SPEED = MeasuredSpeed.speed
 _STALE = stale_build(_alloc_native, Path(__file__).with_name("_alloc_native.c"))
 _enabled = os.environ.get("DLSCHED_NATIVE_ALLOC", "1") != "0"
 
@@ -84,16 +94,22 @@ def enabled() -> bool:
     return _enabled and available()
 
 
+#: ``enabled()``, kept current by :func:`use_native` (what every native path checks first)
+_on = enabled()
+
+
 @contextmanager
 def use_native(on: bool) -> Iterator[None]:
     """Within the block, covered allocators run natively (``on``, where built) or in Python."""
-    global _enabled
+    global _enabled, _on
     before = _enabled
     _enabled = bool(on)
+    _on = enabled()
     try:
         yield
     finally:
         _enabled = before
+        _on = enabled()
 
 
 def used_totals(cluster: SlotCluster) -> tuple[int, int] | None:
@@ -101,7 +117,7 @@ def used_totals(cluster: SlotCluster) -> tuple[int, int] | None:
     slots are within ``[0, capacity]`` (what :meth:`SlotCluster.check` checks, with
     ``used_cpu_total``/``used_gpu_total``, in one pass); ``None`` when the extension is off
     or a node fails the check (then :meth:`SlotCluster.check` decides, and names the node)."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     out: tuple[int, int] | None = _alloc_native.check_free(
         cluster.free_cpu, cluster.free_gpu, cluster.cpu_capacity, cluster.gpu_capacity
@@ -116,19 +132,21 @@ def end_slot(sim: Any, t: int, decided: Any, keep: float, record: type[Any]) -> 
     and the finished count updated as the Python code leaves them; or ``None``, nothing
     changed, when the Python code must run: the extension off, ``decided`` not a ``dict``, an
     error to raise (the Python code raises it) or a value it does not handle (anything but
-    exact ints, floats, lists and pairs).  The one trace a ``None`` can leave: the rates
-    cached in ``_Run.rates`` that the Python loop caches too before it fails (a failing
-    speed model is then asked twice)."""
-    if not (_enabled and _alloc_native is not None and not _STALE) or type(decided) is not dict:
+    exact ints, floats, lists and pairs).  A rate not cached yet comes from the memo of a
+    :class:`~envs.sim.elastic.speed.MeasuredSpeed` (not overridden) that holds the speed,
+    with ``SlotSimulator._rate``'s arithmetic; else ``_rate`` is called.  The one trace a
+    ``None`` can leave: the rates cached in ``_Run.rates`` that the Python loop caches too
+    before it fails (a failing speed model is then asked twice)."""
+    if not _on or type(decided) is not dict:
         return None
-    return _alloc_native.end_slot(sim, decided, t, keep, record)
+    return _alloc_native.end_slot(sim, decided, t, keep, record, _MEASURED_SPEED)
 
 
 def views(active: list[Any]) -> list[JobState] | None:
     """``SlotSimulator.active_jobs`` for the runs ``active`` in C (each run's cached view,
     else a new one made and cached as the Python code does); ``None`` when switched off or
     a run is out of the ordinary (the Python code does the rest)."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     out: list[JobState] | None = _alloc_native.views(active, JobState)
     return out
@@ -141,9 +159,57 @@ def slot_obs(
     and one-hot type columns of every window row) written into the float32 array ``obs`` in
     C, bit for bit as the Python loop writes them; ``False`` (nothing written) when switched
     off or the Python code must do it."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return False
     return _alloc_native.slot_obs(obs, rows, window, t, L, width, scale) is not None
+
+
+def open_rows(window: list[JobState], static: dict[int, Any]) -> tuple[Any, ...] | None:
+    """The env's window bookkeeping of a new slot in C: ``(alloc, rows, counts, mask,
+    n_valid)`` as ``ClusterEnv._open_next_slot``, ``_build_slot_cache`` and ``_open_mask``
+    build them (``{v.spec.job_id: [0, 0] for v in window}``, ``[static[v.spec.job_id] for
+    v in window]``, ``list(alloc.values())``, the rows' ``open_mask`` joined and their
+    ``open_valid`` summed); ``None`` when switched off or the Python code must do it."""
+    if not _on:
+        return None
+    out: tuple[Any, ...] | None = _alloc_native.open_rows(window, static)
+    return out
+
+
+def set_counts(alloc: dict[int, list[int]], target: Any) -> bool:
+    """``for jid, c in alloc.items(): c[0], c[1] = target[jid]`` in C (``ClusterEnv.plan_slot``'s
+    write-back); ``False`` (nothing written) when switched off or the Python loop must run."""
+    if not _on or type(target) is not dict:
+        return False
+    return _alloc_native.set_counts(alloc, target) is not None
+
+
+def decided(alloc: dict[int, list[int]]) -> dict[int, tuple[int, int]] | None:
+    """``{jid: (c[0], c[1]) for jid, c in alloc.items()}`` in C (``ClusterEnv._close_slot``);
+    ``None`` when switched off or the Python code must build it."""
+    if not _on:
+        return None
+    out: dict[int, tuple[int, int]] | None = _alloc_native.decided(alloc)
+    return out
+
+
+def any_valid(fits: list[bool], rows: list[Any], counts: list[list[int]]) -> bool | None:
+    """``ClusterEnv._any_valid``'s loop over the window rows in C (the fit state current);
+    ``None`` when switched off or the Python loop must decide."""
+    if not _on:
+        return None
+    out: bool | None = _alloc_native.any_valid(fits, rows, counts)
+    return out
+
+
+def plan_obs(out: Any, inner: Any, env: Any) -> bool:
+    """``SlotPlanner.observe`` in C (``envs/gym/plan_env.py``): ``inner`` and the plan's
+    global features of ``env`` written into the float32 array ``out``, bit for bit as the
+    Python code writes them; ``False`` (nothing written) when switched off or the Python
+    code must do it."""
+    if not _on:
+        return False
+    return _alloc_native.plan_obs(out, inner, env) is not None
 
 
 def _plain_int(x: Any) -> bool:
@@ -276,7 +342,7 @@ def allocate(
     """One slot of ``allocator`` natively (``kind`` and ``params`` say which allocator and its
     options); the counts, with ``allocator.last_decisions`` and ``cluster`` updated as the
     Python code leaves them.  ``None``: run the Python code (see the module docstring)."""
-    if not (_enabled and _alloc_native is not None and not _STALE):
+    if not _on:
         return None
     if type(cluster) is not SlotCluster:
         return None
@@ -289,10 +355,10 @@ def allocate(
         cache = _TABLES[id(model)] = _Rows(model)
     views = jobs if type(jobs) is list else list(jobs)
     call = _alloc_native.allocate
-    pos_of, stride, _ = cluster.index_layout
+    layout = cluster._layout  # (index_layout's)
     args = (kind, params, views, cache.rows, cluster.free_cpu, cluster.free_gpu,
             cluster.cpu_capacity, cluster.gpu_capacity, _RULES[cluster.placement],
-            float(slot_s), need_grid, pos_of, stride)  # fmt: skip
+            float(slot_s), need_grid, layout[0], layout[1])  # fmt: skip
     out = call(*args)
     if out is None:
         if not cache.add(views, need_grid):
@@ -305,6 +371,12 @@ def allocate(
     if occupied is None:  # (a free state beyond the positions the C side handles)
         built = _alloc_native.index(free_cpu, free_gpu, *cluster.index_layout)
         cluster.adopt(free_cpu, free_gpu, built, off_rule=released)
-    else:  # the rest of the index is built when a search first needs it
-        cluster.adopt(free_cpu, free_gpu, off_rule=released, occupied=occupied)
+    else:  # the rest of the index is built when a search first needs it: adopt(free_cpu,
+        # free_gpu, off_rule=released, occupied=occupied), its steps (a plain SlotCluster)
+        cluster.off_rule += released
+        cluster.free_cpu, cluster.free_gpu = free_cpu, free_gpu
+        cluster._synced = False
+        cluster.occupied = occupied
+        cluster._state = None
+        cluster._lazy_empty = False
     return counts

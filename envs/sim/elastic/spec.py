@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,6 +42,16 @@ class JobType:
             raise WorkloadError(f"{who}: epochs and iterations must be > 0")
 
 
+def _positive_float(x: object) -> bool:
+    """A finite float or int > 0 that ``float()`` holds (what ``check_number(x, gt=0)``
+    accepts), decided without a call for the usual values; anything else: ``False`` (the
+    caller runs ``check_number``)."""
+    return (type(x) is float or type(x) is int) and 0 < x <= _FLOAT_MAX
+
+
+_FLOAT_MAX = sys.float_info.max
+
+
 @dataclass(frozen=True)
 class ElasticJob:
     """A job of the elastic world.
@@ -62,9 +73,13 @@ class ElasticJob:
     def __post_init__(self) -> None:
         if self.arrival_slot < 0:
             raise WorkloadError(f"job {self.job_id}: arrival_slot must be >= 0")
-        who = f"job {self.job_id}"
-        for name in ("num_epochs", "real_num_epochs", "speed_factor"):
-            check_number(getattr(self, name), f"{who}: {name}", gt=0, error=WorkloadError)
+        ne, real, sf = self.num_epochs, self.real_num_epochs, self.speed_factor
+        if not (
+            _positive_float(ne) and _positive_float(real) and _positive_float(sf)
+        ):  # not the usual floats: check_number decides (and names the field)
+            who = f"job {self.job_id}"
+            for name in ("num_epochs", "real_num_epochs", "speed_factor"):
+                check_number(getattr(self, name), f"{who}: {name}", gt=0, error=WorkloadError)
         if self.max_workers < 1 or self.max_ps < 0:
             raise WorkloadError(f"{who}: needs max_workers >= 1 and max_ps >= 0")
 

@@ -84,14 +84,17 @@ def obs_counter(monkeypatch: pytest.MonkeyPatch) -> _Counter:
 def _python() -> Iterator[None]:
     """The slot transition and the slot's observation in Python only (the allocators stay
     native: they are checked against their Python code in test_native_alloc.py)."""
-    saved = native_alloc.end_slot, native_alloc.views, native_alloc.slot_obs
-    native_alloc.end_slot = lambda *args: None  # type: ignore[assignment]
-    native_alloc.views = lambda *args: None  # type: ignore[assignment]
-    native_alloc.slot_obs = lambda *args: False  # type: ignore[assignment]
+    names = {"end_slot": None, "views": None, "slot_obs": False, "open_rows": None,
+             "set_counts": False, "decided": None, "any_valid": None,
+             "plan_obs": False}  # fmt: skip
+    saved = {name: getattr(native_alloc, name) for name in names}
+    for name, off in names.items():
+        setattr(native_alloc, name, lambda *args, off=off: off)
     try:
         yield
     finally:
-        native_alloc.end_slot, native_alloc.views, native_alloc.slot_obs = saved
+        for name, real in saved.items():
+            setattr(native_alloc, name, real)
 
 
 def _bits(x: Any) -> Any:
@@ -233,9 +236,25 @@ EPISODE_CASES = [
 ] + [("tiny", None, "extended"), ("medium", "bundle", "extended")]
 
 
+@pytest.fixture
+def glue_counters(monkeypatch: pytest.MonkeyPatch) -> dict[str, _Counter]:
+    """Counts the native slot glue of the env (``open_rows``, ``set_counts``, ``decided``,
+    ``any_valid``) and the plan observation (``plan_obs``)."""
+    out = {}
+    for name in ("open_rows", "set_counts", "decided", "any_valid", "plan_obs"):
+        out[name] = c = _Counter(getattr(native_alloc._alloc_native, name))
+        monkeypatch.setattr(native_alloc._alloc_native, name, c)
+    return out
+
+
 @pytest.mark.parametrize(("setting", "backlog", "features"), EPISODE_CASES)
 def test_random_plan_episodes(
-    counter: _Counter, obs_counter: _Counter, setting: str, backlog: str | None, features: str
+    counter: _Counter,
+    obs_counter: _Counter,
+    glue_counters: dict[str, _Counter],
+    setting: str,
+    backlog: str | None,
+    features: str,
 ) -> None:
     """Random-plan ``ClusterPlan-v0`` episodes (the benchmark's loop): the same observations,
     rewards, infos and simulator states step by step (``extended``: the observation's two
@@ -266,6 +285,8 @@ def test_random_plan_episodes(
                 break
     assert counter.done > 20 and counter.handed_back == 0
     assert obs_counter.done > 20 and obs_counter.handed_back == 0
+    for name, c in glue_counters.items():  # (set_counts: the slots planned on the rule)
+        assert c.done > (5 if name == "set_counts" else 20) and c.handed_back == 0, name
 
 
 # ---------------------------------------------------------------------- hand-backs and errors
@@ -537,3 +558,241 @@ def test_slot_obs_is_the_python_loop(obs_counter: _Counter) -> None:
     assert not native_alloc.slot_obs(short, rows, inner._window, *args)
     with native_alloc.use_native(False):
         assert not native_alloc.slot_obs(inner._obs_flat, rows, inner._window, *args)
+
+
+# ---------------------------------------------------------------------- the env's slot glue
+
+
+def _slot_env() -> Any:
+    """A ``tiny`` env with a slot open, a few jobs in the window."""
+    env = PlanEnv(config={"setting": "tiny", "reward": "jct"})
+    env.reset(seed=3)
+    for _ in range(3):
+        env.step(4)
+    assert len(env.inner._window) >= 2
+    return env.inner
+
+
+def test_open_rows_is_the_comprehensions() -> None:
+    """``open_rows``: the alloc dict (fresh ``[0, 0]`` lists, the counts list holding the same
+    lists), rows and counts the Python code builds; a job id missing from the rows, or not a
+    plain int, hands back (None)."""
+    inner = _slot_env()
+    window, static = inner._window, inner._static
+    alloc, rows, counts, joined, n_valid = native_alloc.open_rows(window, static)  # type: ignore[misc]
+    assert alloc == {v.spec.job_id: [0, 0] for v in window}
+    assert list(alloc) == [v.spec.job_id for v in window]
+    assert rows == [static[v.spec.job_id] for v in window]
+    assert all(a is b for a, b in zip(rows, [static[v.spec.job_id] for v in window], strict=True))
+    assert counts == list(alloc.values()) and all(
+        a is b for a, b in zip(counts, alloc.values(), strict=True)
+    )
+    assert len({id(c) for c in counts}) == len(counts)  # one list per job
+    assert joined == b"".join([row.open_mask for row in rows]) and len(joined) == 3 * len(rows)
+    assert n_valid == sum([row.open_valid for row in rows]) and type(n_valid) is int
+    partial = {k: v for k, v in static.items() if k != window[-1].spec.job_id}
+    assert native_alloc.open_rows(window, partial) is None
+    odd = [types.SimpleNamespace(spec=types.SimpleNamespace(job_id=float(window[0].job_id)))]
+    assert native_alloc.open_rows(odd, static) is None  # (Python: the float finds the row)
+    assert native_alloc.open_rows([object()], static) is None  # no spec: Python's error
+    with native_alloc.use_native(False):
+        assert native_alloc.open_rows(window, static) is None
+
+
+def test_set_counts_and_decided_are_the_loops() -> None:
+    """``set_counts`` writes every target pair into the window's lists (nothing when a job is
+    missing from the target or a value is not a pair: the Python loop then runs and raises);
+    ``decided`` is the dict of pairs, None for lists of another length."""
+    alloc = {3: [0, 0], 7: [0, 0], 1: [0, 0]}
+    target = {1: (2, 1), 3: (0, 0), 7: (5, 2), 9: (1, 1)}
+    assert native_alloc.set_counts(alloc, target)
+    assert alloc == {3: [0, 0], 7: [5, 2], 1: [2, 1]}
+    got = native_alloc.decided(alloc)
+    assert got == {jid: (c[0], c[1]) for jid, c in alloc.items()}
+    assert got is not None and list(got) == [3, 7, 1]
+    assert all(type(v) is tuple for v in got.values())
+    for bad in ({1: (1, 1), 3: (1, 1)}, {1: (1, 1), 3: (1, 1), 7: [1, 1]}, {1: (1, 1, 1)}):
+        before = {k: list(v) for k, v in alloc.items()}
+        assert not native_alloc.set_counts(alloc, bad)
+        assert alloc == before  # nothing written
+    assert not native_alloc.set_counts(alloc, [(1, 1)])  # not a dict
+    assert native_alloc.decided({1: [1, 2, 3]}) is None
+    assert native_alloc.decided({1: (1, 2)}) is None
+    with native_alloc.use_native(False):
+        assert not native_alloc.set_counts(alloc, target)
+        assert native_alloc.decided(alloc) is None
+
+
+def test_any_valid_is_the_loop() -> None:
+    """``any_valid`` against ``ClusterEnv._any_valid``'s Python loop on random counts and fit
+    states of a real window; lengths, indices and values out of the ordinary hand back."""
+    inner = _slot_env()
+    rows = inner._rows
+    rng = np.random.default_rng(1)
+    n_fits = len(inner._fit_masks)
+    answers = set()
+    for _ in range(300):
+        fits = [bool(x) for x in rng.random(n_fits) < rng.uniform(0, 0.6)]
+        counts = [
+            [int(rng.integers(0, r.max_w + 1)), int(rng.integers(0, r.max_p + 1))] for r in rows
+        ]
+        expected = False
+        for row, (w, p) in zip(rows, counts, strict=True):
+            w_ok, p_ok = w < row.max_w, p < row.max_p
+            if (w_ok and fits[row.iw]) or (p_ok and (fits[row.ip] or (w_ok and fits[row.ib]))):
+                expected = True
+                break
+        assert native_alloc.any_valid(fits, rows, counts) is expected
+        answers.add(expected)
+    assert answers == {True, False}
+    fits = [False] * n_fits
+    counts = [[0, 0] for _ in rows]
+    assert native_alloc.any_valid(fits, rows, counts[:-1]) is None  # zip(strict=True)
+    assert native_alloc.any_valid(fits[:1], rows, counts) is None  # an index past the fits
+    assert native_alloc.any_valid([0] * n_fits, rows, counts) is None  # not bools
+    assert native_alloc.any_valid(fits, rows, [(0, 0)] * len(rows)) is None  # not lists
+    assert native_alloc.any_valid(fits, [object()] * len(rows), counts) is None
+    with native_alloc.use_native(False):
+        assert native_alloc.any_valid(fits, rows, counts) is None
+
+
+def test_open_rows_hands_back_unusual_rows() -> None:
+    """Rows whose open mask or valid count is out of the ordinary (or rows of two classes)
+    hand the whole slot back to the Python code."""
+    inner = _slot_env()
+    window, static = inner._window, inner._static
+    jid = window[0].spec.job_id
+    for change in ({"open_valid": 4}, {"open_valid": True}, {"open_mask": b"\x01\x01"},
+                   {"open_mask": bytearray(3)}):  # fmt: skip
+        odd = dict(static)
+        odd[jid] = dataclasses.replace(static[jid], **change)
+        assert native_alloc.open_rows(window, odd) is None, change
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class OtherRow:  # the same fields, another class
+        max_w: int
+        max_p: int
+        iw: int
+        ip: int
+        ib: int
+        open_mask: bytes
+        open_valid: int
+
+    if len(window) > 1:
+        odd = dict(static)
+        r = static[window[1].spec.job_id]
+        odd[window[1].spec.job_id] = OtherRow(r.max_w, r.max_p, r.iw, r.ip, r.ib, r.open_mask,
+                                              r.open_valid)  # fmt: skip
+        assert native_alloc.open_rows(window, odd) is None
+
+
+def _python_observe(planner: Any, inner_obs: Any) -> Any:
+    planner._native = False
+    try:
+        return planner.observe(inner_obs)
+    finally:
+        planner._native = True
+
+
+def test_plan_obs_is_the_python_features() -> None:
+    """``plan_obs`` against ``SlotPlanner.observe``'s Python code on states built to reach
+    every branch (no slot run yet, utilisations of 0 and 1, more jobs beyond the window
+    than J, finished jobs, a late slot), bit for bit; inputs out of the ordinary hand back."""
+    env = PlanEnv(config={"setting": "tiny", "reward": "jct"})
+    env.reset(seed=2)
+    planner, inner = env.planner, env.inner
+    inner_obs = inner._obs_flat.copy()
+    sim = inner.sim
+    rng = np.random.default_rng(5)
+    views = list(inner._views)
+    for trial in range(60):
+        inner._t = int(rng.integers(0, 5000))
+        inner._finished = int(rng.integers(0, inner._num_jobs + 1))
+        inner._views = views * int(rng.integers(1, 4))
+        inner._window = inner._views[: int(rng.integers(0, len(inner._views) + 1))]
+        if trial % 3:
+            sim._cpu_util.append(float(rng.choice([0.0, 1.0, rng.uniform()])))
+            sim._gpu_util.append(float(rng.choice([0.0, 1.0, rng.uniform()])))
+        inner_obs = rng.uniform(-0.5, 1.5, inner_obs.shape).astype(np.float32)
+        fast = planner.observe(inner_obs)
+        assert fast.tobytes() == _python_observe(planner, inner_obs).tobytes()
+        assert fast.dtype == np.float32 and fast.shape == (planner.obs_size,)
+    out = np.empty(planner.obs_size, dtype=np.float32)
+    assert native_alloc.plan_obs(out, inner_obs, inner)
+    assert not native_alloc.plan_obs(out, inner_obs[:-1], inner)  # sizes differ
+    assert not native_alloc.plan_obs(out, inner_obs.astype(np.float64), inner)  # not float32
+    assert not native_alloc.plan_obs(out.astype(np.float64), inner_obs, inner)
+    assert not native_alloc.plan_obs(out, inner_obs[::-1][::-1].reshape(1, -1), inner)  # 2-D
+    sim._cpu_util.append(1)  # an int utilisation: the Python code's
+    assert not native_alloc.plan_obs(out, inner_obs, inner)
+    got = planner.observe(inner_obs)
+    assert got.tobytes() == _python_observe(planner, inner_obs).tobytes()
+    sim._cpu_util[-1] = 0.5
+    inner.J, J = 0, inner.J  # a division by zero: the Python code raises it
+    assert not native_alloc.plan_obs(out, inner_obs, inner)
+    inner.J = J
+    inner.sim = None  # no simulator: the Python code raises ResetNeeded
+    assert not native_alloc.plan_obs(out, inner_obs, inner)
+    inner.sim = sim
+    with native_alloc.use_native(False):
+        assert not native_alloc.plan_obs(out, inner_obs, inner)
+
+
+def test_rates_from_the_speed_memo(counter: _Counter, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rate not cached yet is read from the MeasuredSpeed memo in C: ``_rate`` is called
+    only on a memo miss (a warm memo: never), and always for a speed model whose ``speed``
+    is overridden; the records and states are the Python code's, bit for bit."""
+    st = SETTINGS["tiny"]
+    jobs = st.workload(1, epoch_estimation_error=0.2, speed_variation=0.3)
+    calls: list[Any] = []
+    real_rate = SlotSimulator._rate
+
+    def rate(self: Any, r: Any, alloc: Any) -> float:
+        calls.append(alloc)
+        return real_rate(self, r, alloc)
+
+    class Overriding(MeasuredSpeed):
+        def speed(self, job_type: JobType, num_ps: int, num_workers: int) -> float:
+            return super().speed(job_type, num_ps, num_workers)
+
+    def run(speed: Any) -> tuple[list[Any], Any]:
+        sim = SlotSimulator(st.cluster(), jobs, make_allocator("drf"), speed)  # (no speeds asked)
+        records = []
+        while not sim.done:
+            views = sim.begin_slot()
+            decided = sim.allocator.allocate(views, sim.cluster, speed, sim.spec.slot_s)
+            records.append(_bits(sim.end_slot(decided)))
+        return records, (sim.result(), _state(sim))
+
+    kw = {"max_ps": st.max_ps, "max_workers": st.max_workers}
+    with _python():
+        expected = run(MeasuredSpeed(**kw))
+    speed = MeasuredSpeed(**kw)
+    monkeypatch.setattr(SlotSimulator, "_rate", rate)  # (after the sims' hook checks: C calls it)
+    assert run(speed) == expected  # a cold memo: the misses call _rate (and fill the memo)
+    assert calls and speed._memo
+    calls.clear()
+    assert run(speed) == expected  # a warm memo: every rate in C
+    assert not calls
+    assert run(Overriding(**kw)) == expected  # overridden: every rate from _rate
+    assert calls
+    assert counter.done > 20 and counter.handed_back == 0
+
+
+def test_slot_obs_rows_of_another_class() -> None:
+    """Rows that are not the env's ``_Row`` (their fields read as attributes) and specs the
+    spec cache does not hold give the Python loop's observation too."""
+    env = PlanEnv(config={"setting": "tiny", "reward": "jct"})
+    env.reset(seed=3)
+    inner = env.inner
+    rows = [types.SimpleNamespace(arrival=r.arrival, type_index=r.type_index) for r in inner._rows]
+    args = (inner._t + 7, inner.L, inner._width, 100.0)
+    fast = np.full(inner._obs_flat.shape, np.nan, dtype=np.float32)
+    assert native_alloc.slot_obs(fast, rows, inner._window, *args)
+    with native_alloc.use_native(False):
+        inner._rows, saved = rows, inner._rows  # type: ignore[assignment]
+        inner._t += 7
+        inner._write_slot_obs()
+        inner._t -= 7
+        inner._rows = saved
+    assert fast.tobytes() == inner._obs_flat.tobytes()

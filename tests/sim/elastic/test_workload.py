@@ -292,3 +292,18 @@ def test_presets() -> None:
     assert 27 <= max(j.arrival_slot for j in DL2_LARGE.workload(0)) + 1 <= 33
     with pytest.raises(AttributeError):
         DL2_SMALL.num_jobs = 3  # type: ignore[misc]
+
+
+def test_uniform_draws_are_numpys_uniform() -> None:
+    """The generator draws ``e`` and ``v`` as ``-1.0 + 2.0 * rng.random()``: the doubles
+    ``rng.uniform(-1.0, 1.0)`` gives, from the same stream (interleaved with integer draws, as
+    in the generator), so workloads are those of the uniform draws."""
+    for seed in range(3):
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        for i in range(20000):
+            if i % 3 == 0:
+                assert int(a.integers(8)) == int(b.integers(8))
+            x = float(a.uniform(-1.0, 1.0))
+            y = -1.0 + 2.0 * b.random()
+            assert x.hex() == y.hex()
+        assert a.bit_generator.state == b.bit_generator.state
