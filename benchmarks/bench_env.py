@@ -204,8 +204,9 @@ def check_invariants(env: ClusterEnv, obs: np.ndarray, info: dict[str, Any], pre
     c = sim.cluster
     assert (c.used_cpu <= c.cpu_capacity).all() and (c.used_gpu <= c.gpu_capacity).all()
     assert (c.used_cpu >= 0).all() and (c.used_gpu >= 0).all()
-    for job in env._window:
-        w, p = env._alloc[job.job_id]
+    decided = env.slot_allocation
+    for job in env.active_jobs[: env.J]:
+        w, p = decided[job.job_id]
         assert 0 <= w <= job.spec.max_workers and 0 <= p <= job.spec.max_ps
     assert env.observation_space.contains(obs)
     mask = env.action_masks()

@@ -27,6 +27,7 @@ class DecisionStateMixin:
         _mask: npt.NDArray[np.bool_]
         _invalid: int
         _views: list[JobState]
+        _alloc: dict[int, list[int]]
 
         def _require_sim(self) -> SlotSimulator: ...
 
@@ -69,6 +70,11 @@ class DecisionStateMixin:
         """Every active job of the open slot (the window's ``J`` first, then the backlog),
         as the simulator's read-only views."""
         return list(self._views)
+
+    @property
+    def slot_allocation(self) -> dict[int, tuple[int, int]]:
+        """The open slot's decisions so far: window job id -> (workers, parameter servers)."""
+        return {jid: (c[0], c[1]) for jid, c in self._alloc.items()}
 
     def observation(self) -> npt.NDArray[np.float32]:
         """The current observation (a copy; what ``step`` and ``reset`` returned last)."""
