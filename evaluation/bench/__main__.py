@@ -6,7 +6,6 @@ rerun resumes) and write and print its leaderboard (``docs/bench.md``)."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -66,12 +65,6 @@ def _main(args: argparse.Namespace) -> int:
     from evaluation.pipeline import Interrupted
 
     use_portable()  # the same bits on every x86-64 machine, as evaluate.py
-    for name in args.imports:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            print(f"error: --import {name}: {exc}", file=sys.stderr)
-            return 2
     try:
         result = run_suite(
             args.suite,
@@ -82,6 +75,7 @@ def _main(args: argparse.Namespace) -> int:
             address=args.address,
             only=args.only,
             exclude=args.exclude,
+            imports=args.imports,
         )
     except (BenchError, DlschedError) as exc:
         print(f"error: {exc}", file=sys.stderr)

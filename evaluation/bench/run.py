@@ -219,6 +219,10 @@ def cell_dir(root: Path, scenario: str, scheduler: str) -> Path:
     return root / scenario / safe_name(scheduler)
 
 
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -347,15 +351,29 @@ def _cell_job(scenario: Scenario, spec: str, d: Path, runner: dict[str, Any]) ->
     return cell
 
 
-def _worker_init(parent: int) -> None:
-    """A cell worker ignores Ctrl-C (the parent kills it; its cell's finished runs are kept)
-    and dies with its parent, even one killed with ``kill -9``."""
+def import_modules(names: Sequence[str]) -> None:
+    """Import the user's modules (they may register allocators, stacks or scheduler kinds);
+    one that does not import is a :class:`BenchError`."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # any failure of the user's module: one line
+            raise BenchError(f"--import {name}: {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def _worker_init(parent: int, imports: Sequence[str]) -> None:
+    """A cell worker ignores Ctrl-C (the parent kills it; its cell's finished runs are kept),
+    dies with its parent, even one killed with ``kill -9``, and imports the user's modules
+    (a spawned process has only what it imports)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)
+    import_modules(imports)
 
 
 @contextlib.contextmanager
-def _cell_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
+def _cell_pool(workers: int, imports: Sequence[str]) -> Iterator[ProcessPoolExecutor | None]:
     """``workers`` spawned processes that each run whole cells (imports paid once per
     process, not once per cell); killed at once on Ctrl-C or an error."""
     if workers <= 1:
@@ -367,7 +385,7 @@ def _cell_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_worker_init,
-        initargs=(os.getpid(),),
+        initargs=(os.getpid(), tuple(imports)),
     )
     try:
         yield pool
@@ -438,13 +456,17 @@ def run_suite(
     address: str | None = None,
     only: Sequence[str] = (),
     exclude: Sequence[str] = (),
-    log: Callable[[str], None] = print,
+    imports: Sequence[str] = (),
+    log: Callable[[str], None] | None = None,
 ) -> BenchResult:
     """Run (or read from the cache) every cell of the selected scenarios, ``workers`` cells at
     a time (``runner=ray``: one cell at a time, its runs spread over the Ray cluster); one
     progress line per scenario.  ``schedulers``: ``None`` = :func:`default_schedulers`.
     Ctrl-C raises :class:`evaluation.pipeline.Interrupted` (or ``KeyboardInterrupt``) with
-    every finished run kept."""
+    every finished run kept.  ``imports``: modules to import first, here and in every worker
+    (a user's allocator, stack or kind registers itself there)."""
+    log = log or _print
+    import_modules(imports)
     scenarios = select_scenarios(suite, only, exclude)
     specs = default_schedulers() if schedulers is None else resolve_schedulers(schedulers)
     if runner not in ("local", "ray"):
@@ -475,7 +497,7 @@ def run_suite(
                 cells[(sc.name, spec)] = Cell(
                     sc.name, spec, "n/a", f"acts in the {world_of(spec)} world"
                 )
-    with _cell_pool(1 if runner == "ray" else workers) as pool:
+    with _cell_pool(1 if runner == "ray" else workers, imports) as pool:
         if pool is None:
             for sc, spec, d in jobs:
                 progress.take(_cell_job(sc, spec, d, runner_cfg))

@@ -212,3 +212,22 @@ def test_iqm_drops_a_quarter_at_each_end() -> None:
     assert iqm([1, 2, 3, 4, 100, -50, 5, 6]) == pytest.approx((2 + 3 + 4 + 5) / 4)
     assert iqm([3.0]) == 3.0
     assert math.isnan(iqm([]))
+
+
+def test_a_users_registered_allocator_gets_its_row(
+    tiny: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envs.sim.elastic.allocators import ALLOCATORS, DRF
+
+    class Mine(DRF):
+        name = "mine_drf"
+
+    monkeypatch.setitem(ALLOCATORS, "mine_drf", Mine)
+    assert bench_run.resolve_schedulers(["mine_drf", "drf"]) == ["elastic:mine_drf", "elastic:drf"]
+    got = run_suite(
+        tiny, schedulers=["mine_drf", "drf"], out=tmp_path, only=["tiny-elastic"], log=_quiet
+    )
+    mine, drf = (got.cells[("tiny-elastic", s)] for s in ("elastic:mine_drf", "elastic:drf"))
+    assert mine.status == "ok" and mine.jct == drf.jct  # DRF under another name: same runs
+    with pytest.raises(BenchError, match="--import no_such_module_xyz: ModuleNotFoundError"):
+        run_suite(tiny, out=tmp_path, imports=["no_such_module_xyz"], log=_quiet)
