@@ -485,6 +485,12 @@ def run_suite(
         f"bench {suite} (version {version}, code {code}): {len(scenarios)} scenario(s), "
         f"{len(specs)} scheduler(s), {total} runs -> {root}"
     )
+    others = sorted(p.name for p in root.parent.glob("*") if p.is_dir() and p != root)
+    if others:
+        log(
+            f"note: {len(others)} other code version(s) in {root.parent} ({', '.join(others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}): their cells are not used; this code's run"
+        )
     cells: dict[tuple[str, str], Cell] = {}
     t0 = time.perf_counter()
     progress = _Progress(scenarios, specs, applicable, cells, total, workers, log)

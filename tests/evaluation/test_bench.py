@@ -113,7 +113,9 @@ def _quiet(_: str) -> None:
     pass
 
 
-def test_cache_resume_and_a_scheduler_that_cannot_act(tiny: str, tmp_path: Path) -> None:
+def test_cache_resume_and_a_scheduler_that_cannot_act(
+    tiny: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     specs = ["elastic:drf", "lwf1_adasrsf", "policy:policies/medium_plan_pg"]
     first = run_suite(tiny, schedulers=specs, out=tmp_path, log=_quiet)
     cells = first.cells
@@ -161,8 +163,13 @@ def test_cache_resume_and_a_scheduler_that_cannot_act(tiny: str, tmp_path: Path)
         cells[("tiny-contention", "lwf1_adasrsf")].jct
     )
 
-    # another code version has its own cells
+    # another code version has its own cells, and says so in one line
     assert first.root.name == "testcode" and first.root.parent.name.startswith("tiny-")
+    monkeypatch.setattr(bench_run, "code_version", lambda: "othercode")
+    lines: list[str] = []
+    other = run_suite(tiny, schedulers=specs, out=tmp_path, log=lines.append)
+    assert other.ran == 4 and other.root.name == "othercode"
+    assert any(line.startswith("note: 1 other code version(s)") for line in lines)
 
 
 # ---------------------------------------------------------------- the board's figures
