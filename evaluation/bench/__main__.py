@@ -82,7 +82,7 @@ def _main(args: argparse.Namespace) -> int:
         return 2
     except (Interrupted, KeyboardInterrupt) as exc:
         print(
-            f"interrupted ({exc or 'SIGINT'}): the finished runs are kept; rerun the same "
+            f"interrupted ({str(exc) or 'SIGINT'}): the finished runs are kept; rerun the same "
             "command to resume",
             file=sys.stderr,
         )
