@@ -238,3 +238,9 @@ def test_a_users_registered_allocator_gets_its_row(
     assert mine.status == "ok" and mine.jct == drf.jct  # DRF under another name: same runs
     with pytest.raises(BenchError, match="--import no_such_module_xyz: ModuleNotFoundError"):
         run_suite(tiny, out=tmp_path, imports=["no_such_module_xyz"], log=_quiet)
+
+
+def test_a_ray_address_that_does_not_answer_is_one_line(tiny: str, tmp_path: Path) -> None:
+    with pytest.raises(BenchError, match=r"--address 127\.0\.0\.1:1: no Ray head answers there"):
+        run_suite(tiny, out=tmp_path, runner="ray", address="127.0.0.1:1", log=_quiet)
+    assert not any(tmp_path.iterdir())
