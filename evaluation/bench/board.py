@@ -299,8 +299,7 @@ def heatmap(board: Board, path: Path) -> None:
             if s in r.ratio:
                 m[i, j] = r.ratio[s][0]
     fig, ax = plt.subplots(figsize=(max(8, 0.3 * len(rows) + 4), max(4, 0.3 * len(scheds) + 2)))
-    cmap = matplotlib.colormaps["viridis_r"].copy()
-    cmap.set_bad("#dddddd")
+    cmap = matplotlib.colormaps["viridis_r"].with_extremes(bad="#dddddd")
     hi = float(np.nanmax(np.log2(m))) if np.isfinite(m).any() else 1.0
     im = ax.imshow(np.log2(m), aspect="auto", cmap=cmap, vmin=0.0, vmax=max(hi, 0.1))
     ax.set_xticks(range(len(rows)), [r.scenario.name for r in rows], rotation=90, fontsize=6)

@@ -244,3 +244,16 @@ def test_a_ray_address_that_does_not_answer_is_one_line(tiny: str, tmp_path: Pat
     with pytest.raises(BenchError, match=r"--address 127\.0\.0\.1:1: no Ray head answers there"):
         run_suite(tiny, out=tmp_path, runner="ray", address="127.0.0.1:1", log=_quiet)
     assert not any(tmp_path.iterdir())
+
+
+def test_the_command_writes_and_prints_the_board(
+    tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--suite", tiny, "--only", "tiny-contention", "--out", str(tmp_path)]
+    assert main([*argv, "--schedulers", "lwf1_adasrsf", "ff_adasrsf"]) == 0
+    out = capsys.readouterr().out
+    root = tmp_path / f"tiny-{suite_version(TINY)}" / "testcode"
+    assert {p.name for p in root.iterdir()} >= {"board.md", "board.csv", "heatmap.png"}
+    assert (root / "board.md").read_text() in out
+    assert "[1/1] tiny-contention: 2 ok, 0 n/a, 0 failed; runs 4/4 (4 run now)" in out
+    assert (root / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
