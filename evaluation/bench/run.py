@@ -311,8 +311,8 @@ def _run_cell(
     finally:
         for note in notes:
             log(note)
-        for line in err.getvalue().splitlines():  # the pipeline's warnings, by cell
-            if line.startswith(("warning", "note")):
+        for line in err.getvalue().splitlines():  # the pipeline's warnings and Ray nodes, by cell
+            if line.startswith(("warning", "note", "ray:")):
                 log(f"  {scenario.name} / {spec}: {line}")
     got = _read_cached(d, scenario.seeds)
     if got is None:
