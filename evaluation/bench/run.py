@@ -292,7 +292,7 @@ def _run_cell(
     }
     try:
         cfg, resolved = compose(scenario.overrides, values)
-        make_plan(cfg)
+        plan = make_plan(cfg)
     except DlschedError as exc:  # cannot act here: n/a, with the reason
         return _na(scenario, spec, d, _first_line(exc))
     d.mkdir(parents=True, exist_ok=True)
@@ -301,11 +301,11 @@ def _run_cell(
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                evaluate(cfg, d, resolved)
+                evaluate(cfg, d, resolved, plan)  # the plan checked above: made once
             except ConfigError as exc:  # the plan was valid: the directory is not resumable
                 notes.append(f"  cache entry {d} unusable ({_first_line(exc)}); recomputing it")
                 cfg.resume, cfg.overwrite = False, True
-                evaluate(cfg, d, resolved)
+                evaluate(cfg, d, resolved, plan)
     except RunsFailed as exc:
         return Cell(scenario.name, spec, "failed", _first_line(exc), ran=len(scenario.seeds))
     finally:
