@@ -298,6 +298,8 @@ def _run_cell(
     d.mkdir(parents=True, exist_ok=True)
     out, err = io.StringIO(), io.StringIO()
     notes: list[str] = []
+    if (d / "summary.md").is_file() or (d / "summary.csv").is_file():
+        notes.append(f"  cache entry {d} incomplete or unreadable: recomputing it, not using it")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:

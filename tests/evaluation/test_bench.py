@@ -158,7 +158,11 @@ def test_cache_resume_and_a_scheduler_that_cannot_act(
 
     # a corrupt cache entry is recomputed, never used
     (d / "summary.csv").write_text("stack,seed,avg_jct_s\nlwf1_adasrsf,0,garbage\n")
-    fixed = run_suite(tiny, schedulers=specs, out=tmp_path, log=_quiet)
+    said: list[str] = []
+    fixed = run_suite(tiny, schedulers=specs, out=tmp_path, log=said.append)
+    assert [line for line in said if "cache entry" in line] == [
+        f"  cache entry {d} incomplete or unreadable: recomputing it, not using it"
+    ]
     assert fixed.cells[("tiny-contention", "lwf1_adasrsf")].jct == (
         cells[("tiny-contention", "lwf1_adasrsf")].jct
     )
