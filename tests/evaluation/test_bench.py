@@ -261,3 +261,13 @@ def test_the_command_writes_and_prints_the_board(
     assert (root / "board.md").read_text() in out
     assert "[1/1] tiny-contention: 2 ok, 0 n/a, 0 failed; runs 4/4 (4 run now)" in out
     assert (root / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_policy_path_is_a_scheduler_of_its_kind() -> None:
+    assert bench_run.resolve_schedulers(
+        ["policies/medium_plan_pg", "policies/contention_exclusive_pg", "drf"]
+    ) == ["policy:policies/medium_plan_pg", "contention:policies/contention_exclusive_pg",
+          "elastic:drf"]  # fmt: skip
+    assert "policy:policies/small_esrtf_gppo" in bench_run.default_schedulers()
+    with pytest.raises(BenchError, match="'policies/no_such_policy'"):
+        bench_run.resolve_schedulers(["policies/no_such_policy"])
