@@ -39,7 +39,15 @@ from typing import Any
 
 from envs import numerics
 
-__all__ = ["KEYS", "PACKAGES", "git_state", "package_versions", "provenance", "read_provenance"]
+__all__ = [
+    "KEYS",
+    "PACKAGES",
+    "code_version",
+    "git_state",
+    "package_versions",
+    "provenance",
+    "read_provenance",
+]
 
 #: The keys of :func:`provenance` (every record's provenance, whoever writes it).
 KEYS = ("git_commit", "git_dirty", "versions", "command", "numerics")
@@ -82,6 +90,27 @@ def git_state() -> tuple[str | None, bool | None]:
         return None, None
     status = _git("status", "--porcelain", "--untracked-files=normal")
     return commit, None if status is None else status != ""
+
+
+def code_version() -> str:
+    """A short name of the code that runs: the commit's first 12 hex digits, plus
+    ``-dirty-<first 8 hex of sha256(git diff HEAD, then each untracked file's name and
+    bytes)>`` when the tree is dirty; ``unknown`` outside a git checkout."""
+    import hashlib
+
+    commit, dirty = git_state()
+    if commit is None:
+        return "unknown"
+    if not dirty:
+        return commit[:12]
+    h = hashlib.sha256((_git("diff", "HEAD") or "").encode())
+    for name in sorted((_git("ls-files", "--others", "--exclude-standard") or "").splitlines()):
+        h.update(b"\0" + name.encode() + b"\0")
+        try:
+            h.update((_ROOT / name).read_bytes())
+        except OSError:
+            h.update(b"unreadable")
+    return f"{commit[:12]}-dirty-{h.hexdigest()[:8]}"
 
 
 def package_versions() -> dict[str, str]:

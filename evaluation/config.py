@@ -72,7 +72,9 @@ class EnvSection:
     ``overrides`` are merged key by key.  ``setting``: ``small``, ``large``, ``tiny`` or
     ``medium``; ``overrides``: :class:`DL2Setting` fields (``num_nodes``, ``num_jobs``, ``J``,
     ...); ``max_slots``: the truncation horizon (slots); ``arrival``: ``google``, ``poisson``
-    or ``uniform``; ``trace``: a normalised trace CSV instead of the generator.
+    or ``uniform``; ``trace``: a normalised trace CSV instead of the generator; ``backlog``:
+    what the jobs beyond the window get when a slot closes (``none`` or an allocator name,
+    :class:`~envs.gym.factory.EnvConfig`'s ``backlog``), e.g. ``bundle`` for DL²'s.
     """
 
     setting: str | None = None
@@ -80,6 +82,7 @@ class EnvSection:
     max_slots: int | None = None
     arrival: str | None = None
     trace: str | None = None
+    backlog: str | None = None
 
 
 @dataclass

@@ -104,6 +104,8 @@ def _env_from_section(cfg: EvaluateConfig, meta_env: Mapping[str, Any] | None) -
         changes["max_slots"] = s.max_slots
     if s.arrival is not None:
         changes["arrival"] = s.arrival
+    if s.backlog is not None:
+        changes["backlog"] = s.backlog
     if s.trace is not None:
         changes["trace"] = to_absolute_path(s.trace)
         changes["trace_options"] = cfg.workload.trace  # the same options as workload=trace

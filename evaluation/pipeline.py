@@ -577,15 +577,22 @@ class Interrupted(Exception):
         super().__init__(f"interrupted ({signal}): {finished} of {total} runs finished")
 
 
-def evaluate(cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any]) -> list[dict[str, Any]]:
+def evaluate(
+    cfg: EvaluateConfig, run_dir: Path, config: dict[str, Any], plan: Plan | None = None
+) -> list[dict[str, Any]]:
     """Run every scheduler on every seed's workload; write the run directory; return the
-    summary rows.  ``config`` is the resolved config recorded in ``run.json``.
+    summary rows.  ``config`` is the resolved config recorded in ``run.json``; ``plan``:
+    :func:`make_plan` of ``cfg`` when the caller already made it (the benchmark checks each
+    cell with it first), else made here.
 
     The directory is locked while the run lasts and refused when it holds an earlier run's
     files, unless ``cfg.resume`` (only the missing runs run) or ``cfg.overwrite``
     (:mod:`evaluation.rundir`); Ctrl-C / SIGTERM during the runs raise :class:`Interrupted`
     after the finished runs are recorded."""
-    plan = make_plan(cfg)
+    if plan is None:
+        plan = make_plan(cfg)
+    elif plan.cfg is not cfg:
+        raise ValueError("evaluate: the plan is not of this config")
     records = RunDir(run_dir, config, cfg.resume, cfg.overwrite).open()
     try:
         return _evaluate(plan, run_dir, config, records)

@@ -1,0 +1,225 @@
+"""The benchmark's frozen scenario suites (``bench/v1``).
+
+A :class:`Scenario` is a name, a world, the ``evaluate.py`` overrides that define its workload and
+cluster, its seeds and a one-line note on where it comes from.  A suite is a tuple of them; its
+version (:func:`suite_version`) is a digest of its canonical JSON, so any change to the list (a
+scenario added, removed, renamed, or one override or seed changed) gives a new version, and
+results cached under the old version are never mixed with the new.
+
+Worlds:
+
+- ``elastic``: DL²'s elastic world through the DL² Gymnasium env (``workload=env``): every
+  ``elastic:<allocator>`` heuristic and every released ``policy:`` acts on the same env
+  (window, placement, backlog pinned by the scenario);
+- ``contention``: the fixed-demand contention engine on job-level workloads: the named stacks,
+  ``contention:srsf | exclusive`` and released ``contention:`` policies.
+
+Held-out data only: the Philly windows come from :data:`envs.gym.workloads.TEST_VCS` (never
+trained, validated or tuned on), starting on day 90 of the corpus (the test days); the
+generator seeds are the policies' held-out test seeds (DL² 300-302, Ada-SRSF paper scale
+1000-1001).  ``docs/bench.md`` says what each source is and what is synthesised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["SUITES", "V1", "WORLDS", "Scenario", "canonical_json", "suite_version"]
+
+WORLDS = ("elastic", "contention")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One benchmark scenario: ``overrides`` are ``evaluate.py``'s ``key=value`` (without
+    ``stacks``, ``seeds``, ``out_dir``, ``workers``, ``runner``: the benchmark sets those)."""
+
+    name: str
+    world: str
+    overrides: tuple[str, ...]
+    seeds: tuple[int, ...]
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["overrides"] = list(self.overrides)
+        d["seeds"] = list(self.seeds)
+        return d
+
+
+def canonical_json(suite: tuple[Scenario, ...]) -> str:
+    """The suite as canonical JSON (sorted keys, no whitespace): what its version digests."""
+    return json.dumps([s.as_dict() for s in suite], sort_keys=True, separators=(",", ":"))
+
+
+def suite_version(suite: tuple[Scenario, ...]) -> str:
+    """The first 12 hex digits of the SHA-256 of :func:`canonical_json`."""
+    return hashlib.sha256(canonical_json(suite).encode()).hexdigest()[:12]
+
+
+#: The public Philly corpus (gzip digest of all VCs) and the test window's start (day 90).
+_CORPUS = "envs/sim/data/traces/philly_digest_public.csv.gz"
+_TEST_DAY0_S = 90 * 86400
+#: Jobs per Philly window and their duration cap (1 day) — small enough to run the board on a
+#: laptop; the window is the first 30 jobs of the VC submitted from day 90 on.
+_WINDOW_JOBS = 30
+_CAP_S = 86400
+#: Load factors (offered load = factor x the cluster's GPUs) and cluster scales.
+_LOADS = (("0.5", 0.5), ("1", 1.0), ("2", 2.0))
+_SCALES = (1, 4, 16)
+#: Base clusters of the Philly windows: elastic = the DL² env's ``medium`` setting (12 nodes of
+#: 8 GPU slots), contention = 4 servers x 4 GPUs (the Tiresias 60-job trace's 16 GPUs).
+_ELASTIC_NODES = 12
+_CONTENTION_SERVERS = 4
+_TRACE_SEEDS = (0, 1, 2)
+#: The DL² env converts a trace window deterministically (its seed does not change the jobs),
+#: so an elastic Philly scenario has one seed: more would repeat the same run.
+_ENV_TRACE_SEEDS = (0,)
+
+_DL2_BASE_NODES = {"small": 48, "medium": 12, "large": 500}
+#: load -> nodes factor: light = twice the nodes (half the load), heavy = half the nodes.
+_DL2_LOADS = (("light", 2.0), ("normal", 1.0), ("heavy", 0.5))
+_DL2_SEEDS = (300, 301, 302)
+
+
+def _dl2() -> list[Scenario]:
+    out = []
+    for setting, backlog in (("small", "none"), ("medium", "none"), ("large", "none"),
+                             ("small", "bundle")):  # fmt: skip
+        for load, factor in _DL2_LOADS:
+            nodes = max(1, int(_DL2_BASE_NODES[setting] * factor))
+            tag = f"{setting}-bundle" if backlog == "bundle" else setting
+            out.append(
+                Scenario(
+                    name=f"dl2-{tag}-{load}",
+                    world="elastic",
+                    overrides=(
+                        "workload=env",
+                        f"workload.env.setting={setting}",
+                        f"workload.env.backlog={backlog}",
+                        f"workload.env.overrides.num_nodes={nodes}",
+                    ),
+                    seeds=_DL2_SEEDS,
+                    source=(
+                        f"DL²'s generator, its {setting} setting"
+                        + (" with DL²'s bundle backlog" if backlog == "bundle" else "")
+                        + f", {nodes} nodes ({load} load: x{1 / factor:g} of the setting's)"
+                    ),
+                )
+            )
+    return out
+
+
+def _philly_window(vc: str, load: float) -> tuple[str, ...]:
+    return (
+        f"workload.trace.vcs=[{vc}]",
+        f"workload.trace.start_s={_TEST_DAY0_S}",
+        f"workload.trace.max_jobs={_WINDOW_JOBS}",
+        f"workload.trace.duration_cap_s={_CAP_S}",
+        f"workload.trace.target_load={load}",
+        "workload.trace.fit=clip",
+    )
+
+
+def _philly(vc: str, load_tag: str, load: float, scale: int, world: str) -> Scenario:
+    window = _philly_window(vc, load)
+    if world == "elastic":
+        world_keys: tuple[str, ...] = (
+            "workload=env",
+            "workload.env.setting=medium",
+            "workload.env.backlog=none",
+            f"workload.env.trace={_CORPUS}",
+            f"workload.env.overrides.num_nodes={_ELASTIC_NODES * scale}",
+        )
+        cluster = f"DL² medium env, {_ELASTIC_NODES * scale} nodes"
+    else:
+        world_keys = (
+            "workload.kind=trace",
+            f"workload.path={_CORPUS}",
+            f"cluster.num_servers={_CONTENTION_SERVERS * scale}",
+            "workload.trace.max_iterations=200",
+        )
+        cluster = f"{_CONTENTION_SERVERS * scale}x4 GPUs"
+    return Scenario(
+        name=f"philly-{vc}-load{load_tag}-x{scale}-{world}",
+        world=world,
+        overrides=world_keys + window,
+        seeds=_ENV_TRACE_SEEDS if world == "elastic" else _TRACE_SEEDS,
+        source=(
+            f"public Philly corpus, held-out VC {vc}: first {_WINDOW_JOBS} jobs from day 90, "
+            f"durations capped at 1 day, arrivals scaled to load {load:g}; {cluster}; "
+            + ("models drawn once (one seed)" if world == "elastic" else "models drawn per seed")
+        ),
+    )
+
+
+def _philly_all() -> list[Scenario]:
+    out = []
+    for world in WORLDS:
+        for load_tag, load in _LOADS:  # the full grid on the largest held-out VC
+            for scale in _SCALES:
+                out.append(_philly("ee9e8c", load_tag, load, scale, world))
+        for vc in ("6c71a0", "2869ce", "e13805"):  # the other held-out VCs at x1, load 1
+            out.append(_philly(vc, "1", 1.0, 1, world))
+    return out
+
+
+def _others() -> list[Scenario]:
+    return [
+        Scenario(
+            name="ada-paper-generated",
+            world="contention",
+            overrides=("workload=generated_paper_scale", "cluster=ada_srsf"),
+            seeds=(1000, 1001),
+            source=(
+                "Ada-SRSF's workload distribution at the paper's scale (160 jobs, 1000-6000 "
+                "iterations, arrivals over 20 min; synthesised), held-out seeds, 16x4 GPUs"
+            ),
+        ),
+        Scenario(
+            name="ada160-builtin",
+            world="contention",
+            overrides=("workload=ada160", "cluster=ada_srsf"),
+            seeds=(0, 1, 2),
+            source=(
+                "the Ada-SRSF reference code's shipped 160-job workloads (seeds 0-2), at its "
+                "1/100 scale, 16x4 GPUs"
+            ),
+        ),
+        Scenario(
+            name="philly-slice",
+            world="contention",
+            overrides=("workload=philly", "cluster=ada_srsf"),
+            seeds=(0, 1, 2),
+            source=(
+                "the shipped 200-job Philly slice (VC 6c71a0), durations capped at 2 days, "
+                "load 0.7 of 16x4 GPUs (conf/workload/philly.yaml); models drawn per seed"
+            ),
+        ),
+        Scenario(
+            name="tiresias-60",
+            world="contention",
+            overrides=(
+                "workload.kind=trace",
+                "workload.path=envs/sim/data/tiresias/tiresias_60job.csv",
+                "workload.trace.unknown_models=family",
+                "cluster.num_servers=4",
+            ),
+            seeds=(0, 1, 2),
+            source=(
+                "Tiresias's public 60-job trace (its repository's example), 4x4 GPUs as its "
+                "simulator's; unknown models by family, others drawn per seed"
+            ),
+        ),
+    ]
+
+
+#: ``bench/v1``: frozen.  Change it only by making a new suite (``V2``) and adding it to
+#: :data:`SUITES`; its version changes with any edit anyway.
+V1: tuple[Scenario, ...] = (*_dl2(), *_philly_all(), *_others())
+
+#: suite name -> its scenarios
+SUITES: dict[str, tuple[Scenario, ...]] = {"v1": V1}
