@@ -61,3 +61,53 @@ def test_the_training_pipeline_does_not_branch_on_learner_names() -> None:
         if "algo" in line and branch.search(line)
     ]
     assert not found, f"branches on a learner name: {found}"
+
+
+def test_a_new_learner_is_one_entry_and_a_builder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newcomer path (d) end to end: a registry entry naming a builder
+    (``tests/agents/toy_learner.py``: SB3's stock A2C) makes ``train.py`` train it, validate
+    it against the heuristics, checkpoint it and record it, with nothing else edited; its
+    final checkpoint loads as the registered class and acts through the same evaluation."""
+    import json
+
+    import torch as th
+    from hydra import compose, initialize_config_dir
+    from stable_baselines3 import A2C
+
+    import train
+    from agents.checkpoint import load_checkpoint
+    from agents.learners import Learner
+    from training.run import to_train_config
+    from training.run import train as run_train
+
+    toy = Learner(
+        "toy_a2c",
+        "sb3",
+        ("learning_rate", "n_steps", "gamma", "ent_coef", "vf_coef", "max_grad_norm"),
+        build="tests.agents.toy_learner:build",
+        checkpoint_class="stable_baselines3:A2C",
+        resume_keys=("gamma", "n_steps"),
+    )
+    monkeypatch.setitem(LEARNERS, "toy_a2c", toy)
+    overrides = ["+agent=a2c", "agent.name=toy", "agent.algo=toy_a2c", "env=tiny",
+                 "pretrain=none", "eval=quick", "total_timesteps=256", "agent.n_steps=32",
+                 "progress_bar=false", "checkpoint_every=0"]  # fmt: skip
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    threads = th.get_num_threads()
+    out = tmp_path / "run"
+    out.mkdir()
+    try:
+        with th.random.fork_rng():
+            train._check_keys(cfg)
+            summary = run_train(to_train_config(cfg), out, {"agent": {"algo": "toy_a2c"}})
+    finally:
+        th.set_num_threads(threads)
+    assert summary["agent"] == "toy" and summary["timesteps"] >= 256
+    assert summary["final"]["avg_jct"] > 0 and set(summary["baselines_avg_jct"]) == {"drf"}
+    model = load_checkpoint(out / "checkpoints" / "final", env=None)
+    assert type(model) is A2C
+    meta = json.loads((out / "checkpoints" / "final" / "meta.json").read_text())
+    assert meta["class"] == "A2C"
