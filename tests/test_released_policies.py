@@ -24,7 +24,7 @@ from tests.cli import run_script
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = sorted(p.parent for p in (ROOT / "policies").glob("*/policy.pt"))
 #: ``dlsched/ClusterPlan-v0`` policies (``train.py +agent=plan_pg``); the other ``policy.npz``
-#: files are Contention-v0 policies (tests/test_evaluation_contention.py)
+#: files are Contention-v0 policies (tests/evaluation/test_evaluation_contention.py)
 PLAN_POLICIES = sorted(
     p.parent
     for p in (ROOT / "policies").glob("*/policy.npz")

@@ -124,7 +124,7 @@ def step_info(
     are censored) and ``stuck`` (truncated by ``max_invalid_per_slot``).
 
     ``ClusterEnv.step``'s hot path writes this dict out for its values (a call costs ~2% of
-    a step); the recorded episode digests (``tests/test_cluster_env.py``) hold both to the
+    a step); the recorded episode digests (``tests/gym/test_cluster_env.py``) hold both to the
     same keys, order and values.
     """
     info: dict[str, Any] = {

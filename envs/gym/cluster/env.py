@@ -372,7 +372,7 @@ class ClusterEnv(
                 # The hot path: a placement that leaves the slot open.  Nothing else changes
                 # (not terminated, not truncated, reward 0).  info is step_info()'s dict for
                 # these values, written out: the call would cost ~2% of a step.  Keep the two
-                # the same (tests/test_cluster_env.py's recorded digests include info).
+                # the same (tests/gym/test_cluster_env.py's recorded digests include info).
                 return (
                     self._obs_flat.copy(),
                     0.0,
@@ -517,7 +517,7 @@ class ClusterEnv(
                 ):
                     # The usual close: the next slot is open and the episode goes on (neither
                     # terminated nor truncated, as below); info is step_info()'s dict for these
-                    # values, written out (as on step's hot path; tests/test_cluster_env.py's
+                    # values, written out (as on step's hot path; tests/gym/test_cluster_env.py's
                     # digests hold both to the same keys, order and values).
                     self._ended = False
                     return (

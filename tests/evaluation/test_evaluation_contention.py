@@ -22,7 +22,7 @@ from evaluation.contention import ContentionKind
 from evaluation.pipeline import evaluate, make_plan
 from evaluation.workloads import prepare_workloads
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RELEASED = ROOT / "policies" / "contention_exclusive_pg" / "policy.npz"
 
 

@@ -31,7 +31,7 @@ from evaluation.config import (
 )
 from evaluation.pipeline import evaluate, make_plan
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SLOT_S = 1200.0
 HORIZON = 300  # slots: an untrained policy may never finish some jobs
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli import run_script
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _evaluate(*overrides: str) -> subprocess.CompletedProcess[str]:
@@ -289,8 +289,8 @@ def test_a_failing_sweep_job_does_not_end_the_sweep(tmp_path: Path) -> None:
 
 def test_plot_styles_follow_the_name_and_time_axes_scale() -> None:
     """A scheduler keeps its colour, line style and marker in every plot and run, whatever
-    its place in ``stacks`` (details: tests/test_evaluation_report.py); long time axes are in
-    hours or days."""
+    its place in ``stacks`` (details: tests/evaluation/test_evaluation_report.py); long time
+    axes are in hours or days."""
     from evaluation.report import _time_axis, stack_colors
 
     a = stack_colors(["lwf1_adasrsf", "ff_adasrsf", "ls_adasrsf"])

@@ -332,7 +332,7 @@ def test_trace_workload() -> None:
 
     import envs.gym  # noqa: F401
 
-    trace = Path(__file__).parents[1] / "envs/sim/data/traces/philly_vc_6c71a0_public.csv"
+    trace = Path(__file__).parents[2] / "envs/sim/data/traces/philly_vc_6c71a0_public.csv"
     env = gymnasium.make("dlsched/Cluster-v0", setting="small", trace=str(trace))
     obs, info = env.reset(seed=0)
     assert info["num_jobs"] == 200

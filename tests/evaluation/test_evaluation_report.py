@@ -32,7 +32,7 @@ from evaluation.report import (
 )
 from evaluation.stats import mean_ci95, paired_ci95
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # ---------------------------------------------------------------------------------------------
 # Confidence intervals: scipy's, equal to the Student-t formula they replace

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli import run_script
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: 2 stacks x 3 seeds of ~4 s each (invariants checked on every event keep the runs long enough
 #: for the worker node to die while it runs one)
 SWEEP = [
