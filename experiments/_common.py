@@ -1,7 +1,8 @@
 """What several experiment scripts share: the ``--seeds`` parser, DL²'s reference numbers and
 the Markdown table writer.
 
-The scripts run as ``python experiments/<script>.py``, so this directory is on ``sys.path``.
+The scripts run as ``python experiments/<script>.py``, so this directory is on ``sys.path`` (the
+project itself is installed: ``make setup``); no script edits ``sys.path``.
 Importing it asks PyTorch and MKL for their portable kernels (:mod:`envs.numerics`), as
 ``train.py`` does: the scripts import it before they run anything.
 """

@@ -28,10 +28,6 @@ from typing import Any
 
 import numpy as np
 import torch as th
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from _common import markdown_table, seed_list
 
 from agents.episode_pg import (

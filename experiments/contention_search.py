@@ -18,14 +18,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from _common import seed_list
 
 from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher

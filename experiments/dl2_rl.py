@@ -25,8 +25,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "experiments"))  # _common, also when imported
 
 from _common import markdown_table  # noqa: E402
 

@@ -34,10 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from _common import markdown_table, seed_list
 
 from envs.gym.cluster_env import ClusterEnv

@@ -22,12 +22,8 @@ import argparse
 import math
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from _common import markdown_table, seed_list
 
 from envs.gym.factory import EnvConfig

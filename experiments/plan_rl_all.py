@@ -16,16 +16,11 @@ with jobs unfinished is reported as such (it is worse than any finished schedule
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
-import torch as th
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import plan_rl
+import torch as th
 from _common import markdown_table
 
 from agents.episode_pg import MaskedMLP, run_episode

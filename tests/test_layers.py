@@ -362,3 +362,18 @@ def test_private_env_reads_finds_them(tmp_path: Path) -> None:
         "agents/a.py:2 envs._t",
         "agents/a.py:2 e._obs",
     ]
+
+
+def test_experiments_do_not_edit_sys_path() -> None:
+    """The scripts import the installed project and each other by bare name (their directory
+    is first on ``sys.path`` when run); none edits ``sys.path`` (issue 33)."""
+    edits = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "experiments").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    ]
+    assert edits == []
