@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-from envs.gym.factory import SEED_LIMIT, check_seed
+from envs.gym.seeds import SEED_LIMIT, check_seed
 from envs.gym.workloads import TraceWindows, contention_window, usable_vcs
 from envs.sim import ClusterSpec, SimConfig
 from envs.sim.config import Fidelity, FidelityOptions, ModelOptions

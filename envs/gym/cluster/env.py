@@ -35,6 +35,7 @@ from envs.gym.cluster.observation import ObservationMixin, _Row
 from envs.gym.cluster.render import RenderMixin
 from envs.gym.cluster.rewards import REWARDS
 from envs.gym.cluster.state import DecisionStateMixin
+from envs.gym.seeds import check_seed
 from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocators import Allocator, JobState
 from envs.sim.elastic.cluster import Placement, SlotCluster, placement_rule
@@ -309,8 +310,6 @@ class ClusterEnv(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Obs, dict[str, Any]]:
         if seed is not None:
-            from envs.gym.factory import check_seed  # here: the factory imports this module
-
             seed = check_seed(seed, "dlsched/Cluster-v0 reset seed", None)  # any integer >= 0
             super().reset(seed=seed)
             wl_seed = int(seed)
