@@ -158,7 +158,9 @@ def world_of(spec: str) -> str:
 
 def default_schedulers() -> list[str]:
     """Every registered elastic allocator, every named contention-engine stack,
-    ``contention:srsf`` / ``exclusive``, and every released policy."""
+    every registered Contention-v0 rule (``contention:srsf``, ``contention:exclusive``, ...), and
+    every released policy."""
+    from envs.gym.contention_env import CONTENTION_TEACHERS
     from envs.sim.elastic.allocators import ALLOCATORS
     from envs.sim.stacks import STACKS, TIRESIAS_STACKS
 
@@ -166,8 +168,7 @@ def default_schedulers() -> list[str]:
         *(f"elastic:{name}" for name in ALLOCATORS),
         *STACKS,
         *TIRESIAS_STACKS,
-        "contention:srsf",
-        "contention:exclusive",
+        *(f"contention:{name}" for name in CONTENTION_TEACHERS),
         *_released(),
     ]
 
