@@ -20,8 +20,6 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from agents.checkpoint import load_policy, save_policy_weights
 from envs.provenance import read_provenance
 from envs.sim.errors import ConfigError
