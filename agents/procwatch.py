@@ -9,7 +9,8 @@ raylet, the dashboard and runtime-env agents the raylet starts, Ray's workers), 
 time, twice a second.  When the pipe closes or the driver is gone (it ended, however:
 ``kill -9`` included), it kills every recorded process that is still the same process (same
 start time), every process that carries the driver's environment mark, and every one the
-driver reported as a raylet's child, again until a pass finds none.  Ray's agents outlive a
+driver reported as a raylet's child, and every Ray process (by its title) of the driver's
+process group started after the driver, again until a pass finds none.  Ray's agents outlive a
 killed driver otherwise (for minutes), and once they are orphans neither their parent nor
 their environment (Ray's ``setproctitle`` overwrites it) says whose they were.  Standard
 library only: it never imports the project.
@@ -35,6 +36,27 @@ def _stat(pid: int) -> tuple[str, int, str] | None:
         return rest[0].decode(), int(rest[1]), rest[19].decode()
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _group(pid: int) -> tuple[int, int] | None:
+    """``(process group, start time)`` of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        return int(rest[2]), int(rest[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _ray_title(pid: int) -> bool:
+    """Whether the process is one of Ray's (its command line: a ``ray::`` title, or a
+    program of Ray's package: the GCS, the raylet, the agents, the workers)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    return cmd.startswith(b"ray::") or b"/ray/" in cmd
 
 
 def _pids() -> list[int]:
@@ -112,8 +134,13 @@ def adopt(seen: dict[int, str]) -> None:
                 todo.append(pid)
 
 
-def _targets(seen: dict[int, str], marks: set[bytes]) -> set[int]:
-    """The living processes of the driver: recorded (same start time) or marked."""
+def _targets(
+    seen: dict[int, str], marks: set[bytes], group: tuple[int, int] | None = None
+) -> set[int]:
+    """The living processes of the driver: recorded (same start time), marked, or (``group``:
+    the driver's process group and start time) a Ray process of the driver's group started
+    after it: an agent its raylet started after the last record and that the raylet's death
+    re-parented, with Ray's title in place of the mark."""
     out = set()
     for pid in _pids():
         if pid == os.getpid():
@@ -128,12 +155,15 @@ def _targets(seen: dict[int, str], marks: set[bytes]) -> set[int]:
                     ours = bool(set(f.read().split(b"\0")) & marks)
             except OSError:
                 ours = False
+        if not ours and group is not None:
+            g = _group(pid)
+            ours = g is not None and g[0] == group[0] and g[1] >= group[1] and _ray_title(pid)
         if ours:
             out.add(pid)
     return out
 
 
-def sweep(seen: dict[int, str], marks: set[bytes]) -> int:
+def sweep(seen: dict[int, str], marks: set[bytes], group: tuple[int, int] | None = None) -> int:
     """Kill what is left of the driver's processes; how many were killed.  They are stopped
     first (SIGSTOP), their descendants gathered (:func:`adopt`) and stopped too until no new
     one appears, then all killed: a raylet killed before its children would have its agents
@@ -141,7 +171,7 @@ def sweep(seen: dict[int, str], marks: set[bytes]) -> int:
     stopped: set[int] = set()
     while True:
         adopt(seen)
-        new = _targets(seen, marks) - stopped
+        new = _targets(seen, marks, group) - stopped
         if not new:
             break
         for pid in new:
@@ -164,6 +194,7 @@ def main() -> None:
     seen: dict[int, str] = {}
     reported = b""
     born = _stat(owner)
+    group = _group(owner)  # (its process group, its start time), read while it lives
     while True:
         ready, _, _ = select.select([0], [], [], 0.5)
         if ready:
@@ -178,7 +209,7 @@ def main() -> None:
     raylets = reported.split()
     marks = {f"{OWNER_VAR}={owner}".encode()} | {b"RAY_RAYLET_PID=" + p for p in raylets}
     for _ in range(20):  # again until a pass finds none: a dying raylet may still start one
-        if not sweep(seen, marks):
+        if not sweep(seen, marks, group):
             break
         time.sleep(0.2)
 

@@ -53,3 +53,38 @@ def test_sweep_spares_a_process_that_is_not_the_recorded_one() -> None:
         parent.kill()
         parent.wait(timeout=30)
         subprocess.run(["kill", "-9", str(child)], check=False)
+
+
+def test_an_orphaned_ray_process_of_the_drivers_group_is_found_by_its_title() -> None:
+    """The rule for what no record holds (a raylet's agent started after the last record and
+    re-parented when the raylet died): a process titled ``ray::...`` in the driver's process
+    group and started after the driver is the driver's; one of another title, or of another
+    group, is not."""
+    import time
+
+    from agents.procwatch import _group, _targets, descendants
+
+    other = subprocess.Popen(["bash", "-c", "exec -a ray::Elder sleep 60"], start_new_session=True)
+    script = "(exec -a ray::DashboardAgent sleep 60) & (exec -a tee sleep 60) & wait"
+    driver = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(descendants(driver.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # (the titles are set by exec)
+        titles = {}
+        for pid in descendants(driver.pid):
+            titles[Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]] = pid
+        agent, tee = titles[b"ray::DashboardAgent"], titles[b"tee"]
+        group = _group(driver.pid)
+        assert group is not None and group[0] == driver.pid
+        found = _targets({}, set(), group)
+        assert agent in found  # a Ray title, the driver's group, started after it
+        assert tee not in found and driver.pid not in found  # other programs of the group
+        assert other.pid not in found  # a Ray process of another group
+        assert agent not in _targets({}, set(), None)  # without the group rule: not found
+    finally:
+        for p in (other, driver):
+            p.kill()
+            p.wait()
+        subprocess.run(["pkill", "-9", "-g", str(driver.pid)], check=False)
