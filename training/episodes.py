@@ -19,6 +19,13 @@ from envs.files import write_text
 __all__ = ["EpisodeLog", "run_iterations"]
 
 
+def _say(line: str) -> None:
+    """``line`` and its newline to stderr in one write: a Ctrl-C between ``print``'s two writes
+    (the text, then the newline) left the line unended, and train.py's own line after it."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 class EpisodeLog:
     """The learning curve (CSV), TensorBoard scalars and console lines of one EpisodePG run
     (``tag``: the learner's name in the lines and the TensorBoard folder; ``unit``: the
@@ -98,11 +105,9 @@ class EpisodeLog:
             self.writer.add_scalar(f"reference/avg_jct_{b}", v, decisions)
         self.writer.flush()
         ratios = ", ".join(f"{b} {row[f'ratio_to_{b}']:.3f}" for b in self.baselines)
-        print(
+        _say(
             f"[{self.tag}] iteration {iteration}: validation avg JCT {m['avg_jct']:.2f} "
-            f"{self.unit} (ratio to {ratios}) after {decisions:,} decisions, {wall:.0f} s",
-            file=sys.stderr,
-            flush=True,
+            f"{self.unit} (ratio to {ratios}) after {decisions:,} decisions, {wall:.0f} s"
         )
 
     def iteration(
@@ -123,13 +128,11 @@ class EpisodeLog:
         if iteration_s > 0:
             rate = st["decisions"] / iteration_s
             self.writer.add_scalar(f"time/{self.decision}_per_s", rate, decisions)
-        print(
+        _say(
             f"[{self.tag}] iteration {i}/{total}: return {st['return']:.1f}, entropy "
             f"{st['entropy']:.3f}"
             + ("" if kl is None else f", KL to the clone {kl:.4f}")
-            + f", {decisions:,} decisions, {iteration_s:.1f} s ({wall:.0f} s in all)",
-            file=sys.stderr,
-            flush=True,
+            + f", {decisions:,} decisions, {iteration_s:.1f} s ({wall:.0f} s in all)"
         )
 
     def pretrain(self, losses: Sequence[float]) -> None:
