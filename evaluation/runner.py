@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from tqdm import tqdm
 
@@ -138,13 +139,23 @@ def _worker_init(parent: int) -> None:
     die_with_parent(parent)
 
 
+def _pool(workers: int) -> contextlib.AbstractContextManager[ProcessPoolExecutor]:
+    """The runs' pool (:func:`killing_pool` of :func:`_worker_init` workers)."""
+    return killing_pool(workers, _worker_init, (os.getpid(),))
+
+
 @contextlib.contextmanager
-def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+def killing_pool(
+    workers: int,
+    initializer: Callable[..., object],
+    initargs: tuple[Any, ...],
+    mp_context: Any = None,
+) -> Iterator[ProcessPoolExecutor]:
     """A process pool whose workers end with it: at the end of the block it shuts down as
     usual, but on Ctrl-C, SIGTERM or any error its workers are killed at once and its queued
     runs dropped (a plain ``with ProcessPoolExecutor`` would run the whole queue first)."""
     pool = ProcessPoolExecutor(
-        max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),)
+        max_workers=workers, mp_context=mp_context, initializer=initializer, initargs=initargs
     )
     try:
         yield pool

@@ -384,22 +384,11 @@ def _cell_pool(workers: int, imports: Sequence[str]) -> Iterator[ProcessPoolExec
         return
     import multiprocessing
 
-    pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_worker_init,
-        initargs=(os.getpid(), tuple(imports)),
-    )
-    try:
+    from evaluation.runner import killing_pool
+
+    spawn = multiprocessing.get_context("spawn")
+    with killing_pool(workers, _worker_init, (os.getpid(), tuple(imports)), spawn) as pool:
         yield pool
-    except BaseException:
-        procs = list((getattr(pool, "_processes", None) or {}).values())
-        for p in procs:
-            with contextlib.suppress(OSError, ValueError):
-                p.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
 
 
 class _Progress:
