@@ -35,8 +35,11 @@ class PlanPGConfig:
     ``iterations`` of ``groups`` workloads x ``group_size`` rollouts; rollouts mix in
     ``epsilon`` uniform; validation every ``val_every`` iterations (and at the start and the
     end); the clone of ``pretrain.teacher``'s plan: ``bc_epochs`` epochs, label smoothing
-    ``bc_smoothing`` (so that rollouts still try the other plans); ``hidden``: the MLP's
-    widths; ``plans``: the action set, one label per plan (``esrtf``,
+    ``bc_smoothing`` (so that rollouts still try the other plans); ``arch``: ``mlp`` (the
+    flat :class:`~agents.episode_pg.MaskedMLP`, welded to the training window ``J``) or
+    ``set`` (:class:`~agents.set_plan.SetPlanNet`: one set of weights for any window and
+    cluster); ``hidden``: the network's widths; ``plans``: the action set, one label per plan
+    (``esrtf``,
     ``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`); empty:
     :data:`~envs.gym.plan_env.DEFAULT_PLANS`; ``workers``: processes the rollouts are split
     over (:class:`~agents.rollout_pool.RolloutPool`; the results are the same for any
@@ -50,6 +53,7 @@ class PlanPGConfig:
     val_every: int = 4
     bc_epochs: int = 30
     bc_smoothing: float = 0.3
+    arch: str = "mlp"
     hidden: int = 128
     plans: list[str] = field(default_factory=list)
     workers: int = 2

@@ -41,14 +41,18 @@ from torch.nn import functional as F
 
 from agents.baselines import group_advantages
 from agents.rollout_pool import RolloutPool
+from agents.set_plan import SetPlanNet
 from envs.files import atomic_path
 from envs.sim.errors import ConfigError
 
 __all__ = [
+    "NETS",
     "Episode",
     "EpisodePG",
     "EpisodePGConfig",
     "MaskedMLP",
+    "PolicyNet",
+    "build_net",
     "clone",
     "contention_env_layout",
     "load_episode_pg",
@@ -114,6 +118,8 @@ class EpisodePGConfig:
 class MaskedMLP(nn.Module):
     """Observation -> action logits (two tanh layers); impossible actions get -1e9."""
 
+    arch = "mlp"
+
     def __init__(self, obs_size: int, n_actions: int, hidden: int = 128) -> None:
         super().__init__()
         self.net = nn.Sequential(
@@ -121,6 +127,29 @@ class MaskedMLP(nn.Module):
             nn.Linear(hidden, hidden), nn.Tanh(),
             nn.Linear(hidden, n_actions),
         )  # fmt: skip
+
+    @property
+    def obs_size(self) -> int:
+        first = self.net[0]
+        assert isinstance(first, nn.Linear)
+        return int(first.in_features)
+
+    @property
+    def n_actions(self) -> int:
+        last = self.net[-1]
+        assert isinstance(last, nn.Linear)
+        return int(last.out_features)
+
+    def describe(self) -> dict[str, Any]:
+        """What rebuilds this network (saved with its weights)."""
+        first = self.net[0]
+        assert isinstance(first, nn.Linear)
+        return {"arch": self.arch, "obs_size": self.obs_size, "n_actions": self.n_actions,
+                "hidden": int(first.out_features)}  # fmt: skip
+
+    def stack(self, obs: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
+        """Observations as one batch (``np.stack``: one input size)."""
+        return np.stack(obs)
 
     def forward(self, obs: th.Tensor, masks: th.Tensor) -> th.Tensor:
         return self.net(obs).masked_fill(~masks, -1e9)
@@ -146,6 +175,26 @@ class MaskedMLP(nn.Module):
         with th.no_grad():
             logits = self(th.as_tensor(obs)[None], th.as_tensor(env.action_masks())[None])
         return int(logits.argmax())
+
+
+#: The networks EpisodePG trains and saves: the flat MLP, or the size-agnostic set network
+#: (:mod:`agents.set_plan`) of plan observations.
+PolicyNet = MaskedMLP | SetPlanNet
+
+#: ``describe()["arch"]`` -> the network's class (how a saved policy is rebuilt)
+NETS: dict[str, type[MaskedMLP] | type[SetPlanNet]] = {"mlp": MaskedMLP, "set": SetPlanNet}
+
+
+def build_net(description: dict[str, Any]) -> PolicyNet:
+    """The network a :meth:`describe` dict describes; an unknown ``arch`` is a
+    :class:`ConfigError` naming the known ones."""
+    arch = description.get("arch", "mlp")
+    args = {k: int(v) for k, v in description.items() if k != "arch"}
+    if arch == "mlp":
+        return MaskedMLP(args["obs_size"], args["n_actions"], args["hidden"])
+    if arch == "set":
+        return SetPlanNet(args["row_width"], args["n_globals"], args["n_actions"], args["hidden"])
+    raise ConfigError(f"unknown network arch {arch!r}; known: {', '.join(NETS)}")
 
 
 @dataclass
@@ -227,7 +276,7 @@ def _advance(env: Any, ep: Episode, a: int, t: float) -> tuple[Any, bool]:
 def run_episode(
     env: Any,
     workload_seed: int,
-    net: MaskedMLP | None = None,
+    net: PolicyNet | None = None,
     rng: np.random.Generator | None = None,
     temperature: float = 1.0,
     epsilon: float = 0.0,
@@ -269,7 +318,7 @@ def replicas(env: Any, n: int) -> list[Any]:
 def run_lockstep(
     envs: Sequence[Any],
     workload_seeds: Sequence[int],
-    net: MaskedMLP,
+    net: PolicyNet,
     rngs: Sequence[np.random.Generator],
     temperature: float = 1.0,
     epsilon: float = 0.0,
@@ -286,7 +335,7 @@ def run_lockstep(
     while live:
         masks = [envs[i].action_masks() for i in live]
         with th.no_grad():
-            x = th.as_tensor(np.stack([obs[i] for i in live]))
+            x = th.as_tensor(net.stack([obs[i] for i in live]))
             logits = net(x, th.as_tensor(np.stack(masks))).double()
             logp_all = th.log_softmax(logits, -1).numpy()
             p_all = th.softmax(logits / temperature, -1).numpy()
@@ -304,10 +353,14 @@ def run_lockstep(
 
 
 def teacher_data(
-    env: Any, teacher: Callable[[Any], int], workload_seeds: Sequence[int]
+    env: Any,
+    teacher: Callable[[Any], int],
+    workload_seeds: Sequence[int],
+    stack: Callable[[Sequence[npt.NDArray[np.float32]]], npt.NDArray[np.float32]] = np.array,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
     """``teacher``'s episodes on the given workloads: per decision the observation, the mask
-    and the teacher's action (the behaviour-cloning dataset)."""
+    and the teacher's action (the behaviour-cloning dataset); ``stack`` makes the observations
+    one array (a network's :meth:`~SetPlanNet.stack` for observations of several windows)."""
     obs, masks, acts = [], [], []
     for s in workload_seeds:
         o, _ = env.reset(seed=int(s), options={"workload_seed": int(s)})
@@ -319,11 +372,11 @@ def teacher_data(
             o, _, term, trunc, _ = env.step(a)
             if term or trunc:
                 break
-    return np.array(obs), np.array(masks), np.array(acts, dtype=np.int64)
+    return stack(obs), np.array(masks), np.array(acts, dtype=np.int64)
 
 
 def clone(
-    net: MaskedMLP,
+    net: PolicyNet,
     env: Any,
     teacher: Callable[[Any], int],
     workload_seeds: Sequence[int],
@@ -342,7 +395,8 @@ def clone(
     only by the clip factor per update)."""
     if not (0.0 <= smoothing < 1.0):
         raise ConfigError(f"smoothing must be in [0, 1), got {smoothing}")
-    obs_t, mask_t, act_t = (th.as_tensor(x) for x in teacher_data(env, teacher, workload_seeds))
+    data = teacher_data(env, teacher, workload_seeds, net.stack)
+    obs_t, mask_t, act_t = (th.as_tensor(x) for x in data)
     opt = th.optim.Adam(net.parameters(), lr=lr)
     gen = th.Generator().manual_seed(seed)
     loss_sum = 0.0
@@ -364,7 +418,7 @@ def clone(
     return loss_sum
 
 
-def masked_kl(net: MaskedMLP, reference: MaskedMLP, obs: th.Tensor, masks: th.Tensor) -> float:
+def masked_kl(net: PolicyNet, reference: PolicyNet, obs: th.Tensor, masks: th.Tensor) -> float:
     """Mean over the states ``obs`` (with action ``masks``) of KL(net || reference) between
     the two masked policies, in nats: ``sum_a p(a) (log p(a) - log q(a))`` over the valid
     actions (an invalid action has probability 0 under both).  Computed without gradients
@@ -379,7 +433,7 @@ def masked_kl(net: MaskedMLP, reference: MaskedMLP, obs: th.Tensor, masks: th.Te
 class EpisodePG:
     """The learner (see the module docstring).  ``net`` is trained in place."""
 
-    def __init__(self, env: Any, net: MaskedMLP, config: EpisodePGConfig) -> None:
+    def __init__(self, env: Any, net: PolicyNet, config: EpisodePGConfig) -> None:
         config.check()
         self.env, self.net, self.cfg = env, net, config
         self.opt = th.optim.Adam(net.parameters(), lr=config.lr)
@@ -396,17 +450,13 @@ class EpisodePG:
         #: stats also hold ``kl_to_reference``, the mean KL(net || reference) over the
         #: iteration's states after the update (no gradients, no random draws: the training
         #: numbers do not change)
-        self.reference: MaskedMLP | None = None
+        self.reference: PolicyNet | None = None
 
     def rollout_pool(self) -> RolloutPool:
         """The processes of ``config.workers`` (made on first use; also for other work with
         the network, e.g. validation episodes, :meth:`RolloutPool.map`)."""
         if self._rollouts is None:
-            first, last = self.net.net[0], self.net.net[-1]
-            assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
-            make_net = functools.partial(
-                MaskedMLP, first.in_features, last.out_features, first.out_features
-            )
+            make_net = functools.partial(build_net, self.net.describe())
             self._rollouts = RolloutPool(self.cfg.workers, self.env, make_net, run_episode)
         return self._rollouts
 
@@ -475,7 +525,7 @@ class EpisodePG:
                 adv.append(ad)
         adv_all = np.concatenate(adv)
         adv_all = adv_all / (adv_all.std() + 1e-8)
-        obs_t, mask_t = th.as_tensor(np.array(obs)), th.as_tensor(np.array(masks))
+        obs_t, mask_t = th.as_tensor(self.net.stack(obs)), th.as_tensor(np.array(masks))
         act = th.as_tensor(acts)
         old = th.as_tensor(lpi, dtype=th.float64)
         w = th.clamp(th.exp(old - th.as_tensor(lmu, dtype=th.float64)), max=1.0).float()
@@ -553,36 +603,45 @@ def contention_env_layout(env: Any) -> dict[str, Any]:
 
 def save_episode_pg(
     path: str | os.PathLike[str],
-    net: MaskedMLP,
+    net: PolicyNet,
     env: Any,
     record: dict[str, Any],
     act: str = "argmax",
 ) -> Path:
     """Write ``net`` to ``path`` (``.npz``, no pickle): its weights and, as JSON under
-    ``__meta__``, the format tag, the network's sizes, the env layout (the env's
-    ``policy_layout()``, e.g. :meth:`~envs.gym.plan_env.PlanEnv.policy_layout`, else
-    :func:`contention_env_layout`), how it acts (``act``: ``"argmax"`` or ``"sampled"``, how
-    it was validated) and ``record`` (training config, seed, command, versions, git commit)."""
+    ``__meta__``, the format tag, the network (``net``: its ``describe()``; a flat MLP's
+    sizes also as ``obs_size``, ``n_actions``, ``hidden``, as older files have them), the env
+    layout (the env's ``policy_layout()``, e.g.
+    :meth:`~envs.gym.plan_env.PlanEnv.policy_layout`, else :func:`contention_env_layout`),
+    how it acts (``act``: ``"argmax"`` or ``"sampled"``, how it was validated) and
+    ``record`` (training config, seed, command, versions, git commit)."""
     p = Path(path)
     if p.suffix != ".npz":
         raise ConfigError(f"a saved EpisodePG policy is a .npz file, got {str(p)!r}")
     if act not in ("argmax", "sampled"):
         raise ConfigError(f"act must be 'argmax' or 'sampled', got {act!r}")
-    first, last = net.net[0], net.net[-1]
-    assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
-    meta = {
+    described = net.describe()
+    flat: dict[str, Any] = {
+        k: described[k] for k in ("obs_size", "n_actions", "hidden") if k in described
+    }
+    meta: dict[str, Any] = {
         "format": POLICY_FORMAT,
-        "obs_size": int(first.in_features),
-        "n_actions": int(last.out_features),
-        "hidden": int(first.out_features),
+        **flat,
+        "net": described,
         "act": act,
         "env": env.policy_layout() if hasattr(env, "policy_layout") else contention_env_layout(env),
         "training": record,
     }
     n_actions = int(env.action_space.n)
-    if meta["obs_size"] != env.obs_size or meta["n_actions"] != n_actions:
+    if isinstance(net, SetPlanNet):
+        net.window_of(env.obs_size)  # a ConfigError if the rows do not fit
+        fits = net.n_actions == n_actions
+    else:
+        fits = net.obs_size == env.obs_size and net.n_actions == n_actions
+    if not fits:
+        inputs = "any window" if isinstance(net, SetPlanNet) else f"{net.obs_size} inputs"
         raise ConfigError(
-            f"the network ({meta['obs_size']} inputs, {meta['n_actions']} actions) does not fit "
+            f"the network ({inputs}, {net.n_actions} actions) does not fit "
             f"the env ({env.obs_size} observations, {n_actions} actions)"
         )
     arrays = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
@@ -594,7 +653,7 @@ def save_episode_pg(
     return p
 
 
-def load_episode_pg(path: str | os.PathLike[str]) -> tuple[MaskedMLP, dict[str, Any]]:
+def load_episode_pg(path: str | os.PathLike[str]) -> tuple[PolicyNet, dict[str, Any]]:
     """``(net, meta)`` from a file of :func:`save_episode_pg`; a missing, corrupt or foreign
     file is a :class:`ConfigError` that names it and the cause."""
     p = Path(path)
@@ -615,7 +674,10 @@ def load_episode_pg(path: str | os.PathLike[str]) -> tuple[MaskedMLP, dict[str, 
         got = meta.get("format") if isinstance(meta, dict) else meta
         raise ConfigError(f"{p}: format {got!r} is not {POLICY_FORMAT!r}")
     try:
-        net = MaskedMLP(int(meta["obs_size"]), int(meta["n_actions"]), int(meta["hidden"]))
+        described = meta.get("net")
+        if not isinstance(described, dict):  # (files written before the set network)
+            described = {k: meta[k] for k in ("obs_size", "n_actions", "hidden")}
+        net = build_net(described)
         net.load_state_dict({k: th.as_tensor(v) for k, v in arrays.items()})
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ConfigError(

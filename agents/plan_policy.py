@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import torch as th
 
-from agents.episode_pg import MaskedMLP, load_episode_pg
+from agents.episode_pg import PolicyNet, load_episode_pg
+from agents.set_plan import SetPlanNet
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.plan_env import PLAN_ENV_ID, PlanActor
 from envs.sim.errors import ConfigError
@@ -33,7 +34,7 @@ class PlanPolicy:
     inner env config it was trained in (``env``, :meth:`EnvConfig.as_dict`; ``None`` if
     unknown) and the saved file's metadata (``meta``; empty for a policy in training)."""
 
-    net: MaskedMLP
+    net: PolicyNet
     plans: Sequence[Any]
     env: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
@@ -61,10 +62,7 @@ class PlanPolicy:
         if not deterministic and rng is None:
             raise ConfigError("a sampling plan policy needs a seeded generator (rng)")
         net = self.net
-
-        last = net.net[-1]
-        assert isinstance(last, th.nn.Linear)
-        every: npt.NDArray[np.bool_] = np.ones(last.out_features, dtype=np.bool_)
+        every: npt.NDArray[np.bool_] = np.ones(net.n_actions, dtype=np.bool_)
 
         def choose(obs: npt.NDArray[np.float32]) -> int:
             # the network's layers on one observation (the same torch operations as
@@ -85,13 +83,23 @@ class PlanPolicy:
         rng: np.random.Generator | None = None,
     ) -> PlanActor:
         """A fresh :class:`PlanActor` for one episode of ``env``; a plan observation of
-        another size than the network's input is a :class:`ConfigError`."""
+        another size than the network's input (for a size-agnostic network: rows of another
+        width) is a :class:`ConfigError`."""
         actor = PlanActor(env, self.chooser(deterministic, rng), self.plans)
-        first = self.net.net[0]
-        assert isinstance(first, th.nn.Linear)
-        if actor.planner.obs_size != first.in_features:
+        size = actor.planner.obs_size
+        if isinstance(self.net, SetPlanNet):
+            try:
+                self.net.window_of(size)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (env features {env.features!r})") from None
+        elif size != self.net.obs_size:
             raise ConfigError(
-                f"the plan policy takes {first.in_features} inputs, the env's plan observation "
-                f"has {actor.planner.obs_size} (window J={env.J}, features {env.features!r})"
+                f"the plan policy takes {self.net.obs_size} inputs, the env's plan observation "
+                f"has {size} (window J={env.J}, features {env.features!r})"
             )
         return actor
+
+    @property
+    def any_window(self) -> bool:
+        """Whether the network acts on any window ``J`` and cluster (the set network)."""
+        return isinstance(self.net, SetPlanNet)

@@ -74,9 +74,15 @@ def _policy_file(arg: str) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> tuple[MaskedMLP, dict[str, Any]]:
-    from agents.episode_pg import load_episode_pg
+    from agents.episode_pg import MaskedMLP, load_episode_pg
 
-    return load_episode_pg(path)
+    net, meta = load_episode_pg(path)
+    if not isinstance(net, MaskedMLP):
+        raise ConfigError(
+            f"{path}: a {net.arch!r} network acts on plan observations "
+            "(dlsched/ClusterPlan-v0), not in dlsched/Contention-v0: evaluate it as policy:<path>"
+        )
+    return net, meta
 
 
 def _layout(arg: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -120,17 +120,23 @@ def _env_from_section(cfg: EvaluateConfig, meta_env: Mapping[str, Any] | None) -
 
 
 def resolve_env_config(
-    cfg: EvaluateConfig, policy_envs: Mapping[str, Mapping[str, Any] | None]
+    cfg: EvaluateConfig,
+    policy_envs: Mapping[str, Mapping[str, Any] | None],
+    any_window: Set[str] = frozenset(),
 ) -> EnvConfig:
     """The env every elastic scheduler runs through; ``policy_envs``: each ``policy:``
-    scheduler's training env (``None`` if its checkpoint records none).  A policy whose window
-    ``J`` differs from the env's is a :class:`ConfigError`."""
+    scheduler's training env (``None`` if its checkpoint records none); ``any_window``: the
+    policies that act on any window and cluster (size-agnostic networks).  The first
+    policy's training env is the base of the env's config (its features, reward...); with
+    workload kind ``dl2`` the first window-bound policy's ``J`` is the env's.  A policy whose
+    window ``J`` differs from the env's is a :class:`ConfigError`, unless it acts on any."""
     first = next((m for m in policy_envs.values() if m is not None), None)
+    bound = next((m for s, m in policy_envs.items() if m is not None and s not in any_window), None)
     kind = cfg.workload.kind
     if kind == "env":
         env_config = _env_from_section(cfg, first)
     elif kind == "dl2":
-        window = _policy_window(first)
+        window = _policy_window(bound)
         if window is not None and window != DL2_SMALL.J:
             print(
                 f"note: every scheduler runs through the env's window of J={window} jobs, the "
@@ -152,7 +158,7 @@ def resolve_env_config(
         )
     J = setting_of(env_config).J
     for spec, meta_env in policy_envs.items():
-        trained = _policy_window(meta_env)
+        trained = None if spec in any_window else _policy_window(meta_env)
         if trained is not None and trained != J:
             raise ConfigError(
                 f"{spec} was trained with a window of J={trained} jobs but the evaluation env "

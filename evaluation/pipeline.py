@@ -113,11 +113,15 @@ def _env_config(cfg: EvaluateConfig, kinds: dict[str, tuple[str, str]]) -> EnvCo
             "job-level workloads (use elastic:<allocator> schedulers)"
         )
     policy_envs: dict[str, dict[str, Any] | None] = {}
+    any_window: set[str] = set()
     for spec, (kind, arg) in kinds.items():
         training_env = getattr(SCHEDULER_KINDS[kind], "training_env", None)
         if training_env is not None:
             policy_envs[spec] = training_env(arg)
-    return resolve_env_config(cfg, policy_envs)
+        free = getattr(SCHEDULER_KINDS[kind], "any_window", None)
+        if free is not None and free(arg):
+            any_window.add(spec)
+    return resolve_env_config(cfg, policy_envs, any_window)
 
 
 def _resolved_arg(kind: str, arg: str) -> str:

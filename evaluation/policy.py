@@ -105,7 +105,12 @@ def _load_plan(path: str) -> PlanPolicy:
 
 
 def _plan_meta(policy: PlanPolicy) -> dict[str, Any]:
-    return {**(policy.meta or {}), "env": policy.env, "plans": list(policy.plans)}
+    return {
+        **(policy.meta or {}),
+        "env": policy.env,
+        "plans": list(policy.plans),
+        "any_window": policy.any_window,
+    }
 
 
 def checkpoint_meta(path: Path) -> dict[str, Any]:
@@ -216,6 +221,11 @@ class PolicyKind:
         """The env the policy was trained in (``meta["env"]``), if its checkpoint says."""
         env = checkpoint_meta(policy_path(arg)).get("env")
         return dict(env) if isinstance(env, dict) else None
+
+    def any_window(self, arg: str) -> bool:
+        """Whether the policy acts on any window ``J`` and cluster size (a size-agnostic
+        network, :mod:`agents.set_plan`): its training env's window does not bind the run."""
+        return bool(checkpoint_meta(policy_path(arg)).get("any_window", False))
 
     def run(self, task: RunTask) -> RunOutput:
         from evaluation.env_runs import run_in_env

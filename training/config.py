@@ -38,8 +38,13 @@ class EvalConfig:
     Philly trace windows of the training VCs' validation days
     (:data:`~envs.gym.workloads.VALIDATION_DAYS`, drawn with ``window_seed``) join the
     validation workloads, so that the best checkpoint is chosen on real-trace windows too
-    (never on the held-out VCs).  The validation figure is the mean over all of them of each
-    workload's avg JCT."""
+    (never on the held-out VCs).  ``settings`` (``plan_pg`` only; default none): more DL²
+    settings (names of :data:`~envs.gym.factory.SETTINGS`) whose generator workloads
+    ``seeds`` join the validation, each in its own env (the run's env config with that setting),
+    for a policy of any window.  The validation figure is the mean over all of them of each
+    workload's avg JCT; with ``settings``, the best checkpoint is chosen on the mean over the
+    workloads of the ratio of the policy's avg JCT to the best baseline's on that workload
+    (so that a setting of long jobs does not outweigh the others)."""
 
     seeds: list[int] = field(default_factory=lambda: [100, 101, 102])
     every: int = 20000
@@ -50,6 +55,7 @@ class EvalConfig:
     )
     windows: int = 0
     window_seed: int = 777
+    settings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -132,6 +138,12 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             "eval.windows (trace-window validation) is supported by the plan pipeline only "
             f"(agent.algo {', '.join(plan)}), got {algo!r}; set eval.windows=0"
+        )
+    if cfg.eval.settings and (entry is None or entry.pipeline != "plan"):
+        plan = sorted(a for a, e in LEARNERS.items() if e.pipeline == "plan")
+        raise ConfigError(
+            "eval.settings (validation on more DL² settings) is supported by the plan pipeline "
+            f"only (agent.algo {', '.join(plan)}), got {algo!r}; set eval.settings=[]"
         )
     if cfg.eval.every < 0:
         raise ConfigError(

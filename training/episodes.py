@@ -54,6 +54,7 @@ class EpisodeLog:
         tag: str = "plan_pg",
         unit: str = "slots",
         decision: str = "slots",
+        scored: bool = False,
     ) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
@@ -74,7 +75,10 @@ class EpisodeLog:
         )
         self.curve_path = out / "learning_curve.csv"
         cols = ["timesteps", "iteration", "avg_jct", "p95_jct", "unfinished", "wall_s"]
-        self.cols = cols + [f"ratio_to_{b}" for b in baselines]
+        #: with ``scored``, each validation also has ``score`` (what the best checkpoint is
+        #: chosen on: the mean ratio to the best baseline per workload)
+        self.scored = scored
+        self.cols = cols + (["score"] if scored else []) + [f"ratio_to_{b}" for b in baselines]
         self._csv = self._line(self.cols)
         write_text(self.curve_path, self._csv)
         self.rows: list[dict[str, float]] = []
@@ -94,20 +98,24 @@ class EpisodeLog:
             "unfinished": m["unfinished"],
             "wall_s": round(wall, 1),
         }
+        if self.scored:
+            row["score"] = m["score"]
         row.update({f"ratio_to_{b}": m["avg_jct"] / v for b, v in self.baselines.items()})
         self.rows.append(row)
         # the whole (small: a row per validation) file rewritten atomically: never a torn row
         self._csv += self._line([row[c] for c in self.cols])
         write_text(self.curve_path, self._csv)
-        for key in ("avg_jct", "p95_jct", "unfinished", *(c for c in row if c.startswith("ratio"))):
+        scalars = ("avg_jct", "p95_jct", "unfinished", *(["score"] if self.scored else []))
+        for key in (*scalars, *(c for c in row if c.startswith("ratio"))):
             self.writer.add_scalar(f"eval/{key}", row[key], decisions)
         for b, v in self.baselines.items():  # reference lines: the same value at every step
             self.writer.add_scalar(f"reference/avg_jct_{b}", v, decisions)
         self.writer.flush()
         ratios = ", ".join(f"{b} {row[f'ratio_to_{b}']:.3f}" for b in self.baselines)
+        score = f", {m['score']:.4f} of the best baseline per workload" if self.scored else ""
         _say(
             f"[{self.tag}] iteration {iteration}: validation avg JCT {m['avg_jct']:.2f} "
-            f"{self.unit} (ratio to {ratios}) after {decisions:,} decisions, {wall:.0f} s"
+            f"{self.unit}{score} (ratio to {ratios}) after {decisions:,} decisions, {wall:.0f} s"
         )
 
     def iteration(
@@ -164,9 +172,11 @@ def run_iterations(
     hparams: dict[str, Any],
     val_key: str,
 ) -> tuple[dict[str, Any], KeyboardInterrupt | None]:
-    """Validate (``measure()``: ``avg_jct``, ``p95_jct``, ``unfinished``), save ``best``, then
+    """Validate (``measure()``: ``avg_jct``, ``p95_jct``, ``unfinished``, and maybe
+    ``score``), save ``best``, then
     ``iterations`` of ``pg`` validating every ``val_every`` (and after the last), saving
-    ``best`` whenever the validation avg JCT improves (recorded as ``val_key``); ``final`` at
+    ``best`` whenever the validation ``score`` (where measured, else the avg JCT) improves
+    (recorded as ``val_key``); ``final`` at
     the end, however the learning ended (Ctrl-C stops between iterations).  The rollout
     workers are closed.  Returns the summary's fields and the interrupt to re-raise once the
     caller has written its summary (``None``: it ran to the end)."""
@@ -177,7 +187,7 @@ def run_iterations(
     def validate(iteration: int) -> float:
         m = measure()
         log.validation(decisions, iteration, m, time.perf_counter() - t_train)
-        return m["avg_jct"]
+        return m.get("score", m["avg_jct"])
 
     best = (float("inf"), 0)  # (validation avg JCT, iteration), set by the first validation
 
@@ -209,9 +219,13 @@ def run_iterations(
         pg.close()  # the rollout workers, however the run ends
     final = save("final", {"iteration": pg.iteration})
     curve = log.rows
+    best_row = next(r for r in curve if r["iteration"] == best[1])
     log.hparams(
         hparams,
-        {"hparam/final_avg_jct": float(curve[-1]["avg_jct"]), "hparam/best_avg_jct": best[0]},
+        {
+            "hparam/final_avg_jct": float(curve[-1]["avg_jct"]),
+            "hparam/best_avg_jct": float(best_row["avg_jct"]),
+        },
     )
     log.writer.close()
     fields = {
@@ -221,8 +235,9 @@ def run_iterations(
         "train_s": round(time.perf_counter() - t_train, 1),
         "initial": curve[0],
         "final": curve[-1],
-        "best": {**next(r for r in curve if r["iteration"] == best[1])},
-        "best_avg_jct": best[0],
+        "best": {**best_row},
+        "best_avg_jct": float(best_row["avg_jct"]),
+        **({"best_score": best[0]} if log.scored else {}),
         "tensorboard": str(log.tb_dir),
         "checkpoint": str(final.parent),
     }

@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +43,24 @@ import torch as th
 
 from agents.checkpoint import signals_deferred
 from agents.config import AgentConfig, PlanPGConfig
-from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, save_episode_pg
+from agents.episode_pg import (
+    EpisodePG,
+    EpisodePGConfig,
+    MaskedMLP,
+    PolicyNet,
+    clone,
+    save_episode_pg,
+)
 from agents.evaluation import EpisodeResult, aggregate, driver_actor, run_episode
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
+from agents.set_plan import SetPlanNet
 from envs.files import write_json
 from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.factory import EnvConfig, setting_of
+from envs.gym.factory import EnvConfig, make_env, setting_of
 from envs.gym.heuristic import HeuristicDriver
-from envs.gym.plan_env import PlanEnv, parse_plan, plan_specs
+from envs.gym.plan_env import GLOBAL_FEATURES, PlanEnv, parse_plan, plan_specs
 from envs.gym.workloads import (
     TRAIN_VCS,
     VALIDATION_DAYS,
@@ -77,6 +85,15 @@ def check_plan_config(cfg: TrainConfig) -> None:
     for key in ("iterations", "groups", "val_every", "bc_epochs", "hidden", "workers"):
         if int(getattr(p, key)) < 1:
             raise ConfigError(f"agent.plan.{key} must be >= 1, got {getattr(p, key)}")
+    if p.arch not in PLAN_ARCHS:
+        raise ConfigError(f"agent.plan.arch must be one of {list(PLAN_ARCHS)}, got {p.arch!r}")
+    if cfg.mixture.enabled and p.arch == "mlp":
+        windows = {setting_of(replace(cfg.env, setting=str(n))).J for n in cfg.mixture.settings}
+        if len(windows) > 1:
+            raise ConfigError(
+                f"mixture.settings {list(cfg.mixture.settings)} have windows J={sorted(windows)}; "
+                "the flat network takes one window: use agent.plan.arch=set"
+            )
     plan_specs([str(x) for x in p.plans] or None)
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
@@ -107,6 +124,20 @@ def check_plan_config(cfg: TrainConfig) -> None:
             )
 
 
+#: ``agent.plan.arch`` -> how the network is built for a plan env (:func:`plan_net`)
+PLAN_ARCHS = ("mlp", "set")
+
+
+def plan_net(arch: str, env: PlanEnv, hidden: int) -> PolicyNet:
+    """The plan network ``arch`` for ``env``'s observations and plans: the flat MLP of its
+    observation size, or the set network of its job rows (any window)."""
+    if arch == "set":
+        G = len(GLOBAL_FEATURES)
+        row_width = (env.obs_size - G) // env.inner.J
+        return SetPlanNet(row_width, G, env.K, hidden)
+    return MaskedMLP(env.obs_size, env.K, hidden)
+
+
 def _teacher_plan(teacher: str, env: PlanEnv) -> int:
     name = str(teacher).lower()
     if name not in env.labels:
@@ -118,7 +149,7 @@ def _teacher_plan(teacher: str, env: PlanEnv) -> int:
 
 
 def validate_plan(
-    net: MaskedMLP,
+    net: PolicyNet,
     env: PlanEnv,
     seeds: list[int],
     *,
@@ -126,21 +157,31 @@ def validate_plan(
     sample_seed: int = 0,
     extra: Sequence[tuple[ClusterEnv, int]] = (),
     pool: RolloutPool | None = None,
+    best: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """The plan policy on ``seeds`` through ``env``'s inner Cluster-v0 env, as the baselines
     run, then on each ``(env, seed)`` of ``extra`` (e.g. the trace windows of ``eval.windows``,
     each env holding its window's jobs): :func:`agents.evaluation.aggregate` of all the
     episodes (``avg_jct``, ``unfinished``...); with ``pool``, the episodes run in its
-    worker processes (the same episodes: each is a function of the weights, env and seed)."""
+    worker processes (the same episodes: each is a function of the weights, env and seed).
+    ``best``: per workload (in that order) the best baseline's avg JCT; then ``score`` is the
+    mean over the workloads of the policy's avg JCT over it."""
     runs = [(env.inner, int(s)) for s in seeds] + [(e, int(s)) for e, s in extra]
     items = [(e, s, env.plans, deterministic, sample_seed) for e, s in runs]
     if pool is None:
-        return aggregate([_validation_episode(net, item) for item in items])
-    return aggregate(pool.map(net, _validation_episode, items))
+        results = [_validation_episode(net, item) for item in items]
+    else:
+        results = pool.map(net, _validation_episode, items)
+    out = aggregate(results)
+    if best is not None:
+        if len(best) != len(results):
+            raise ConfigError(f"{len(best)} best-baseline figures for {len(results)} workloads")
+        out["score"] = float(np.mean([r.avg_jct / b for r, b in zip(results, best, strict=True)]))
+    return out
 
 
 def _validation_episode(
-    net: MaskedMLP, item: tuple[ClusterEnv, int, Any, bool, int]
+    net: PolicyNet, item: tuple[ClusterEnv, int, Any, bool, int]
 ) -> EpisodeResult:
     """One validation episode of the plan policy ``net``: ``(env, seed, plans,
     deterministic, sample seed)``."""
@@ -172,6 +213,32 @@ def _validation_windows(
     return pairs, sums, [sc.label for sc in scenarios]
 
 
+def _validation_settings(cfg: TrainConfig) -> list[tuple[ClusterEnv, int]]:
+    """``eval.settings``' validation workloads: per setting, ``eval.seeds`` in an env of the
+    run's env config with that setting."""
+    out: list[tuple[ClusterEnv, int]] = []
+    for name in cfg.eval.settings:
+        config = replace(cfg.env, setting=str(name))
+        setting_of(config)  # an unknown setting: a ConfigError naming the known ones
+        env = make_env(config)
+        out += [(env, int(s)) for s in cfg.eval.seeds]
+    return out
+
+
+def _baseline_runs(
+    names: Sequence[str], pairs: Sequence[tuple[ClusterEnv, int]]
+) -> dict[str, list[float]]:
+    """Each baseline's avg JCT on each ``(env, seed)``, through the env."""
+    out: dict[str, list[float]] = {}
+    for name in names:
+        allocator = make_allocator(*parse_plan(str(name)))
+        out[str(name)] = [
+            run_episode(env, driver_actor(HeuristicDriver(allocator, env)), seed).avg_jct
+            for env, seed in pairs
+        ]
+    return out
+
+
 def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """One ``plan_pg`` run into ``out`` (see the module docstring); its summary."""
     agent: AgentConfig = cfg.agent
@@ -182,7 +249,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
     plans = [str(x) for x in p.plans] or None
     env, val = PlanEnv(config=cfg.env, plans=plans), PlanEnv(config=cfg.env, plans=plans)
-    net = MaskedMLP(env.obs_size, env.K, p.hidden)
+    net = plan_net(p.arch, env, p.hidden)
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "plans": list(env.labels)}
     bc_losses: list[float] = []
     if cfg.pretrain.enabled:
@@ -203,9 +270,18 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
         n = len(seeds_val) + len(windows)
         baselines = {b: (v * len(seeds_val) + window_sums[b]) / n for b, v in baselines.items()}
         summary["validation_windows"] = window_labels
+    best_per_workload: list[float] | None = None
+    if ev.settings:  # more settings; the best checkpoint chosen on the ratio to the best
+        more = _validation_settings(cfg)
+        pairs = [(val.inner, s) for s in seeds_val] + windows + more
+        runs = _baseline_runs(list(ev.baselines), pairs)
+        best_per_workload = [min(v[i] for v in runs.values()) for i in range(len(pairs))]
+        baselines = {b: float(np.mean(v)) for b, v in runs.items()}
+        windows = windows + more
+        summary["validation_settings"] = [str(x) for x in ev.settings]
     summary["baselines_avg_jct"] = baselines
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
-    log = EpisodeLog(out, baselines)
+    log = EpisodeLog(out, baselines, scored=best_per_workload is not None)
     log.pretrain(bc_losses)
     pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
@@ -230,10 +306,11 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     def measure() -> dict[str, float]:
         return validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
                              sample_seed=ev.sample_seed, extra=windows,
-                             pool=pg.rollout_pool())  # fmt: skip
+                             pool=pg.rollout_pool(), best=best_per_workload)  # fmt: skip
 
+    val_key = "val_avg_jct" if best_per_workload is None else "val_score"
     fields, interrupted = run_iterations(
-        pg, log, measure, save, p.iterations, p.val_every, _hparams(cfg), "val_avg_jct"
+        pg, log, measure, save, p.iterations, p.val_every, _hparams(cfg), val_key
     )
     summary.update(
         {

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
-from envs.gym.factory import EnvConfig, env_kwargs, setting_of
+from envs.gym.factory import SETTINGS, EnvConfig, env_kwargs, setting_of
 from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.types import dl2_job_types
 from envs.sim.elastic.workload import DL2Setting
@@ -128,12 +128,23 @@ class TraceWindows:
 class MixtureConfig:
     """Training workloads: ``trace_share`` of the groups from trace windows, the rest from the
     DL² generator; ``nodes`` / ``arrivals``: ``[lo, hi]`` ranges drawn per group (empty: the
-    env setting's value)."""
+    env setting's value).  ``settings``: DL² settings (names of
+    :data:`~envs.gym.factory.SETTINGS`) drawn uniformly per group, each with its own window
+    ``J``, job count, arrival rate and job sizes (empty: the env's setting; a network of one
+    window ``J`` needs one setting or equal windows); ``scale``: ``[lo, hi]`` factors drawn
+    log-uniformly per group that multiply the drawn setting's node count (Pollux's and Sia's
+    cluster scaling; not with ``nodes``); ``trace_loads``: ``[lo, hi]`` factors drawn
+    log-uniformly per trace window, its offered load (instead of ``windows.load``; Pollux's and
+    Sia's load scaling).  Options left empty draw nothing, so a mixture without them draws
+    the same scenarios as before they existed."""
 
     enabled: bool = False
     trace_share: float = 0.0
     nodes: list[int] = field(default_factory=list)
     arrivals: list[int] = field(default_factory=list)
+    settings: list[str] = field(default_factory=list)
+    scale: list[float] = field(default_factory=list)
+    trace_loads: list[float] = field(default_factory=list)
     windows: TraceWindows = field(default_factory=TraceWindows)
 
 
@@ -146,6 +157,31 @@ class Scenario:
     seed: int
     jobs: tuple[Any, ...] | None
     label: str
+
+
+def _scale_range(values: list[float], name: str) -> tuple[float, float] | None:
+    """``mixture.<name>``'s ``[lo, hi]`` factors (finite, ``0 < lo <= hi``), or ``None``."""
+    if not values:
+        return None
+    bad = len(values) != 2 or not all(isinstance(v, int | float) for v in values)
+    if bad or not (0 < float(values[0]) <= float(values[1]) < math.inf):
+        raise ConfigError(
+            f"mixture.{name} must be [lo, hi] factors with 0 < lo <= hi (finite), got {values}"
+        )
+    return float(values[0]), float(values[1])
+
+
+def _log_uniform(bounds: tuple[float, float], rng: np.random.Generator) -> float:
+    lo, hi = math.log(bounds[0]), math.log(bounds[1])
+    return math.exp(lo + (hi - lo) * float(rng.random()))
+
+
+def _named_setting(env: EnvConfig, name: str) -> DL2Setting:
+    """The DL² setting ``name`` with ``env``'s overrides (an unknown name: a clear error)."""
+    if name not in SETTINGS or name.startswith("ada"):
+        known = sorted(k for k in SETTINGS if not k.startswith("ada"))
+        raise ConfigError(f"mixture.settings: unknown DL² setting {name!r}; known: {known}")
+    return setting_of(replace(env, setting=name))
 
 
 def _range(values: list[int], name: str) -> tuple[int, int] | None:
@@ -348,6 +384,10 @@ class Mixture:
             raise ConfigError(f"mixture.trace_share must be in [0, 1], got {config.trace_share}")
         self.nodes = _range(list(config.nodes), "nodes")
         self.arrivals = _range(list(config.arrivals), "arrivals")
+        self.scale = _scale_range(list(config.scale), "scale")
+        self.trace_loads = _scale_range(list(config.trace_loads), "trace_loads")
+        if self.scale is not None and self.nodes is not None:
+            raise ConfigError("give mixture.nodes or mixture.scale, not both")
         if env.trace or env.speed != "measured":
             raise ConfigError(
                 "a workload mixture draws its own workloads in the measured speed mode; "
@@ -356,23 +396,33 @@ class Mixture:
         self.config = config
         self.env = env
         self.base = setting_of(env)
+        self.settings = [_named_setting(env, str(name)) for name in config.settings]
         if config.trace_share > 0:
             config.windows.check()
 
     def draw(self, rng: np.random.Generator) -> Scenario:
         """One scenario (all draws from ``rng``)."""
         changes: dict[str, int] = {}
+        base = self.base
+        if self.settings:
+            base = self.settings[int(rng.integers(len(self.settings)))]
         if self.nodes:
             changes["num_nodes"] = int(rng.integers(self.nodes[0], self.nodes[1] + 1))
+        if self.scale:
+            changes["num_nodes"] = max(1, round(base.num_nodes * _log_uniform(self.scale, rng)))
         if self.arrivals:
             changes["max_arrivals_per_slot"] = int(
                 rng.integers(self.arrivals[0], self.arrivals[1] + 1)
             )
-        setting = replace(self.base, **changes)
+        setting = replace(base, **changes)
         seed = int(rng.integers(2**31 - 1))
         if rng.random() < self.config.trace_share:
-            jobs, label = trace_window(self.config.windows, setting, rng)
-            return Scenario(setting, seed, jobs, f"{label} nodes={setting.num_nodes}")
+            windows = self.config.windows
+            if self.trace_loads:
+                windows = replace(windows, load=_log_uniform(self.trace_loads, rng))
+            jobs, label = trace_window(windows, setting, rng)
+            load = f" load={windows.load:.2f}" if self.trace_loads else ""
+            return Scenario(setting, seed, jobs, f"{label} nodes={setting.num_nodes}{load}")
         return Scenario(
             setting,
             seed,
