@@ -161,10 +161,10 @@ def _evaluate_error(*overrides: str) -> str:
     return str(err.value)
 
 
-def _train(tmp_path: Path, name: str, *extra: str) -> tuple[int, str, Path]:
+def _train(tmp_path: Path, name: str, *extra: str, agent: str = "plan_pg") -> tuple[int, str, Path]:
     out = tmp_path / name
     proc = run_script(
-        "train.py", "+agent=plan_pg", "env=tiny", "env.reward=jct", "pretrain=esrtf",
+        "train.py", f"+agent={agent}", "env=tiny", "env.reward=jct", "pretrain=esrtf",
         "pretrain.num_workloads=2", "agent.plan.iterations=2", "agent.plan.val_every=1",
         "agent.plan.groups=2", "agent.plan.group_size=2", "agent.plan.hidden=16",
         "eval.deterministic=true", "eval.seeds=[100,101]", "eval.baselines=[drf,esrtf]",
@@ -258,6 +258,14 @@ BAD_PLAN_CONFIGS = [
     ("agent.plan.plans=[esrtf,'esrtf(efficiency=2)']", "efficiency must be in (0, 1]"),
     ("agent.plan.plans=[esrtf,'esrtf(backfill=1)']", "backfill must be true or false"),
     ("eval.windows=-1", "eval.windows must be an integer in [0, 10000]"),
+    ("agent.plan.arch=graph", "agent.plan.arch must be one of ['mlp', 'set']"),
+    ("eval.settings=[huge]", "eval.settings: unknown DL² setting 'huge'"),
+    ("eval.settings=[medium]", "the flat network takes one window: use agent.plan.arch=set"),
+    ("mixture=general", "the flat network takes one window: use agent.plan.arch=set"),
+    (
+        "mixture=general mixture.settings=[tiny] mixture.scale=[0,1]",
+        "mixture.scale must be [lo, hi]",
+    ),
 ]
 
 
@@ -271,7 +279,7 @@ def test_plan_pg_bad_configs_are_one_error(tmp_path: Path, override: str, words:
                  "pretrain.num_workloads=2", "agent.plan.iterations=2", "agent.plan.val_every=1",
                  "agent.plan.groups=2", "agent.plan.group_size=2", "agent.plan.hidden=16",
                  "eval.deterministic=true", "eval.seeds=[100,101]",
-                 "eval.baselines=[drf,esrtf]", override]  # fmt: skip
+                 "eval.baselines=[drf,esrtf]", *override.split()]  # fmt: skip
     assert words in train_refusal(overrides, tmp_path)
 
 
@@ -371,3 +379,34 @@ def test_heldout_tables_run_a_plan_policy_as_validation_does() -> None:
     for row, net in zip(table.avg_jct["p"], nets, strict=True):
         for value, seed in zip(row, (300, 301), strict=True):
             assert value == validate_plan(net, env, [seed])["avg_jct"]
+
+
+def test_plan_general_trains_one_set_network_over_several_settings(tmp_path: Path) -> None:
+    """``+agent=plan_general`` with a mixture of two settings (windows J = 8 and 12) and
+    validation on both: the saved policy is the set network, the curve has ``score`` (what the
+    best checkpoint is chosen on): at iteration 0 (the clone of EfficientSRTF) the mean over
+    the validation workloads of EfficientSRTF's avg JCT over the best baseline's, through the
+    same envs."""
+    from agents.plan_policy import PlanPolicy
+
+    rc, text, out = _train(
+        tmp_path, "gen", "mixture=general", "mixture.settings=[tiny,medium]",
+        "mixture.trace_share=0.5", "agent.plan.groups=2", "eval.settings=[medium]",
+        agent="plan_general",
+    )  # fmt: skip
+    assert rc == 0, text[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["validation_settings"] == ["medium"] and "best_score" in summary
+    with open(out / "learning_curve.csv", newline="") as f:
+        curve = list(csv.DictReader(f))
+    assert "score" in curve[0]
+    ratios = []
+    for config in (TINY, EnvConfig(setting="medium", reward="jct")):
+        jct = {}
+        for n in ("drf", "esrtf"):
+            runs = evaluate_allocator(lambda n=n: make_allocator(n), config, [100, 101])
+            jct[n] = [r.avg_jct for r in runs]
+        ratios += [e / min(e, d) for e, d in zip(jct["esrtf"], jct["drf"], strict=True)]
+    assert float(curve[0]["score"]) == pytest.approx(np.mean(ratios), rel=1e-9)
+    policy = PlanPolicy.load(out / "checkpoints" / "best" / "policy.npz")
+    assert policy.any_window and len(policy.plans) == 10

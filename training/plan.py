@@ -58,7 +58,7 @@ from agents.set_plan import SetPlanNet
 from envs.files import write_json
 from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.factory import EnvConfig, make_env, setting_of
+from envs.gym.factory import SETTINGS, EnvConfig, make_env, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.plan_env import GLOBAL_FEATURES, PlanEnv, parse_plan, plan_specs
 from envs.gym.workloads import (
@@ -87,13 +87,21 @@ def check_plan_config(cfg: TrainConfig) -> None:
             raise ConfigError(f"agent.plan.{key} must be >= 1, got {getattr(p, key)}")
     if p.arch not in PLAN_ARCHS:
         raise ConfigError(f"agent.plan.arch must be one of {list(PLAN_ARCHS)}, got {p.arch!r}")
-    if cfg.mixture.enabled and p.arch == "mlp":
-        windows = {setting_of(replace(cfg.env, setting=str(n))).J for n in cfg.mixture.settings}
-        if len(windows) > 1:
-            raise ConfigError(
-                f"mixture.settings {list(cfg.mixture.settings)} have windows J={sorted(windows)}; "
-                "the flat network takes one window: use agent.plan.arch=set"
-            )
+    dl2 = sorted(k for k in SETTINGS if not k.startswith("ada"))
+    for name in cfg.eval.settings:
+        if str(name) not in dl2:
+            raise ConfigError(f"eval.settings: unknown DL² setting {name!r}; known: {dl2}")
+    if p.arch == "mlp":
+        for key, names in (("mixture.settings", cfg.mixture.settings if cfg.mixture.enabled
+                            else []), ("eval.settings", cfg.eval.settings)):  # fmt: skip
+            windows = {setting_of(replace(cfg.env, setting=str(n))).J for n in names}
+            windows.add(setting_of(cfg.env).J)
+            if len(windows) > 1:
+                raise ConfigError(
+                    f"{key} {list(names)} and env.setting={cfg.env.setting} have windows "
+                    f"J={sorted(windows)}; the flat network takes one window: use "
+                    "agent.plan.arch=set"
+                )
     plan_specs([str(x) for x in p.plans] or None)
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")

@@ -186,3 +186,53 @@ def test_scenario_envs_keep_the_speed_mode() -> None:
     a = HeuristicDriver(DRF(), env).run_episode(seed=7)["avg_jct_slots"]
     b = HeuristicDriver(DRF(), direct).run_episode(seed=7)["avg_jct_slots"]
     assert a == b
+
+
+def test_mixture_draws_settings_scales_and_trace_loads() -> None:
+    """``settings``: each group's DL² setting (its own J, jobs, arrivals); ``scale``: its nodes
+    x a log-uniform factor in [lo, hi]; ``trace_loads``: a trace window's offered load.  A
+    mixture without these options draws what it drew before they existed (no extra draws)."""
+    from envs.gym.factory import SETTINGS
+
+    cfg = MixtureConfig(enabled=True, trace_share=0.5, settings=["tiny", "medium", "large"],
+                        scale=[0.5, 2.0], trace_loads=[0.5, 2.0])  # fmt: skip
+    mix = Mixture(cfg, SMALL)
+    rng = np.random.default_rng(4)
+    scenarios = [mix.draw(rng) for _ in range(24)]
+    windows = {s.setting.J for s in scenarios}
+    assert windows == {8, 12, 40}  # every setting drawn
+    for s in scenarios:
+        base = next(v for k, v in SETTINGS.items() if k in ("tiny", "medium", "large")
+                    and v.J == s.setting.J)  # fmt: skip
+        assert s.setting.num_jobs == base.num_jobs
+        assert 0.5 * base.num_nodes - 1 <= s.setting.num_nodes <= 2 * base.num_nodes + 1
+        if s.jobs is not None:
+            load = float(s.label.split("load=")[1])
+            assert 0.5 <= load <= 2.0
+    assert {s.jobs is None for s in scenarios} == {True, False}
+    # the options left out draw nothing: the same scenarios as a config without the fields
+    plain = MixtureConfig(enabled=True, trace_share=0.5, nodes=[10, 20])
+    a = Mixture(plain, SMALL).draw(np.random.default_rng(8))
+    empty = MixtureConfig(
+        enabled=True, trace_share=0.5, nodes=[10, 20], settings=[], scale=[], trace_loads=[]
+    )
+    b = Mixture(empty, SMALL).draw(np.random.default_rng(8))
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"settings": ["huge"]}, "unknown DL² setting 'huge'"),
+        ({"settings": ["ada"]}, "unknown DL² setting 'ada'"),
+        ({"scale": [2.0, 1.0]}, "mixture.scale must be [lo, hi]"),
+        ({"scale": [0.0, 1.0]}, "mixture.scale must be [lo, hi]"),
+        ({"scale": [1.0, math.inf]}, "mixture.scale must be [lo, hi]"),
+        ({"trace_loads": [math.nan, 1.0]}, "mixture.trace_loads must be [lo, hi]"),
+        ({"scale": [1.0, 2.0], "nodes": [4, 8]}, "mixture.nodes or mixture.scale, not both"),
+    ],
+)
+def test_bad_mixture_options_are_one_clear_error(changes: dict, words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Mixture(MixtureConfig(enabled=True, **changes), SMALL)
+    assert words in str(info.value)
