@@ -1,4 +1,4 @@
-"""``python -m evaluation.bench [--suite v1] [--only NAME ...] [--exclude NAME ...]
+"""``python -m evaluation.bench [--suite v1] [--only NAME ...] [--exclude NAME ...] [--world W]
 [--schedulers SPEC ...] [--import MODULE ...] [--out DIR] [--workers N]
 [--runner local|ray --address HOST:PORT] [--no-plot]``: run the suite's cells (cached; a
 rerun resumes) and write and print its leaderboard (``docs/bench.md``)."""
@@ -20,6 +20,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", default="v1", help="suite name (default: v1)")
     p.add_argument("--only", nargs="+", default=[], metavar="NAME", help="only these scenarios")
     p.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="skip these scenarios")
+    p.add_argument(
+        "--world",
+        default=None,
+        choices=["elastic", "contention"],
+        help="only this world's scenarios (default: both)",
+    )
     p.add_argument(
         "--schedulers",
         nargs="+",
@@ -76,6 +82,7 @@ def _main(args: argparse.Namespace) -> int:
             only=args.only,
             exclude=args.exclude,
             imports=args.imports,
+            world=args.world,
         )
     except (BenchError, DlschedError) as exc:
         print(f"error: {exc}", file=sys.stderr)

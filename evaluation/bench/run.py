@@ -40,7 +40,7 @@ from typing import Any
 from envs.files import die_with_parent
 from envs.provenance import code_version
 from envs.sim.errors import ConfigError, DlschedError
-from evaluation.bench.scenarios import SUITES, Scenario, suite_version
+from evaluation.bench.scenarios import SUITES, WORLDS, Scenario, suite_version
 from evaluation.report import safe_name
 
 __all__ = [
@@ -98,11 +98,17 @@ class BenchResult:
 
 
 def select_scenarios(
-    suite: str, only: Sequence[str] = (), exclude: Sequence[str] = ()
+    suite: str,
+    only: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    world: str | None = None,
 ) -> list[Scenario]:
-    """The suite's scenarios, only ``only`` (if given) and not ``exclude``, in suite order."""
+    """The suite's scenarios, only ``only`` (if given), not ``exclude``, and only ``world``'s
+    (if given), in suite order."""
     if suite not in SUITES:
         raise BenchError(f"unknown suite {suite!r}; known: {', '.join(SUITES)}")
+    if world is not None and world not in WORLDS:
+        raise BenchError(f"--world: {world!r} is not one of {', '.join(WORLDS)}")
     scenarios = list(SUITES[suite])
     names = [s.name for s in scenarios]
     for flag, given in (("--only", only), ("--exclude", exclude)):
@@ -114,8 +120,9 @@ def select_scenarios(
             )
     keep = set(only) if only else set(names)
     picked = [s for s in scenarios if s.name in keep and s.name not in set(exclude)]
+    picked = [s for s in picked if world is None or s.world == world]
     if not picked:
-        raise BenchError("no scenario selected (--only / --exclude leave none)")
+        raise BenchError("no scenario selected (--only / --exclude / --world leave none)")
     return picked
 
 
@@ -450,6 +457,7 @@ def run_suite(
     exclude: Sequence[str] = (),
     imports: Sequence[str] = (),
     log: Callable[[str], None] | None = None,
+    world: str | None = None,
 ) -> BenchResult:
     """Run (or read from the cache) every cell of the selected scenarios, ``workers`` cells at
     a time (``runner=ray``: one cell at a time, its runs spread over the Ray cluster); one
@@ -459,7 +467,7 @@ def run_suite(
     (a user's allocator, stack or kind registers itself there)."""
     log = log or _print
     import_modules(imports)
-    scenarios = select_scenarios(suite, only, exclude)
+    scenarios = select_scenarios(suite, only, exclude, world)
     specs = default_schedulers() if schedulers is None else resolve_schedulers(schedulers)
     if runner not in ("local", "ray"):
         raise BenchError(f"--runner: {runner!r} is not one of local, ray")

@@ -72,6 +72,15 @@ def test_unknown_scenario_and_scheduler_names_give_one_clear_line(
         select_scenarios("v1", exclude=["tiresias-60", "nope"])
     with pytest.raises(BenchError, match="unknown suite 'v9'"):
         select_scenarios("v9")
+    with pytest.raises(BenchError, match="--world: 'moon' is not one of elastic, contention"):
+        select_scenarios("v1", world="moon")
+    elastic = select_scenarios("v1", world="elastic")
+    assert len(elastic) == 24 and {s.world for s in elastic} == {"elastic"}
+    assert [s.name for s in select_scenarios("v1", only=["tiresias-60"], world="contention")] == [
+        "tiresias-60"
+    ]
+    with pytest.raises(BenchError, match="--world leave none"):
+        select_scenarios("v1", only=["tiresias-60"], world="elastic")
     assert main(["--only", "nope", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nope" in err and "tiresias-60" in err
