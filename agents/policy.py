@@ -624,20 +624,44 @@ class NumpyPolicy(_MaskedActor):
                 np.maximum(x, 0.0, out=x)
         return x
 
+    @property
+    def any_window(self) -> bool:
+        """Whether the policy acts on observations of any window ``J`` (rows of its width):
+        a per-job network without the position column, whose weights do not depend on ``J``
+        (:meth:`_encode` reads ``J`` off the observation)."""
+        return self._per_job is not None and not self._per_job.position
+
+    @staticmethod
+    def _window(net: PerJobNetwork, obs: np.ndarray) -> int:
+        """The window ``J`` of ``obs``: the network's own, or (position-free networks) any
+        whole number of rows of its width; anything else is a :class:`ConfigError`."""
+        J, rest = divmod(obs.shape[-1], net.width)
+        if J == net.J and not rest:
+            return J
+        if net.position or rest or J < 1:
+            raise ConfigError(
+                f"the per-job policy takes {net.J} rows of {net.width} features"
+                + ("" if net.position else " (or any number of such rows)")
+                + f", got {obs.shape[-1]} observations"
+            )
+        return J
+
     def _encode(
         self, net: PerJobNetwork, obs: np.ndarray, rows_key: str, ctx_key: str
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`PerJobNetwork._encode` in numpy: rows, row embeddings, context."""
-        rows = obs.reshape(*obs.shape[:-1], net.J, net.width)
+        """:meth:`PerJobNetwork._encode` in numpy: rows, row embeddings, context (for the
+        observation's window ``J``: :meth:`_window`)."""
+        J = self._window(net, obs)
+        rows = obs.reshape(*obs.shape[:-1], J, net.width)
         present = (rows != 0).any(axis=-1, keepdims=True)
         if net.position:
-            pos = np.arange(net.J, dtype=np.float64)[:, None] / net.J
+            pos = np.arange(J, dtype=np.float64)[:, None] / J
             rows = np.concatenate([rows, np.broadcast_to(pos, (*rows.shape[:-1], 1))], axis=-1)
         emb = self._forward(self._pj[rows_key], rows, relu_last=True) * present
         n = present.sum(axis=-2).astype(np.float64)
         total = emb.sum(axis=-2)
         pooled = np.concatenate(
-            [total / np.maximum(n, 1.0), emb.max(axis=-2), total / net.J, n / net.J], axis=-1
+            [total / np.maximum(n, 1.0), emb.max(axis=-2), total / J, n / J], axis=-1
         )
         return rows, emb, self._forward(self._pj[ctx_key], pooled, relu_last=True)
 
@@ -646,12 +670,13 @@ class NumpyPolicy(_MaskedActor):
         if net is None:
             return _run(self._pi, obs)
         rows, emb, ctx = self._encode(net, obs, "pi_rows", "pi_ctx")
+        J = rows.shape[-2]
         w_row, w_emb, w_ctx, b = self._job_first
         hidden = rows @ w_row + emb @ w_emb + (ctx @ w_ctx + b)[..., None, :]
         np.maximum(hidden, 0.0, out=hidden)
         job = self._forward(self._job_rest, hidden)
         void = self._forward(self._pj["pi_void"], ctx)
-        return np.concatenate([job.reshape(*job.shape[:-2], 3 * net.J), void], axis=-1)
+        return np.concatenate([job.reshape(*job.shape[:-2], 3 * J), void], axis=-1)
 
     def logits(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Masked logits (``-inf`` where ``mask`` is False) of one observation or a batch."""

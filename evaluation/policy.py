@@ -193,7 +193,12 @@ def network_actor(
 ) -> Any:
     def make(env: ClusterEnv, seed: int) -> Actor:
         shape = fast.policy.observation_space.shape
-        if shape != env.observation_space.shape:
+        env_shape = env.observation_space.shape
+        assert env_shape is not None
+        # a per-job network without positions acts on any window of rows of its width
+        width = getattr(getattr(fast, "_per_job", None), "width", None)
+        other_window = width is not None and env_shape[0] == env.J * width
+        if shape != env_shape and not (getattr(fast, "any_window", False) and other_window):
             raise ConfigError(
                 f"{spec}: the policy takes observations of shape {shape}, the env gives "
                 f"{env.observation_space.shape} (window J={env.J}, L={env.L})"
@@ -224,8 +229,14 @@ class PolicyKind:
 
     def any_window(self, arg: str) -> bool:
         """Whether the policy acts on any window ``J`` and cluster size (a size-agnostic
-        network, :mod:`agents.set_plan`): its training env's window does not bind the run."""
-        return bool(checkpoint_meta(policy_path(arg)).get("any_window", False))
+        network: the plan policies' set network, :mod:`agents.set_plan`, or a Cluster-v0
+        per-job network without the position column, :class:`agents.policy.PerJobNetwork`):
+        its training env's window does not bind the run."""
+        meta = checkpoint_meta(policy_path(arg))
+        if "any_window" in meta:  # a plan policy's
+            return bool(meta["any_window"])
+        net = meta.get("policy")  # a Cluster-v0 network's config: per-job without positions
+        return isinstance(net, dict) and net.get("arch") == "per_job" and not net.get("position")
 
     def run(self, task: RunTask) -> RunOutput:
         from evaluation.env_runs import run_in_env

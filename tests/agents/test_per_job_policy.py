@@ -296,3 +296,55 @@ def test_position_feature_breaks_ties_by_window_order(tmp_path) -> None:
         assert th.equal(masked_logits(policy, o, m), masked_logits(loaded, o, m))
     with pytest.raises(ConfigError, match="per_job only"):
         policy_kwargs(PolicyConfig(position=True), J)
+
+
+def test_numpy_copy_acts_on_another_window_as_the_network_built_for_it() -> None:
+    """A per-job network's weights do not depend on ``J``: the numpy copy of a policy built
+    for small (J = 20) acts on medium's observations (J = 12) exactly as the same weights in
+    a policy built for medium (the oracle); with the position column it refuses."""
+    _, policy = build(SMALL, PolicyConfig(arch="per_job", hidden=24, layers=2))
+    perturb(policy)
+    net = PolicyConfig(arch="per_job", hidden=24, layers=2)
+    medium_env, oracle = build(EnvConfig(setting="medium"), net)
+    oracle.load_state_dict(policy.state_dict())
+    obs, masks = states(medium_env, 40)
+    with th.no_grad():
+        want = masked_logits(oracle, th.as_tensor(obs), th.as_tensor(masks)).numpy()
+        values = oracle.predict_values(th.as_tensor(obs))[:, 0].numpy()
+    fast = NumpyPolicy(policy)
+    assert fast.any_window
+    got = fast.logits(obs, masks)
+    fin = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), fin)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(fast.value(obs), values, rtol=0, atol=1e-5)
+    _, positioned = build(SMALL, PolicyConfig(arch="per_job", hidden=8, position=True))
+    fixed = NumpyPolicy(positioned)
+    assert not fixed.any_window
+    with pytest.raises(ConfigError, match="takes 20 rows of"):
+        fixed.logits(obs[0], masks[0])
+
+
+def test_released_per_job_policy_runs_on_another_setting(tmp_path) -> None:
+    """``evaluate.py`` runs ``small_esrtf_gppo`` (trained at J = 20) on medium (J = 12) with
+    no extra keys; each seed's figure is its numpy copy's argmax episode through medium."""
+    from agents.evaluation import run_episode
+    from evaluation.config import EnvSection, EvaluateConfig, WorkloadConfig
+    from evaluation.pipeline import evaluate
+    from tests.cli import ROOT
+
+    path = ROOT / "policies" / "small_esrtf_gppo"
+    cfg = EvaluateConfig(
+        workload=WorkloadConfig(kind="env", env=EnvSection(setting="medium")),
+        stacks=[f"policy:{path}", "elastic:esrtf"],
+        seeds=[0],
+        workers=1,
+        plot=False,
+    )
+    rows = evaluate(cfg, tmp_path / "run", {})
+    mine = [float(r["avg_jct_s"]) for r in rows if r["stack"].startswith("policy:")]
+    policy, meta = load_policy(str(path))
+    fast = NumpyPolicy(policy.policy if hasattr(policy, "policy") else policy)
+    env = make_env(EnvConfig(**{**meta["env"], "setting": "medium"}))
+    want = run_episode(env, lambda e, o: fast.act(o, e.action_masks(), deterministic=True), 0)
+    assert mine == [pytest.approx(want.avg_jct * env.cluster_spec.slot_s, rel=1e-9)]
