@@ -145,6 +145,8 @@ def resolve_env_config(
                 file=sys.stderr,
             )
         env_config = _env_from_dl2(cfg, window or DL2_SMALL.J)
+        if first is not None:  # the policy's observation columns (its feature set)
+            env_config = replace(env_config, features=coerce_env_config(first).features)
     else:
         raise ConfigError(
             f"policy: schedulers and elastic.through_env run through the DL² env, which draws "

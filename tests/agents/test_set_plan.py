@@ -215,3 +215,39 @@ def test_bad_layouts_are_one_clear_error(tmp_path: Path) -> None:
     # another plan count than the env's: not saved
     with pytest.raises(ConfigError, match="does not fit"):
         save_episode_pg(tmp_path / "x.npz", SetPlanNet(net.row_width, G, env.K + 1, 4), env, {})
+
+
+def test_plan_observations_stay_finite_and_in_range_on_an_extreme_trace(tmp_path: Path) -> None:
+    """Durations from 1 s to 10^7 s, requests up to 64 GPUs (clipped), 40 jobs at one
+    instant, on 1 and 200 nodes, with the extended features: every plan observation the set
+    network reads is finite and in [0, 1], and its logits are finite."""
+    from dataclasses import replace as dc_replace
+
+    from envs.gym.workloads import Mixture, MixtureConfig, TraceWindows, scenario_envs
+
+    rows = ["job_id,submit_time_s,duration_s,num_gpus,job_type,status,vc,gpu_milli"]
+    rng = np.random.default_rng(0)
+    for i in range(80):
+        submit = 0 if i < 40 else 10 * i
+        duration = int(10 ** rng.uniform(0, 7))
+        gpus = int(rng.choice([1, 2, 8, 16, 64]))
+        rows.append(f"x-{i},{submit},{duration},{gpus},,,vcx,1000")
+    path = tmp_path / "extreme.csv"
+    path.write_text("\n".join(rows) + "\n")
+    windows = TraceWindows(path=str(path), vcs=["vcx"], days=[0, 1], jobs=60, duration_cap_h=1e4)
+    config = EnvConfig(setting="small", reward="jct", features="extended")
+    net: SetPlanNet | None = None
+    for nodes in (1, 200):
+        mixture = Mixture(MixtureConfig(enabled=True, trace_share=1.0, windows=windows), config)
+        scenario = mixture.draw(np.random.default_rng(1))
+        scenario = dc_replace(scenario, setting=dc_replace(scenario.setting, num_nodes=nodes))
+        env = PlanEnv(env=scenario_envs(config, scenario, 1)[0])
+        net = net or _net(env, 3)
+        obs, _ = env.reset(seed=scenario.seed)
+        for _ in range(150):
+            assert np.isfinite(obs).all() and obs.min() >= 0.0 and obs.max() <= 1.0
+            logits = net.logits_one(obs, env.action_masks())
+            assert th.isfinite(logits).all()
+            obs, _, term, trunc, _ = env.step(int(logits.argmax()))
+            if term or trunc:
+                break
