@@ -38,7 +38,9 @@ class PlanPGConfig:
     ``bc_smoothing`` (so that rollouts still try the other plans); ``arch``: ``mlp`` (the
     flat :class:`~agents.episode_pg.MaskedMLP`, welded to the training window ``J``) or
     ``set`` (:class:`~agents.set_plan.SetPlanNet`: one set of weights for any window and
-    cluster); ``hidden``: the network's widths; ``plans``: the action set, one label per plan
+    cluster); ``relative``: advantages relative to each workload's mean return
+    (:class:`~agents.episode_pg.EpisodePGConfig`; for a mixture of settings); ``hidden``: the
+    network's widths; ``plans``: the action set, one label per plan
     (``esrtf``,
     ``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`); empty:
     :data:`~envs.gym.plan_env.DEFAULT_PLANS`; ``workers``: processes the rollouts are split
@@ -54,6 +56,7 @@ class PlanPGConfig:
     bc_epochs: int = 30
     bc_smoothing: float = 0.3
     arch: str = "mlp"
+    relative: bool = False
     hidden: int = 128
     plans: list[str] = field(default_factory=list)
     workers: int = 2

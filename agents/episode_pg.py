@@ -81,7 +81,10 @@ class EpisodePGConfig:
     side by side in this process, one policy forward per step over every live rollout
     (:func:`run_lockstep`: the same draws, but a batched forward's logits differ from a batch
     of one's in the last bits of float32, and training runs drift apart from the default's
-    after a few iterations; off by default)."""
+    after a few iterations; off by default).  ``relative``: each group's advantages are
+    divided by the magnitude of its mean return (so relative improvements: a workload of long
+    jobs does not outweigh one of short jobs in a mixture of settings; off by default, the
+    advantages in the return's own units, then all divided by their standard deviation)."""
 
     groups: int = 4
     group_size: int = 8
@@ -96,6 +99,7 @@ class EpisodePGConfig:
     seed: int = 0
     workers: int = 1
     lockstep: bool = False
+    relative: bool = False
 
     def check(self) -> None:
         for name in ("groups", "group_size", "epochs", "batch_size", "hidden", "workers"):
@@ -516,6 +520,9 @@ class EpisodePG:
             _, advs = group_advantages(
                 [e.times for e in eps], [e.reward_times for e in eps], [e.rewards for e in eps]
             )
+            if cfg.relative:  # in units of the group's mean return (its magnitude)
+                scale = abs(float(np.mean([e.ret for e in eps])))
+                advs = [ad / scale for ad in advs] if scale > 0 else advs
             for e, ad in zip(eps, advs, strict=True):
                 obs += e.obs
                 masks += e.masks

@@ -294,7 +294,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
                              ent_coef=agent.ent_coef, hidden=p.hidden,
-                             workers=p.workers)  # fmt: skip
+                             workers=p.workers, relative=bool(p.relative))  # fmt: skip
     pg = EpisodePG(env, net, pg_cfg)
     if cfg.pretrain.enabled:  # the clone, frozen: each iteration's KL to it (no random draw)
         pg.reference = copy.deepcopy(net).requires_grad_(False)
