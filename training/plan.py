@@ -60,7 +60,7 @@ from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import SETTINGS, EnvConfig, make_env, setting_of
 from envs.gym.heuristic import HeuristicDriver
-from envs.gym.plan_env import GLOBAL_FEATURES, PlanEnv, parse_plan, plan_specs
+from envs.gym.plan_env import GLOBAL_FEATURES, PlanEnv, parse_plan, plan_label, plan_specs
 from envs.gym.workloads import (
     TRAIN_VCS,
     VALIDATION_DAYS,
@@ -147,7 +147,14 @@ def plan_net(arch: str, env: PlanEnv, hidden: int) -> PolicyNet:
 
 
 def _teacher_plan(teacher: str, env: PlanEnv) -> int:
-    name = str(teacher).lower()
+    """The plan ``teacher`` names (a label as ``agent.plan.plans`` writes it, e.g.
+    ``esrtf(backfill=True)``; a bare name in any case)."""
+    name = str(teacher)
+    try:  # the label in its one spelling (names lower case, options as plan_label writes them)
+        n, o = parse_plan(name)
+        name = plan_label(n.lower(), o)
+    except ConfigError:
+        pass  # not a label: named below with the choices
     if name not in env.labels:
         raise ConfigError(
             f"pretrain.teacher={teacher!r} is not one of the plans {list(env.labels)}; plan_pg "
