@@ -143,3 +143,40 @@ def test_bad_settings_are_named(key: str, value: float, msg: str) -> None:
     setattr(cfg, key, value)
     with pytest.raises(ConfigError, match=msg):
         EpisodePG(Toy(), MaskedMLP(3, 3), cfg)
+
+
+def _synthetic_groups(scale_second: float) -> list[list[Any]]:
+    """Two groups of two one-decision rollouts on 4-feature observations; the second
+    group's rewards times ``scale_second``."""
+    from agents.episode_pg import Episode
+
+    groups = []
+    for g, scale in enumerate((1.0, scale_second)):
+        eps = []
+        for k, reward in enumerate((-10.0, -14.0) if g == 0 else (-3.0, -2.0)):
+            e = Episode()
+            e.record(np.full(4, 0.1 * (g + k + 1), dtype=np.float32), np.ones(3, dtype=bool),
+                     k, float(np.log(1 / 3)), float(np.log(1 / 3)), 0.0)  # fmt: skip
+            e.rewards.append(reward * scale)
+            e.reward_times.append(1.0)
+            eps.append(e)
+        groups.append(eps)
+    return groups
+
+
+def _updated(relative: bool, scale_second: float) -> list[Any]:
+    th.manual_seed(0)
+    net = MaskedMLP(4, 3, 8)
+    pg = EpisodePG(None, net, EpisodePGConfig(relative=relative, epochs=1))
+    pg.update(_synthetic_groups(scale_second))
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def test_relative_advantages_weigh_each_workload_by_its_own_scale() -> None:
+    """With ``relative``, a group's advantages are in units of its mean return: scaling one
+    workload's rewards (longer jobs, the same decisions) leaves the update unchanged; without
+    it, that workload's advantages outweigh the other's and the update differs."""
+    same = _updated(True, 1.0), _updated(True, 100.0)
+    assert all(th.allclose(a, b, atol=1e-6) for a, b in zip(*same, strict=True))
+    plain = _updated(False, 1.0), _updated(False, 100.0)
+    assert not all(th.allclose(a, b, atol=1e-6) for a, b in zip(*plain, strict=True))
