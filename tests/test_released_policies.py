@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,8 @@ def test_plan_policies_are_shipped_small_and_documented() -> None:
         record = meta["training"]
         made = read_provenance(record)  # released before or after envs/provenance.py
         command = " ".join(made["command"])
-        assert command.startswith("train.py") and "+agent=plan_pg" in command
+        assert command.startswith("train.py")
+        assert "+agent=plan_pg" in command or "+agent=plan_general" in command
         assert record["config"]["seed"] == record["seed"] and made["git_commit"]
         assert f"`{path.name}`" in listed
 
@@ -123,3 +125,22 @@ def test_evaluate_py_runs_a_released_policy_on_a_trace(tmp_path: Path) -> None:
     for row in _trace_rows(path, "drf", tmp_path / "r").values():
         assert float(row["jobs"]) == 200
         assert 0 < float(row["avg_jct_s"]) < float("inf")
+
+
+def test_the_general_policy_acts_on_every_setting_and_another_cluster_size() -> None:
+    """``policies/general`` (one set of weights, issue 39) acts on DL²'s tiny, small, medium
+    and large settings (windows J = 8, 20, 12, 40) and on medium at 3x its nodes, through each
+    env as the heuristics run, on a validation workload: every job finishes and it is below
+    DRF there."""
+    from agents.evaluation import run_episode
+
+    policy = PlanPolicy.load(ROOT / "policies" / "general" / "policy.npz")
+    assert policy.any_window and policy.env is not None
+    base = coerce_env_config(policy.env)
+    for setting, overrides in (("tiny", {}), ("small", {}), ("medium", {"num_nodes": 36}),
+                               ("large", {})):  # fmt: skip
+        config = replace(base, setting=setting, overrides=overrides or None)
+        env = make_env(config)
+        mine = run_episode(env, policy.actor(env), 100)
+        (drf,) = evaluate_allocator(DRF, config, [100])
+        assert mine.unfinished == 0 and mine.avg_jct < drf.avg_jct, setting
