@@ -47,7 +47,8 @@ def _cells(root: Path) -> dict[str, dict[str, dict[int, float]]]:
 def _ci(x: np.ndarray) -> tuple[float, float]:
     if len(x) < 2:
         return float(x.mean()), math.nan
-    return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean()), float(half)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         named[name].append(spec)
     ours = {s for specs in named.values() for s in specs}
     cells = _cells(args.root)
-    rows, at_or_below, ratios = [], defaultdict(int), defaultdict(list)
+    rows: list[list[str]] = []
+    at_or_below: dict[str, int] = defaultdict(int)
+    ratios: dict[str, list[float]] = defaultdict(list)
     for scenario, by in cells.items():
         seeds = sorted(next(iter(by.values())))
         heur = {s: v for s, v in by.items() if s.startswith("elastic:")}
@@ -100,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name}: at or below the best heuristic in {at_or_below[name]}/{n} scenarios "
             f"({100 * at_or_below[name] / max(n, 1):.0f}%); mean ratio to the best heuristic "
-            f"{np.mean(ratios[name]):.4f}; geometric mean {math.exp(np.mean(np.log(ratios[name]))):.4f}"
+            f"{np.mean(ratios[name]):.4f}; geometric mean "
+            f"{math.exp(np.mean(np.log(ratios[name]))):.4f}"
         )
     return 0
 
