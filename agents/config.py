@@ -40,8 +40,7 @@ class PlanPGConfig:
     ``set`` (:class:`~agents.set_plan.SetPlanNet`: one set of weights for any window and
     cluster); ``relative``: advantages relative to each workload's mean return
     (:class:`~agents.episode_pg.EpisodePGConfig`; for a mixture of settings); ``hidden``: the
-    network's widths; ``plans``: the action set, one label per plan
-    (``esrtf``,
+    network's widths; ``plans``: the action set, one label per plan (``esrtf``,
     ``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`); empty:
     :data:`~envs.gym.plan_env.DEFAULT_PLANS`; ``workers``: processes the rollouts are split
     over (:class:`~agents.rollout_pool.RolloutPool`; the results are the same for any

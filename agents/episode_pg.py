@@ -190,15 +190,13 @@ NETS: dict[str, type[MaskedMLP] | type[SetPlanNet]] = {"mlp": MaskedMLP, "set": 
 
 
 def build_net(description: dict[str, Any]) -> PolicyNet:
-    """The network a :meth:`describe` dict describes; an unknown ``arch`` is a
-    :class:`ConfigError` naming the known ones."""
+    """The network a :meth:`describe` dict describes (its other keys are the class's
+    constructor arguments); an unknown ``arch`` is a :class:`ConfigError` naming the known
+    ones."""
     arch = description.get("arch", "mlp")
-    args = {k: int(v) for k, v in description.items() if k != "arch"}
-    if arch == "mlp":
-        return MaskedMLP(args["obs_size"], args["n_actions"], args["hidden"])
-    if arch == "set":
-        return SetPlanNet(args["row_width"], args["n_globals"], args["n_actions"], args["hidden"])
-    raise ConfigError(f"unknown network arch {arch!r}; known: {', '.join(NETS)}")
+    if arch not in NETS:
+        raise ConfigError(f"unknown network arch {arch!r}; known: {', '.join(NETS)}")
+    return NETS[arch](**{k: int(v) for k, v in description.items() if k != "arch"})
 
 
 @dataclass

@@ -625,6 +625,11 @@ class NumpyPolicy(_MaskedActor):
         return x
 
     @property
+    def row_width(self) -> int | None:
+        """A per-job network's job-row width (``None`` for a flat network)."""
+        return None if self._per_job is None else self._per_job.width
+
+    @property
     def any_window(self) -> bool:
         """Whether the policy acts on observations of any window ``J`` (rows of its width):
         a per-job network without the position column, whose weights do not depend on ``J``

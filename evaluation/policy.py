@@ -196,7 +196,7 @@ def network_actor(
         env_shape = env.observation_space.shape
         assert env_shape is not None
         # a per-job network without positions acts on any window of rows of its width
-        width = getattr(getattr(fast, "_per_job", None), "width", None)
+        width = getattr(fast, "row_width", None)
         other_window = width is not None and env_shape[0] == env.J * width
         if shape != env_shape and not (getattr(fast, "any_window", False) and other_window):
             raise ConfigError(

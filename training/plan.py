@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ from agents.set_plan import SetPlanNet
 from envs.files import write_json
 from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.factory import SETTINGS, EnvConfig, make_env, setting_of
+from envs.gym.factory import EnvConfig, make_env, setting_of, with_dl2_setting
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.plan_env import GLOBAL_FEATURES, PlanEnv, parse_plan, plan_label, plan_specs
 from envs.gym.workloads import (
@@ -87,21 +87,16 @@ def check_plan_config(cfg: TrainConfig) -> None:
             raise ConfigError(f"agent.plan.{key} must be >= 1, got {getattr(p, key)}")
     if p.arch not in PLAN_ARCHS:
         raise ConfigError(f"agent.plan.arch must be one of {list(PLAN_ARCHS)}, got {p.arch!r}")
-    dl2 = sorted(k for k in SETTINGS if not k.startswith("ada"))
-    for name in cfg.eval.settings:
-        if str(name) not in dl2:
-            raise ConfigError(f"eval.settings: unknown DL² setting {name!r}; known: {dl2}")
-    if p.arch == "mlp":
-        for key, names in (("mixture.settings", cfg.mixture.settings if cfg.mixture.enabled
-                            else []), ("eval.settings", cfg.eval.settings)):  # fmt: skip
-            windows = {setting_of(replace(cfg.env, setting=str(n))).J for n in names}
-            windows.add(setting_of(cfg.env).J)
-            if len(windows) > 1:
-                raise ConfigError(
-                    f"{key} {list(names)} and env.setting={cfg.env.setting} have windows "
-                    f"J={sorted(windows)}; the flat network takes one window: use "
-                    "agent.plan.arch=set"
-                )
+    mixture = cfg.mixture.settings if cfg.mixture.enabled else []
+    for key, names in (("mixture.settings", mixture), ("eval.settings", cfg.eval.settings)):
+        windows = {setting_of(with_dl2_setting(cfg.env, str(n), key)).J for n in names}
+        windows.add(setting_of(cfg.env).J)
+        if p.arch == "mlp" and len(windows) > 1:
+            raise ConfigError(
+                f"{key} {list(names)} and env.setting={cfg.env.setting} have windows "
+                f"J={sorted(windows)}; the flat network takes one window: use "
+                "agent.plan.arch=set"
+            )
     plan_specs([str(x) for x in p.plans] or None)
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
@@ -205,27 +200,16 @@ def _validation_episode(
     return run_episode(env, PlanPolicy(net, plans).actor(env, deterministic, rng), seed)
 
 
-def _validation_windows(
-    cfg: TrainConfig,
-) -> tuple[list[tuple[ClusterEnv, int]], dict[str, float], list[str]]:
+def _validation_windows(cfg: TrainConfig) -> tuple[list[tuple[ClusterEnv, int]], list[str]]:
     """``eval.windows`` trace windows of the training VCs' validation days (drawn with
-    ``eval.window_seed``): their ``(env, seed)`` pairs, each baseline's summed avg JCT over
-    them (through the same envs, as :mod:`evaluation.heldout` runs heuristics) and their
-    labels."""
+    ``eval.window_seed``): their ``(env, seed)`` pairs and their labels."""
     ev = cfg.eval
     if not ev.windows:
-        return [], {}, []
+        return [], []
     trace = TraceWindows(vcs=list(TRAIN_VCS), days=list(VALIDATION_DAYS))
     scenarios = window_scenarios(trace, setting_of(cfg.env), int(ev.windows), int(ev.window_seed))
     pairs = [(scenario_envs(cfg.env, sc, 1)[0], sc.seed) for sc in scenarios]
-    sums: dict[str, float] = {}
-    for name in ev.baselines:
-        total = 0.0
-        for env, seed in pairs:
-            driver = HeuristicDriver(make_allocator(*parse_plan(str(name))), env)
-            total += run_episode(env, driver_actor(driver), seed).avg_jct
-        sums[str(name)] = total
-    return pairs, sums, [sc.label for sc in scenarios]
+    return pairs, [sc.label for sc in scenarios]
 
 
 def _validation_settings(cfg: TrainConfig) -> list[tuple[ClusterEnv, int]]:
@@ -233,9 +217,7 @@ def _validation_settings(cfg: TrainConfig) -> list[tuple[ClusterEnv, int]]:
     run's env config with that setting."""
     out: list[tuple[ClusterEnv, int]] = []
     for name in cfg.eval.settings:
-        config = replace(cfg.env, setting=str(name))
-        setting_of(config)  # an unknown setting: a ConfigError naming the known ones
-        env = make_env(config)
+        env = make_env(with_dl2_setting(cfg.env, str(name), "eval.settings"))
         out += [(env, int(s)) for s in cfg.eval.seeds]
     return out
 
@@ -243,14 +225,15 @@ def _validation_settings(cfg: TrainConfig) -> list[tuple[ClusterEnv, int]]:
 def _baseline_runs(
     names: Sequence[str], pairs: Sequence[tuple[ClusterEnv, int]]
 ) -> dict[str, list[float]]:
-    """Each baseline's avg JCT on each ``(env, seed)``, through the env."""
+    """Each baseline's avg JCT on each ``(env, seed)``, through the env (as
+    :mod:`evaluation.heldout` runs heuristics; a fresh allocator per episode)."""
     out: dict[str, list[float]] = {}
     for name in names:
-        allocator = make_allocator(*parse_plan(str(name)))
-        out[str(name)] = [
-            run_episode(env, driver_actor(HeuristicDriver(allocator, env)), seed).avg_jct
-            for env, seed in pairs
-        ]
+        label = parse_plan(str(name))
+        out[str(name)] = []
+        for env, seed in pairs:
+            driver = HeuristicDriver(make_allocator(*label), env)
+            out[str(name)].append(run_episode(env, driver_actor(driver), seed).avg_jct)
     return out
 
 
@@ -279,21 +262,23 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     ev = cfg.eval
     seeds_val = [int(s) for s in ev.seeds]
     t0 = time.perf_counter()
-    baselines = baseline_jcts(list(ev.baselines), cfg.env, seeds_val)
-    windows, window_sums, window_labels = _validation_windows(cfg)
-    if windows:  # the mean over generator seeds and windows together
-        n = len(seeds_val) + len(windows)
-        baselines = {b: (v * len(seeds_val) + window_sums[b]) / n for b, v in baselines.items()}
+    names = [str(b) for b in ev.baselines]
+    windows, window_labels = _validation_windows(cfg)
+    if windows:
         summary["validation_windows"] = window_labels
     best_per_workload: list[float] | None = None
     if ev.settings:  # more settings; the best checkpoint chosen on the ratio to the best
-        more = _validation_settings(cfg)
-        pairs = [(val.inner, s) for s in seeds_val] + windows + more
-        runs = _baseline_runs(list(ev.baselines), pairs)
-        best_per_workload = [min(v[i] for v in runs.values()) for i in range(len(pairs))]
+        windows += _validation_settings(cfg)
+        runs = _baseline_runs(names, [(val.inner, s) for s in seeds_val] + windows)
+        best_per_workload = [min(v) for v in zip(*runs.values(), strict=True)]
         baselines = {b: float(np.mean(v)) for b, v in runs.items()}
-        windows = windows + more
         summary["validation_settings"] = [str(x) for x in ev.settings]
+    else:
+        baselines = baseline_jcts(names, cfg.env, seeds_val)
+        if windows:  # the mean over generator seeds and windows together
+            sums = {b: sum(v) for b, v in _baseline_runs(names, windows).items()}
+            n = len(seeds_val) + len(windows)
+            baselines = {b: (v * len(seeds_val) + sums[b]) / n for b, v in baselines.items()}
     summary["baselines_avg_jct"] = baselines
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
     log = EpisodeLog(out, baselines, scored=best_per_workload is not None)

@@ -48,6 +48,7 @@ __all__ = [
     "gym_make",
     "make_env",
     "setting_of",
+    "with_dl2_setting",
 ]
 
 #: Speed modes of :attr:`EnvConfig.speed`.
@@ -252,6 +253,16 @@ _MODE_DEFAULTS: dict[str, Any] = {
     for f in fields(EnvConfig)
     if f.name in ("speed", "placer", "comm", "min_steps", "slot_s", "backlog", "features")
 }
+
+
+def with_dl2_setting(config: EnvConfig, name: str, key: str) -> EnvConfig:
+    """``config`` with DL² setting ``name`` (its overrides kept); a name that is not a DL²
+    setting of :data:`SETTINGS` (the Ada-SRSF ones are another world) is a
+    :class:`ConfigError` naming ``key`` and the choices."""
+    known = sorted(k for k, v in SETTINGS.items() if not isinstance(v, AdaSetting))
+    if name not in known:
+        raise ConfigError(f"{key}: unknown DL² setting {name!r}; known: {known}")
+    return replace(config, setting=name)
 
 
 def setting_of(config: EnvConfig) -> DL2Setting:

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
-from envs.gym.factory import SETTINGS, EnvConfig, env_kwargs, setting_of
+from envs.gym.factory import EnvConfig, env_kwargs, setting_of, with_dl2_setting
 from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.types import dl2_job_types
 from envs.sim.elastic.workload import DL2Setting
@@ -174,14 +174,6 @@ def _scale_range(values: list[float], name: str) -> tuple[float, float] | None:
 def _log_uniform(bounds: tuple[float, float], rng: np.random.Generator) -> float:
     lo, hi = math.log(bounds[0]), math.log(bounds[1])
     return math.exp(lo + (hi - lo) * float(rng.random()))
-
-
-def _named_setting(env: EnvConfig, name: str) -> DL2Setting:
-    """The DL² setting ``name`` with ``env``'s overrides (an unknown name: a clear error)."""
-    if name not in SETTINGS or name.startswith("ada"):
-        known = sorted(k for k in SETTINGS if not k.startswith("ada"))
-        raise ConfigError(f"mixture.settings: unknown DL² setting {name!r}; known: {known}")
-    return setting_of(replace(env, setting=name))
 
 
 def _range(values: list[int], name: str) -> tuple[int, int] | None:
@@ -396,7 +388,10 @@ class Mixture:
         self.config = config
         self.env = env
         self.base = setting_of(env)
-        self.settings = [_named_setting(env, str(name)) for name in config.settings]
+        self.settings = [
+            setting_of(with_dl2_setting(env, str(name), "mixture.settings"))
+            for name in config.settings
+        ]
         if config.trace_share > 0:
             config.windows.check()
 

@@ -223,18 +223,10 @@ def test_plan_observations_stay_finite_and_in_range_on_an_extreme_trace(tmp_path
     network reads is finite and in [0, 1], and its logits are finite."""
     from dataclasses import replace as dc_replace
 
-    from envs.gym.workloads import Mixture, MixtureConfig, TraceWindows, scenario_envs
+    from envs.gym.workloads import Mixture, MixtureConfig, scenario_envs
+    from tests.traces import extreme_trace_windows
 
-    rows = ["job_id,submit_time_s,duration_s,num_gpus,job_type,status,vc,gpu_milli"]
-    rng = np.random.default_rng(0)
-    for i in range(80):
-        submit = 0 if i < 40 else 10 * i
-        duration = int(10 ** rng.uniform(0, 7))
-        gpus = int(rng.choice([1, 2, 8, 16, 64]))
-        rows.append(f"x-{i},{submit},{duration},{gpus},,,vcx,1000")
-    path = tmp_path / "extreme.csv"
-    path.write_text("\n".join(rows) + "\n")
-    windows = TraceWindows(path=str(path), vcs=["vcx"], days=[0, 1], jobs=60, duration_cap_h=1e4)
+    windows = extreme_trace_windows(tmp_path)
     config = EnvConfig(setting="small", reward="jct", features="extended")
     net: SetPlanNet | None = None
     for nodes in (1, 200):

@@ -102,20 +102,9 @@ def test_the_shipped_mixture_config_names_every_training_vc() -> None:
 
 def test_extreme_trace_keeps_every_feature_finite_and_in_range(tmp_path) -> None:
     # durations from 1 s to 10^7 s, requests up to 64 GPUs (clipped), bursts at one instant
-    rows = ["job_id,submit_time_s,duration_s,num_gpus,job_type,status,vc,gpu_milli"]
-    rng = np.random.default_rng(0)
-    for i in range(80):
-        submit = 0 if i < 40 else 10 * i
-        duration = int(10 ** rng.uniform(0, 7))
-        gpus = int(rng.choice([1, 2, 8, 16, 64]))
-        rows.append(f"x-{i},{submit},{duration},{gpus},,,vcx,1000")
-    path = tmp_path / "extreme.csv"
-    path.write_text("\n".join(rows) + "\n")
-    cfg = MixtureConfig(
-        enabled=True,
-        trace_share=1.0,
-        windows=TraceWindows(path=str(path), vcs=["vcx"], days=[0, 1], jobs=60, duration_cap_h=1e4),
-    )
+    from tests.traces import extreme_trace_windows
+
+    cfg = MixtureConfig(enabled=True, trace_share=1.0, windows=extreme_trace_windows(tmp_path))
     for env_cfg in (SMALL, EXTENDED):
         mix = Mixture(cfg, env_cfg)
         s = mix.draw(np.random.default_rng(1))
