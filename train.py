@@ -133,7 +133,9 @@ def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInter
 
     how = f"interrupted ({exc.args[0]})" if exc.args else "interrupted (Ctrl-C)"
     again = shlex.join(["python", "train.py", *task])
-    if cfg.agent.algo == "plan_pg":  # policy files, no resume
+    from agents.learners import learner
+
+    if learner(cfg.agent.algo).pipeline == "plan":  # policy files, no resume
         final = out / "checkpoints" / "final" / "policy.npz"
         best = out / "checkpoints" / "best" / "policy.npz"
         if final.is_file():
@@ -143,12 +145,12 @@ def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInter
                 iterations = "?"
             return (
                 f"train.py: {how}; saved {final} (the policy after {iterations} iteration(s)) "
-                f"and {best} (the best validation point); plan_pg runs do not resume: evaluate "
+                f"and {best} (the best validation point); plan runs do not resume: evaluate "
                 f"with policy:{final.parent}, or start again with: {again}"
             )
         if best.is_file():
             return (
-                f"train.py: {how}; saved {best} (the policy before RL); plan_pg runs do not "
+                f"train.py: {how}; saved {best} (the policy before RL); plan runs do not "
                 f"resume: start again with: {again}"
             )
         return f"train.py: {how}; nothing was saved; start again with: {again}"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from agents.exploration import ExplorationConfig
 from agents.group import GroupConfig
 from agents.learners import LEARNERS
+from agents.plan_a2c import PlanA2CConfig
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
 
@@ -96,7 +97,9 @@ class AgentConfig:
     (:class:`agents.group.GroupPPO`: batched episodes, input-driven baseline, anchor;
     settings in ``group``), ``plan_pg`` (one action per slot picks the allocator that plans
     it: :mod:`training.plan`; settings in ``plan``, with ``learning_rate`` and
-    ``ent_coef``), ``contention_pg`` (EpisodePG in ``dlsched/Contention-v0``:
+    ``ent_coef``), ``plan_a2c`` (DL²'s actor-critic over the slot's plan: ``plan_pg``'s
+    pipeline with a critic, replay and job-aware exploration, :mod:`agents.plan_a2c`;
+    settings in ``plan`` and ``a2c``), ``contention_pg`` (EpisodePG in ``dlsched/Contention-v0``:
     :mod:`training.contention`; settings in ``contention``).  The rest as in
     :class:`agents.dl2.DL2A2C` / SB3."""
 
@@ -119,4 +122,5 @@ class AgentConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     plan: PlanPGConfig = field(default_factory=PlanPGConfig)
+    a2c: PlanA2CConfig = field(default_factory=PlanA2CConfig)  # plan_a2c's ingredients
     contention: ContentionPGConfig = field(default_factory=ContentionPGConfig)

@@ -52,6 +52,7 @@ __all__ = [
     "EpisodePGConfig",
     "MaskedMLP",
     "PolicyNet",
+    "Samples",
     "build_net",
     "clone",
     "contention_env_layout",
@@ -261,6 +262,16 @@ def _draw(
     return a, float(np.log(p[a]))
 
 
+#: a rollout's uniform share: a number, or an object whose ``at(obs)`` gives it per decision
+#: (e.g. :class:`~agents.exploration.StarvedJobExploration`)
+Epsilon = Any
+
+
+def _epsilon_at(epsilon: Epsilon, obs: npt.NDArray[np.float32]) -> float:
+    """The uniform share of the decision at ``obs``."""
+    return float(epsilon) if isinstance(epsilon, int | float) else float(epsilon.at(obs))
+
+
 def _advance(env: Any, ep: Episode, a: int, t: float) -> tuple[Any, bool]:
     """Step ``env`` with action ``a`` (decided at time ``t``), recording the reward in
     ``ep``; the next observation and whether the episode ended (its ``info`` then kept)."""
@@ -281,11 +292,12 @@ def run_episode(
     net: PolicyNet | None = None,
     rng: np.random.Generator | None = None,
     temperature: float = 1.0,
-    epsilon: float = 0.0,
+    epsilon: Epsilon = 0.0,
     act: Callable[[Any, npt.NDArray[np.float32]], int] | None = None,
 ) -> Episode:
     """One episode on ``workload_seed``: sampled from ``net`` with ``rng`` (a rollout),
-    ``net``'s argmax without ``rng``, or ``act(env, obs)`` (a heuristic)."""
+    ``net``'s argmax without ``rng``, or ``act(env, obs)`` (a heuristic).  ``epsilon``: the
+    uniform share of the sampling, a number or per decision (:data:`Epsilon`)."""
     ep = Episode()
     obs, _ = env.reset(seed=workload_seed, options={"workload_seed": workload_seed})
     while True:
@@ -303,7 +315,8 @@ def run_episode(
             else:
                 # (x / 1.0 is x, bit for bit: the division is skipped at temperature 1)
                 scaled = logits if temperature == 1.0 else logits / temperature
-                a, lmu = _draw(th.softmax(scaled, -1).numpy(), mask, epsilon, rng)
+                eps = _epsilon_at(epsilon, obs)
+                a, lmu = _draw(th.softmax(scaled, -1).numpy(), mask, eps, rng)
             ep.record(obs, mask, a, lmu, float(logp[a]), t)
         obs, done = _advance(env, ep, a, t)
         if done:
@@ -323,7 +336,7 @@ def run_lockstep(
     net: PolicyNet,
     rngs: Sequence[np.random.Generator],
     temperature: float = 1.0,
-    epsilon: float = 0.0,
+    epsilon: Epsilon = 0.0,
 ) -> list[Episode]:
     """Rollouts side by side: episode ``i`` in ``envs[i]`` on ``workload_seeds[i]``, sampled
     with ``rngs[i]`` as :func:`run_episode` samples; one policy forward per step over every
@@ -344,7 +357,7 @@ def run_lockstep(
         still = []
         for row, i in enumerate(live):
             env, ep, mask, logp = envs[i], eps[i], masks[row], logp_all[row]
-            a, lmu = _draw(p_all[row], mask, epsilon, rngs[i])
+            a, lmu = _draw(p_all[row], mask, _epsilon_at(epsilon, obs[i]), rngs[i])
             t = float(env.sim.now)
             ep.record(obs[i], mask, a, lmu, float(logp[a]), t)
             obs[i], done = _advance(env, ep, a, t)
@@ -432,6 +445,19 @@ def masked_kl(net: PolicyNet, reference: PolicyNet, obs: th.Tensor, masks: th.Te
         return float(terms.sum(-1).mean()) if len(obs) else 0.0
 
 
+@dataclass
+class Samples:
+    """An iteration's decisions, flat over its rollouts: observations, masks, actions, the
+    policy's and the behaviour's log-probabilities, and the advantages."""
+
+    obs: list[npt.NDArray[np.float32]]
+    masks: list[npt.NDArray[np.bool_]]
+    acts: list[int]
+    lpi: list[float]
+    lmu: list[float]
+    adv: npt.NDArray[np.float64]
+
+
 class EpisodePG:
     """The learner (see the module docstring).  ``net`` is trained in place."""
 
@@ -453,6 +479,9 @@ class EpisodePG:
         #: iteration's states after the update (no gradients, no random draws: the training
         #: numbers do not change)
         self.reference: PolicyNet | None = None
+        #: the rollouts' uniform share per decision (e.g. job-aware exploration,
+        #: :class:`~agents.exploration.StarvedJobExploration`); ``None``: ``config.epsilon``
+        self.explore: Epsilon | None = None
 
     def rollout_pool(self) -> RolloutPool:
         """The processes of ``config.workers`` (made on first use; also for other work with
@@ -487,7 +516,7 @@ class EpisodePG:
                 for env, wseed, rolls in draws
                 for r in rolls
             ]
-            flat = self.rollout_pool().run(self.net, tasks, cfg.temperature, cfg.epsilon)
+            flat = self.rollout_pool().run(self.net, tasks, cfg.temperature, self._epsilon())
             n = cfg.group_size
             return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
         envs: list[Any] = []
@@ -495,9 +524,12 @@ class EpisodePG:
             envs += self._replicas(env, cfg.group_size)
         seeds = [wseed for _, wseed, _ in draws for _ in range(cfg.group_size)]
         rngs = [r for _, _, rolls in draws for r in rolls]
-        flat = run_lockstep(envs, seeds, self.net, rngs, cfg.temperature, cfg.epsilon)
+        flat = run_lockstep(envs, seeds, self.net, rngs, cfg.temperature, self._epsilon())
         n = cfg.group_size
         return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
+
+    def _epsilon(self) -> Epsilon:
+        return self.cfg.epsilon if self.explore is None else self.explore
 
     def _replicas(self, env: Any, n: int) -> list[Any]:
         """``n`` envs like ``env`` for one group's rollouts; the copies of the learner's own
@@ -511,14 +543,15 @@ class EpisodePG:
         self._pool_used = (start + n) % (n * self.cfg.groups)
         return pool[start : start + n]
 
-    def update(self, groups: list[list[Episode]]) -> dict[str, float]:
-        cfg = self.cfg
+    def samples(self, groups: list[list[Episode]]) -> Samples:
+        """The iteration's decisions with their advantages before normalisation (the
+        input-driven baseline; ``relative``: in units of the group's mean return)."""
         obs, masks, acts, lpi, lmu, adv = [], [], [], [], [], []
         for eps in groups:
             _, advs = group_advantages(
                 [e.times for e in eps], [e.reward_times for e in eps], [e.rewards for e in eps]
             )
-            if cfg.relative:  # in units of the group's mean return (its magnitude)
+            if self.cfg.relative:  # in units of the group's mean return (its magnitude)
                 scale = abs(float(np.mean([e.ret for e in eps])))
                 advs = [ad / scale for ad in advs] if scale > 0 else advs
             for e, ad in zip(eps, advs, strict=True):
@@ -528,13 +561,35 @@ class EpisodePG:
                 lpi += e.logp_pi
                 lmu += e.logp_mu
                 adv.append(ad)
-        adv_all = np.concatenate(adv)
-        adv_all = adv_all / (adv_all.std() + 1e-8)
-        obs_t, mask_t = th.as_tensor(self.net.stack(obs)), th.as_tensor(np.array(masks))
-        act = th.as_tensor(acts)
-        old = th.as_tensor(lpi, dtype=th.float64)
-        w = th.clamp(th.exp(old - th.as_tensor(lmu, dtype=th.float64)), max=1.0).float()
-        adv_t = th.as_tensor(adv_all, dtype=th.float32)
+        return Samples(obs, masks, acts, lpi, lmu, np.concatenate(adv))
+
+    def update(self, groups: list[list[Episode]]) -> dict[str, float]:
+        s = self.samples(groups)
+        obs_t, mask_t = th.as_tensor(self.net.stack(s.obs)), th.as_tensor(np.array(s.masks))
+        adv = s.adv / (s.adv.std() + 1e-8)
+        out = self.optimise(obs_t, mask_t, th.as_tensor(s.acts), s.lpi, s.lmu, adv)
+        rets = [e.ret for eps in groups for e in eps]
+        out["return"] = float(np.mean(rets))
+        out["decisions"] = float(len(s.acts))
+        return out
+
+    def optimise(
+        self,
+        obs_t: th.Tensor,
+        mask_t: th.Tensor,
+        act: th.Tensor,
+        lpi: Sequence[float] | npt.NDArray[np.float64],
+        lmu: Sequence[float] | npt.NDArray[np.float64],
+        adv: npt.NDArray[np.float64],
+    ) -> dict[str, float]:
+        """``epochs`` passes of PPO's clipped objective over the decisions: ``lpi`` the
+        log-probability the ratio is taken against, ``lmu`` the behaviour's (each decision
+        weighted by ``min(1, pi / mu)``), ``adv`` the normalised advantages; the mean losses."""
+        cfg = self.cfg
+        old = th.as_tensor(np.asarray(lpi, dtype=np.float64))
+        w = th.clamp(th.exp(old - th.as_tensor(np.asarray(lmu, dtype=np.float64))), max=1.0)
+        w = w.float()
+        adv_t = th.as_tensor(adv, dtype=th.float32)
         old = old.float()
         stats = {"loss": 0.0, "pg_loss": 0.0, "entropy_loss": 0.0, "entropy": 0.0, "clipped": 0.0}
         n = 0
@@ -564,11 +619,9 @@ class EpisodePG:
                 stats["clipped"] += float(((ratio - 1).abs() > cfg.clip_range).float().mean())
                 n += 1
         out = {k: v / max(n, 1) for k, v in stats.items()}
+        out["learning_rate"] = float(self.opt.param_groups[0]["lr"])
         if self.reference is not None:
             out["kl_to_reference"] = masked_kl(self.net, self.reference, obs_t, mask_t)
-        rets = [e.ret for eps in groups for e in eps]
-        out["return"] = float(np.mean(rets))
-        out["decisions"] = float(len(act))
         return out
 
     def learn(

@@ -20,10 +20,18 @@ PS-heavy allocation, which the measured speed table happens to reward (notes §7
 
 Counts are read from the observation (columns ``L + 3`` and ``L + 4`` are workers / max
 workers and PS / max PS), so the rule needs nothing but what the policy sees and the caps.
+
+Over the slot's plan (``dlsched/ClusterPlan-v0``, where every plan is a whole allocation and
+no job is ever left with workers but no PS) the poor state is a *starved* job:
+:class:`StarvedJobExploration` explores, with probability ε, only in slots whose window holds a
+job that has been in the system for at least ``stay`` (the observation's column ``L``, slots
+since arrival over 100) and has done none of its epochs yet (column ``L + 1``, its remaining
+epochs, still at least ``1 - progress``): the slots where which plan runs decides who waits.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +40,7 @@ import numpy.typing as npt
 from envs.gym.cluster_env import FEATURES_PER_JOB
 from envs.sim.errors import ConfigError, check_number
 
-__all__ = ["ExplorationConfig", "JobAwareExploration"]
+__all__ = ["ExplorationConfig", "JobAwareExploration", "StarvedJobExploration"]
 
 
 @dataclass
@@ -136,3 +144,47 @@ class JobAwareExploration:
         if rng.random() < self.epsilon(step):
             return fix, True, fix != action
         return action, True, False
+
+
+@dataclass(frozen=True)
+class StarvedJobExploration:
+    """Job-aware exploration over the slot's plan (see the module docstring): the rollout's
+    sampling mixes in ``epsilon`` uniform over the valid plans in a slot where a window job
+    starves, and nowhere else (:meth:`at`; the behaviour probability is the mixture's, so the
+    learner's importance weights stay exact).  ``row_width``: features per window row (``L +
+    5`` or ``L + 7``), ``type_columns``: ``L``; ``globals``: the plan observation's trailing
+    global features.  The window ``J`` is read off the observation's length, so the rule
+    acts on any window.  Picklable: it travels to the rollout workers."""
+
+    epsilon: float
+    row_width: int
+    type_columns: int
+    globals: int
+    stay: float = 0.1
+    progress: float = 0.01
+
+    def __post_init__(self) -> None:
+        for name, lo, hi in (("epsilon", 0.0, 1.0), ("stay", 0.0, 1.0), ("progress", 0.0, 1.0)):
+            v = float(getattr(self, name))
+            if not (math.isfinite(v) and lo <= v <= hi):
+                raise ConfigError(f"exploration {name} must be in [{lo}, {hi}], got {v}")
+        if self.epsilon >= 1.0:
+            raise ConfigError(f"exploration epsilon must be < 1, got {self.epsilon}")
+        if not 0 <= self.type_columns < self.row_width - 1 or self.globals < 0:
+            raise ConfigError(
+                f"exploration layout: {self.type_columns} type columns in rows of "
+                f"{self.row_width}, {self.globals} global features"
+            )
+
+    def starved(self, obs: npt.NDArray[np.floating]) -> bool:
+        """Whether a window job in ``obs`` (a plan observation) starves."""
+        n = (obs.shape[0] - self.globals) // self.row_width
+        rows = np.asarray(obs[: n * self.row_width]).reshape(n, self.row_width)
+        L = self.type_columns
+        occupied = rows[:, :L].sum(axis=1) > 0.5
+        waiting = (rows[:, L] >= self.stay) & (rows[:, L + 1] >= 1.0 - self.progress)
+        return bool((occupied & waiting).any())
+
+    def at(self, obs: npt.NDArray[np.floating]) -> float:
+        """The uniform share of the sampling in the slot that opens with ``obs``."""
+        return self.epsilon if self.epsilon > 0 and self.starved(obs) else 0.0

@@ -279,7 +279,7 @@ class RayVecEnv(VecEnv):
         # machine B (worker)
         ray start --address=10.0.0.1:6379
         # on A: the learner runs here, the cluster envs are spread over A and B
-        python train.py +agent=a2c federated=ray federated.address=10.0.0.1:6379
+        python train.py +agent=a2c_increments federated=ray federated.address=10.0.0.1:6379
         # afterwards, on both machines
         ray stop
 

@@ -43,12 +43,13 @@ class Learner:
     """What the project needs to know about one learner.
 
     ``algo``: its ``agent.algo`` name; ``pipeline``: one of :data:`PIPELINES`; ``keys``: the
-    ``agent.*`` keys it reads besides ``name`` and ``algo``; ``build``: ``module:function``
-    that builds it (``(cfg, env, policy_kwargs, seed, tensorboard_log)``; ``None`` where its
-    pipeline builds it); ``checkpoint_class``: ``module:Class`` its checkpoints hold (``None``:
-    it saves no ``model.zip``); ``env_copies``: ``n_envs`` (the run's ``n_envs``) or
-    ``groups`` (``agent.group``'s groups x group size); ``resume_keys``: hyperparameters a
-    resumed run must keep (compared with the checkpoint's)."""
+    ``agent.*`` keys it reads besides ``name`` and ``algo``; ``build``: ``module:function`` that
+    builds it (``sb3``: ``(cfg, env, policy_kwargs, seed, tensorboard_log)``; ``plan``: ``(agent
+    config, plan env, network, EpisodePGConfig)``; ``None`` where its pipeline builds it: the
+    plan pipeline then runs :class:`~agents.episode_pg.EpisodePG`); ``checkpoint_class``:
+    ``module:Class`` its checkpoints hold (``None``: it saves no ``model.zip``); ``env_copies``:
+    ``n_envs`` (the run's ``n_envs``) or ``groups`` (``agent.group``'s groups x group size);
+    ``resume_keys``: hyperparameters a resumed run must keep (compared with the checkpoint's)."""
 
     algo: str
     pipeline: str
@@ -111,6 +112,12 @@ LEARNERS: dict[str, Learner] = {
             resume_keys=(*_SB3_RESUME, "n_steps"),
         ),
         Learner("plan_pg", "plan", ("learning_rate", "ent_coef", "plan")),
+        Learner(
+            "plan_a2c",
+            "plan",
+            ("learning_rate", "ent_coef", "plan", "a2c"),
+            build="agents.plan_a2c:build_plan_a2c",
+        ),
         Learner("contention_pg", "contention", ("learning_rate", "ent_coef", "contention")),
     )
 }

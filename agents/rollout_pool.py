@@ -59,7 +59,7 @@ def _map(state: dict[str, Any], items: Sequence[Any], fn: Callable[[Any, Any], A
 
 
 def _run(
-    state: dict[str, Any], tasks: Sequence[Task], temperature: float, epsilon: float
+    state: dict[str, Any], tasks: Sequence[Task], temperature: float, epsilon: Any
 ) -> list[Any]:
     assert _RUN is not None
     _NET.load_state_dict(state)
@@ -104,7 +104,7 @@ class RolloutPool:
         net: Any,
         tasks: Sequence[Task],
         temperature: float = 1.0,
-        epsilon: float = 0.0,
+        epsilon: Any = 0.0,
     ) -> list[Any]:
         """One :func:`~agents.episode_pg.run_episode` per task, with ``net``'s current
         weights; the episodes in the tasks' order.  Tasks whose env is this learner's own

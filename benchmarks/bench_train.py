@@ -6,7 +6,8 @@ Usage::
     python benchmarks/bench_train.py --json          # the figures as one JSON object
     python benchmarks/bench_train.py --setting medium --n-envs 16 64 --archs mlp
     python benchmarks/bench_train.py --plan          # the plan recipe (train.py +agent=plan_pg)
-    python benchmarks/bench_train.py --a2c           # DL²'s actor-critic (train.py +agent=a2c)
+    python benchmarks/bench_train.py --a2c           # DL²'s recipe (train.py +agent=a2c)
+    python benchmarks/bench_train.py --a2c-increments  # DL2A2C (+agent=a2c_increments)
 
 ``--plan``: the slot-plan recipe (:class:`agents.episode_pg.EpisodePG` on
 ``dlsched/ClusterPlan-v0``, ``plan_pg``'s defaults: 4 workloads x 8 rollouts per iteration,
@@ -15,7 +16,8 @@ second of ``learn`` (rollouts + updates, after one warm-up iteration): the rollo
 process one after the other, split over 2 worker processes (``plan_pg``'s default, the same
 numbers bit for bit), and side by side in this process (one forward per step over every live
 rollout; not bit-identical), and the env alone in the same run (random plans, one call per
-slot).
+slot).  ``--a2c``: the same cells for ``+agent=a2c``'s learner (``--plan``'s with a critic,
+experience replay and job-aware exploration).
 
 Each cell builds the group learner (:class:`agents.group.GroupPPO`, the ``gppo`` agent's
 defaults: groups of 4 rollouts of one workload, a quarter of the decisions trained on, two PPO
@@ -93,9 +95,13 @@ def train_rate(config: EnvConfig, n_envs: int, arch: str, iterations: int) -> di
     }
 
 
-def plan_rates(iterations: int, env_episodes: int) -> dict[str, Any]:
-    """The plan recipe's training rates (decisions = slots) and the env alone's."""
+def plan_rates(iterations: int, env_episodes: int, a2c: bool = False) -> dict[str, Any]:
+    """The plan recipe's training rates (decisions = slots) and the env alone's; ``a2c``:
+    ``+agent=a2c``'s learner (:class:`agents.plan_a2c.PlanA2C` with its critic, replay and
+    job-aware exploration at ``agent.a2c``'s defaults) instead of EpisodePG."""
+    from agents.config import AgentConfig
     from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP
+    from agents.plan_a2c import build_plan_a2c
     from envs.gym.plan_env import PlanEnv
 
     config = {"setting": "small", "reward": "jct", "backlog": "bundle"}
@@ -116,7 +122,7 @@ def plan_rates(iterations: int, env_episodes: int) -> dict[str, Any]:
         th.manual_seed(0)
         net = MaskedMLP(env.obs_size, env.K, 128)
         cfg = EpisodePGConfig(seed=0, workers=workers, lockstep=lockstep)
-        pg = EpisodePG(env, net, cfg)
+        pg = build_plan_a2c(AgentConfig(), env, net, cfg) if a2c else EpisodePG(env, net, cfg)
         decisions = 0
 
         def count(_i: int, st: dict[str, float]) -> None:
@@ -144,8 +150,9 @@ PLAN_CELLS = (
 
 
 def a2c_rate(config: EnvConfig, steps: int) -> dict[str, Any]:
-    """DL²'s actor-critic (``+agent=a2c``'s defaults: one env, ``AgentConfig()``) training
-    rate over ``steps`` decisions after a warm-up, and the env alone in the same run."""
+    """DL²'s per-increment actor-critic (``+agent=a2c_increments``: one env,
+    ``AgentConfig()``) training rate over ``steps`` decisions after a warm-up, and the env
+    alone in the same run."""
     from agents.build import build_agent
 
     cfg = AgentConfig()
@@ -169,26 +176,28 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--plan", action="store_true", help="the plan recipe instead")
-    ap.add_argument("--a2c", action="store_true", help="DL2's actor-critic instead")
+    ap.add_argument("--a2c", action="store_true", help="+agent=a2c's learner: --plan's cells")
+    ap.add_argument("--a2c-increments", action="store_true", help="per-increment DL2A2C")
     ap.add_argument("--env-episodes", type=int, default=10, help="--plan: env-alone episodes")
     args = ap.parse_args()
     th.set_num_threads(args.threads)
-    if args.a2c:
+    if args.a2c_increments:
         res = a2c_rate(EnvConfig(setting=args.setting, reward="jct"), args.env_steps)
         if args.json:
             print(json.dumps(res))
             return
         share = res["decisions_per_s"] / res["env_alone_steps_per_s"]
-        print(f"+agent=a2c ({args.setting}): {res['decisions_per_s']:,} decisions/s of training, "
+        print(f"+agent=a2c_increments ({args.setting}): {res['decisions_per_s']:,} decisions/s, "
               f"env alone {res['env_alone_steps_per_s']:,} steps/s: {share:.2f}")  # fmt: skip
         return
-    if args.plan:
-        res = plan_rates(args.iterations, args.env_episodes)
+    if args.plan or args.a2c:
+        res = plan_rates(args.iterations, args.env_episodes, a2c=args.a2c)
         if args.json:
             print(json.dumps(res))
             return
         alone = res["env_alone_slots_per_s"]
-        print(f"plan recipe (small + bundle backlog): env alone {alone:,} slots/s")
+        what = "+agent=a2c" if args.a2c else "plan recipe"
+        print(f"{what} (small + bundle backlog): env alone {alone:,} slots/s")
         for key, _, _ in PLAN_CELLS:
             row = res[key]
             share = row["decisions_per_s"] / alone

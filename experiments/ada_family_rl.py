@@ -4,7 +4,7 @@
     # (defaults: --test-seeds 9000-9004 --train-seeds 1000-1005 --val-seeds 100,101
     #  --teacher drf --arch per_job --bc-steps 1500 --placer lwf1)
     # the RL fine-tune from the same clone (its pretraining is a cache hit: same config key):
-    python train.py +agent=a2c env=ada_lwf1 pretrain=drf pretrain.num_workloads=6 \
+    python train.py +agent=a2c_increments env=ada_lwf1 pretrain=drf pretrain.num_workloads=6 \
         pretrain.seed_offset=1000 'pretrain.eval_seeds=[100,101]' pretrain.bc.steps=1500 \
         agent.policy.arch=per_job agent.exploration.enabled=false agent.ent_coef=0.001 \
         agent.learning_rate=1e-4 eval=quick total_timesteps=120000 torch_threads=1 \

@@ -273,7 +273,10 @@ def test_with_heartbeat_keeps_a_step_actor_a_step_actor() -> None:
 
 @pytest.mark.parametrize(
     ("args", "key"),
-    [(["+agent=plan_pg", "+seeds=3"], "seeds"), (["+agent=a2c", "+agent.lr=3"], "agent.lr")],
+    [
+        (["+agent=plan_pg", "+seeds=3"], "seeds"),
+        (["+agent=a2c_increments", "+agent.lr=3"], "agent.lr"),
+    ],
 )
 def test_train_refuses_unknown_keys_even_with_plus(
     args: list[str], key: str, tmp_path: Path

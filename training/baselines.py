@@ -8,15 +8,17 @@ import functools
 
 from agents.evaluation import aggregate, evaluate_allocator
 from envs.gym.factory import EnvConfig
-from envs.sim.elastic.allocators import make_allocator
+from envs.sim.elastic.allocators import make_allocator, parse_allocator_label
 
 __all__ = ["baseline_jcts"]
 
 
 def baseline_jcts(names: list[str], env_config: EnvConfig, seeds: list[int]) -> dict[str, float]:
-    """Average JCT (slots) of each named allocator through the env on the validation seeds."""
+    """Average JCT (slots) of each named allocator through the env on the validation seeds
+    (a name may carry options: ``"esrtf(backfill=True)"``)."""
     out: dict[str, float] = {}
     for name in names:
-        factory = functools.partial(make_allocator, name, role="eval baseline")
+        key, options = parse_allocator_label(name, role="eval baseline")
+        factory = functools.partial(make_allocator, key, options, role="eval baseline")
         out[name] = aggregate(evaluate_allocator(factory, env_config, seeds))["avg_jct"]
     return out

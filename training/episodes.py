@@ -41,7 +41,10 @@ class EpisodeLog:
       ``train/pg_loss`` (the clipped policy-gradient term) and ``train/entropy_loss``
       (``-ent_coef x entropy``), ``train/entropy``, ``train/clipped``, ``train/kl_to_clone``
       (mean KL(policy || the frozen clone) over the iteration's states, after the update;
-      with pretraining only), ``time/iteration_s`` (rollouts + update) and
+      with pretraining only), ``train/learning_rate``; with the actor-critic
+      (:mod:`agents.plan_a2c`) ``train/value_loss``, ``train/explained_variance`` (of the
+      targets by the critic before its fit) and ``train/replayed`` (replayed decisions);
+      ``time/iteration_s`` (rollouts + update) and
       ``time/slots_per_s`` (decisions, i.e. slots planned, per second of it);
     * ``pretrain/bc_loss`` per cloning epoch (the step is the epoch);
     * the hyperparameters (HPARAMS tab) with the final and best validation avg JCT.
@@ -69,7 +72,10 @@ class EpisodeLog:
                     "ratio to heuristics": ["Multiline", ["eval/ratio_to_.*"]],
                 },
                 "training": {
-                    "losses": ["Multiline", ["train/loss", "train/pg_loss", "train/entropy_loss"]],
+                    "losses": [
+                        "Multiline",
+                        ["train/loss", "train/pg_loss", "train/entropy_loss", "train/value_loss"],
+                    ],
                 },
             }
         )
@@ -129,6 +135,9 @@ class EpisodeLog:
     ) -> None:
         for key in ("return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped"):
             self.writer.add_scalar(f"train/{key}", st[key], decisions)
+        for key in ("value_loss", "explained_variance", "replayed", "learning_rate"):
+            if key in st:  # the actor-critic's (agents/plan_a2c.py) and the optimiser's rate
+                self.writer.add_scalar(f"train/{key}", st[key], decisions)
         kl = st.get("kl_to_reference")
         if kl is not None:
             self.writer.add_scalar("train/kl_to_clone", kl, decisions)

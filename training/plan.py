@@ -52,6 +52,7 @@ from agents.episode_pg import (
     save_episode_pg,
 )
 from agents.evaluation import EpisodeResult, aggregate, driver_actor, run_episode
+from agents.learners import learner, resolve
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
 from agents.set_plan import SetPlanNet
@@ -98,6 +99,8 @@ def check_plan_config(cfg: TrainConfig) -> None:
                 "agent.plan.arch=set"
             )
     plan_specs([str(x) for x in p.plans] or None)
+    if learner(cfg.agent.algo).build is not None:  # plan_a2c's critic, replay, exploration
+        cfg.agent.a2c.check(int(p.iterations))
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
     if cfg.env.reward not in JCT_RETURN:
@@ -281,13 +284,16 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
             baselines = {b: (v * len(seeds_val) + sums[b]) / n for b, v in baselines.items()}
     summary["baselines_avg_jct"] = baselines
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
-    log = EpisodeLog(out, baselines, scored=best_per_workload is not None)
+    log = EpisodeLog(out, baselines, tag=agent.name, scored=best_per_workload is not None)
     log.pretrain(bc_losses)
     pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
                              ent_coef=agent.ent_coef, hidden=p.hidden,
                              workers=p.workers, relative=bool(p.relative))  # fmt: skip
-    pg = EpisodePG(env, net, pg_cfg)
+    build = learner(agent.algo).build  # plan_pg: EpisodePG; plan_a2c: its builder
+    pg: EpisodePG = (
+        EpisodePG(env, net, pg_cfg) if build is None else resolve(build)(agent, env, net, pg_cfg)
+    )
     if cfg.pretrain.enabled:  # the clone, frozen: each iteration's KL to it (no random draw)
         pg.reference = copy.deepcopy(net).requires_grad_(False)
     if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
@@ -312,11 +318,13 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     fields, interrupted = run_iterations(
         pg, log, measure, save, p.iterations, p.val_every, _hparams(cfg), val_key
     )
+    if cfg.pretrain.enabled:  # iteration 0 is the clone: its figure in train.py's table
+        fields["clone_avg_jct"] = float(fields["initial"]["avg_jct"])
     summary.update(
         {
             **fields,
             "best_checkpoint": str(out / "checkpoints" / "best"),
-            "agent_config": asdict(p),
+            "agent_config": asdict(p) | ({"a2c": asdict(agent.a2c)} if build is not None else {}),
         }
     )
     write_json(out / "summary.json", summary)
@@ -337,8 +345,12 @@ def _hparams(cfg: TrainConfig) -> dict[str, float | int | str | bool]:
         "pretrain.teacher": str(cfg.pretrain.teacher) if cfg.pretrain.enabled else "none",
         "mixture": bool(cfg.mixture.enabled),
     }
-    for key, v in asdict(p).items():
-        out[f"plan.{key}"] = v if isinstance(v, int | float | str | bool) else str(v)
+    blocks = {"plan": asdict(p)}
+    if learner(cfg.agent.algo).build is not None:
+        blocks["a2c"] = asdict(cfg.agent.a2c)
+    for block, values in blocks.items():
+        for key, v in values.items():
+            out[f"{block}.{key}"] = v if isinstance(v, int | float | str | bool) else str(v)
     return out
 
 

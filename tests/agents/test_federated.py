@@ -207,7 +207,7 @@ def test_train_cli_federated_local(tmp_path: Path) -> None:
         [
             sys.executable,
             "train.py",
-            "+agent=a2c",
+            "+agent=a2c_increments",
             "federated=local",
             "env=tiny",
             f"federated.clusters={clusters}",

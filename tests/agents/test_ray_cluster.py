@@ -119,7 +119,7 @@ def test_federated_training_on_a_two_node_ray_cluster(ray_cluster, tmp_path: Pat
     address, env = ray_cluster.address, ray_cluster.env
     out = subprocess.run(
         [
-            sys.executable, "train.py", "+agent=a2c", "federated=ray",
+            sys.executable, "train.py", "+agent=a2c_increments", "federated=ray",
             f"federated.address={address}", "federated.envs_per_actor=2",
             "pretrain=none", "total_timesteps=256", "agent.n_steps=64", "eval=quick",
             "progress_bar=false", f"hydra.run.dir={tmp_path / 'run'}",
@@ -147,7 +147,7 @@ def test_joining_without_the_token_is_one_clear_error(ray_cluster, tmp_path: Pat
     ]:
         out = subprocess.run(
             [
-                sys.executable, "train.py", "+agent=a2c", "federated=ray",
+                sys.executable, "train.py", "+agent=a2c_increments", "federated=ray",
                 f"federated.address={address}", "pretrain=none", "total_timesteps=64",
                 "progress_bar=false", f"hydra.run.dir={tmp_path / 'run'}",
             ],

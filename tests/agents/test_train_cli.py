@@ -37,12 +37,12 @@ def test_train_without_agent_lists_the_agents(tmp_path) -> None:
 
 
 def test_train_rejects_an_unknown_key(tmp_path) -> None:
-    out = run(["train.py", "+agent=a2c", "env=tiny", "agent.learning_rat=0.1"], tmp_path)
+    out = run(["train.py", "+agent=a2c_increments", "env=tiny", "agent.learning_rat=0.1"], tmp_path)
     assert out.returncode != 0
     assert "learning_rat" in out.stderr
 
 
-@pytest.mark.parametrize("agent", ["a2c", "reinforce"])
+@pytest.mark.parametrize("agent", ["a2c_increments", "reinforce"])
 def test_short_training_run_writes_its_record(tmp_path, agent: str) -> None:
     out = run(
         [
@@ -113,7 +113,7 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     first = tmp_path / "first"
     args = [
         "train.py",
-        "+agent=a2c",
+        "+agent=a2c_increments",
         "env=tiny",
         "eval=quick",
         "agent.n_steps=128",
@@ -144,7 +144,7 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     ckpt = first / "checkpoints" / "final"
     ppo = ["train.py", "+agent=ppo", "env=tiny", "eval=quick", "pretrain=none"]
     err = refused_in_process([*ppo, "total_timesteps=512", f"resume={ckpt}"], tmp_path / "third")
-    assert "holds a DL2A2C (agent 'a2c')" in err and "+agent=a2c" in err
+    assert "holds a DL2A2C (agent 'a2c_increments')" in err and "+agent=a2c_increments" in err
 
     # another env on resume: refused, naming the difference (it used to fail in a matmul)
     other = [a if a != "env=tiny" else "env=small" for a in args]
@@ -230,7 +230,7 @@ def test_bad_training_numbers_name_the_key(override: str, words: str) -> None:
 
     register_configs()
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        agent = [] if override.startswith("+agent=") else ["+agent=a2c"]
+        agent = [] if override.startswith("+agent=") else ["+agent=a2c_increments"]
         cfg = compose("train", overrides=[*agent, *override.split()])
     with pytest.raises(ConfigError) as info:
         to_train_config(cfg)
@@ -240,7 +240,8 @@ def test_bad_training_numbers_name_the_key(override: str, words: str) -> None:
 def test_a_bad_trace_is_one_error_line_not_a_traceback(tmp_path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("job_id,submit_time_s,duration_s,num_gpus,job_type\na,0,1e308,1,vgg16\n")
-    out = run(["train.py", "+agent=a2c", "pretrain=none", f"env.trace={trace}"], tmp_path / "r")
+    args = ["train.py", "+agent=a2c_increments", "pretrain=none", f"env.trace={trace}"]
+    out = run(args, tmp_path / "r")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "t.csv, line 2 (job 'a'): duration 1e+308 s" in out.stderr
@@ -250,7 +251,7 @@ def test_a_bad_trace_is_one_error_line_not_a_traceback(tmp_path) -> None:
 def test_a_failing_sweep_job_does_not_end_the_training_sweep(tmp_path) -> None:
     out = subprocess.run(
         [
-            sys.executable, "train.py", "-m", "+agent=a2c", "env=tiny", "pretrain=none",
+            sys.executable, "train.py", "-m", "+agent=a2c_increments", "env=tiny", "pretrain=none",
             "total_timesteps=128", "agent.n_steps=64", "eval=quick", "progress_bar=false",
             "seed=-1,0", f"hydra.sweep.dir={tmp_path}",
         ],
@@ -258,4 +259,4 @@ def test_a_failing_sweep_job_does_not_end_the_training_sweep(tmp_path) -> None:
     )  # fmt: skip
     assert out.returncode == 2
     assert "1 sweep job(s) failed" in out.stderr and "seed must be in [0, 2**32 - 1]" in out.stderr
-    assert (tmp_path / "1_a2c_seed0" / "summary.json").is_file()
+    assert (tmp_path / "1_a2c_increments_seed0" / "summary.json").is_file()

@@ -168,7 +168,7 @@ def test_plan_pg_stops_cleanly_with_its_workers(
     assert meta["training"]["iteration"] == summary["iterations"]
 
 
-A2C = ["+agent=a2c", "env=tiny", "eval=quick", "pretrain=none", "agent.n_steps=64",
+A2C = ["+agent=a2c_increments", "env=tiny", "eval=quick", "pretrain=none", "agent.n_steps=64",
        "checkpoint_every=128", "total_timesteps=100000000"]  # fmt: skip
 
 
@@ -204,14 +204,14 @@ def test_sigterm_during_learning_names_the_checkpoint_and_the_resume_command(
 
 
 def test_ctrl_c_during_pretraining_says_nothing_was_saved(run) -> None:
-    r = run(["+agent=a2c", "env=tiny", "eval=quick", "pretrain=drf",
+    r = run(["+agent=a2c_increments", "env=tiny", "eval=quick", "pretrain=drf",
              "pretrain.num_workloads=2", "pretrain.bc.steps=100000000", "pretrain_cache=null",
              "total_timesteps=256"])  # fmt: skip
     r.wait_for((r.out / "pretrain" / "dataset.npz").is_file, "teacher dataset")
     time.sleep(1)  # into behaviour cloning
     rc, below = r.stop(signal.SIGINT, group=True)
     line = _assert_clean_stop(r, rc, below, "train.py: interrupted (Ctrl-C) before the first")
-    assert "nothing was saved; start again with: python train.py +agent=a2c" in line
+    assert "nothing was saved; start again with: python train.py +agent=a2c_increments" in line
 
 
 def test_a_checkpoint_directory_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
@@ -219,7 +219,8 @@ def test_a_checkpoint_directory_that_cannot_be_written_is_one_line(tmp_path: Pat
     out.mkdir()
     (out / "checkpoints").write_text("a file where the checkpoints directory should be")
     proc = subprocess.run(
-        [sys.executable, "train.py", "+agent=a2c", "env=tiny", "eval=quick", "pretrain=none",
+        [sys.executable, "train.py", "+agent=a2c_increments", "env=tiny", "eval=quick",
+         "pretrain=none",
          "agent.n_steps=64", "checkpoint_every=64", "total_timesteps=256",
          "progress_bar=false", f"hydra.run.dir={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
