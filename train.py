@@ -100,6 +100,25 @@ def _report(out: Path, cfg: DictConfig, summary: dict[str, object]) -> str:
         for name, v in sorted(table.items(), key=lambda kv: kv[1])
     ]
     lines.append(_markdown_table(cells, ["scheduler", f"avg JCT ({unit})", "learned vs it"]))
+    clusters = summary.get("clusters")
+    if isinstance(clusters, list) and clusters:  # federated plan runs: one row per cluster
+        per_cluster: list[list[str]] = []
+        for i, c in enumerate(clusters):
+            base = c["baselines_avg_jct"]
+            name, top = min(base.items(), key=lambda kv: kv[1])
+            env = c.get("env") or {}
+            label = f"{i}: {env.get('setting', '?')} {env.get('overrides') or ''}".strip()
+            clone_jct = c.get("clone_avg_jct")
+            per_cluster.append([
+                label,
+                "" if clone_jct is None else f"{clone_jct:.2f}",
+                f"{c['final_avg_jct']:.2f}",
+                f"{name} {top:.2f}",
+                f"{100 * (c['final_avg_jct'] / top - 1):+.1f}%",
+                "" if clone_jct is None else f"{100 * (c['final_avg_jct'] / clone_jct - 1):+.1f}%",
+            ])  # fmt: skip
+        head = ["cluster", "clone", "learned (final)", "best heuristic", "vs best", "vs clone"]
+        lines += ["", "Per cluster (one global policy):", "", _markdown_table(per_cluster, head)]
     return "\n".join(lines)
 
 

@@ -32,21 +32,23 @@ class PPOConfig:
 @dataclass
 class PlanPGConfig:
     """``plan_pg`` only (:mod:`training.plan`): the slot's plan as one action
-    (``dlsched/ClusterPlan-v0``), :class:`~agents.episode_pg.EpisodePG` over it.
-    ``iterations`` of ``groups`` workloads x ``group_size`` rollouts; rollouts mix in
-    ``epsilon`` uniform; validation every ``val_every`` iterations (and at the start and the
-    end); the clone of ``pretrain.teacher``'s plan: ``bc_epochs`` epochs, label smoothing
-    ``bc_smoothing`` (so that rollouts still try the other plans); ``arch``: ``mlp`` (the
-    flat :class:`~agents.episode_pg.MaskedMLP`, welded to the training window ``J``) or
-    ``set`` (:class:`~agents.set_plan.SetPlanNet`: one set of weights for any window and
-    cluster); ``relative``: advantages relative to each workload's mean return
+    (``dlsched/ClusterPlan-v0``), :class:`~agents.episode_pg.EpisodePG` over it. ``iterations``
+    of ``groups`` workloads x ``group_size`` rollouts; rollouts mix in ``epsilon`` uniform;
+    validation every ``val_every`` iterations (and at the start and the end); the clone of
+    ``pretrain.teacher``'s plan: ``bc_epochs`` epochs, label smoothing ``bc_smoothing`` (so that
+    rollouts still try the other plans); ``arch``: ``mlp`` (the flat
+    :class:`~agents.episode_pg.MaskedMLP`, welded to the training window ``J``) or ``set``
+    (:class:`~agents.set_plan.SetPlanNet`: one set of weights for any window and cluster);
+    ``relative``: advantages relative to each workload's mean return
     (:class:`~agents.episode_pg.EpisodePGConfig`; for a mixture of settings); ``hidden``: the
     network's widths; ``plans``: the action set, one label per plan (``esrtf``,
     ``"esrtf(efficiency=0.85)"``, :func:`~envs.gym.plan_env.parse_plan`); empty:
-    :data:`~envs.gym.plan_env.DEFAULT_PLANS`; ``workers``: processes the rollouts are split
-    over (:class:`~agents.rollout_pool.RolloutPool`; the results are the same for any
-    number, bit for bit; the update stays on ``torch_threads``: on 2 threads its float sums
-    differ in the last bits and a run drifts from the 1-thread run after ~20 iterations)."""
+    :data:`~envs.gym.plan_env.DEFAULT_PLANS`; ``workers``: processes the rollouts are split over
+    (:class:`~agents.rollout_pool.RolloutPool`; the results are the same for any number, bit for
+    bit, unless ``lockstep``: then each worker runs its share of the rollouts side by side, one
+    batched forward per step, and the numbers depend on the count; the update stays on
+    ``torch_threads``: on 2 threads its float sums differ in the last bits and a run drifts from
+    the 1-thread run after ~20 iterations)."""
 
     iterations: int = 24
     groups: int = 4
@@ -60,6 +62,7 @@ class PlanPGConfig:
     hidden: int = 128
     plans: list[str] = field(default_factory=list)
     workers: int = 2
+    lockstep: bool = False
 
 
 @dataclass

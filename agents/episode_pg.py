@@ -74,18 +74,20 @@ _META_KEY = "__meta__"
 class EpisodePGConfig:
     """``groups`` workload seeds x ``group_size`` rollouts per iteration; ``lr``, ``epochs``,
     ``batch_size``, ``clip_range``, ``ent_coef``: the update; ``temperature`` (>= 1) and
-    ``epsilon`` (in [0, 1)): rollouts sample from ``(1 - epsilon) softmax(logits /
-    temperature) + epsilon uniform(valid actions)`` (exploration for a confident clone);
-    ``hidden``: the MLP's two layer widths.  ``workers``: processes the rollouts are split
-    over (:class:`~agents.rollout_pool.RolloutPool`; every rollout is the one a single
-    process runs, bit for bit, so results do not depend on it).  ``lockstep``: the rollouts
-    side by side in this process, one policy forward per step over every live rollout
-    (:func:`run_lockstep`: the same draws, but a batched forward's logits differ from a batch
-    of one's in the last bits of float32, and training runs drift apart from the default's
-    after a few iterations; off by default).  ``relative``: each group's advantages are
-    divided by the magnitude of its mean return (so relative improvements: a workload of long
-    jobs does not outweigh one of short jobs in a mixture of settings; off by default, the
-    advantages in the return's own units, then all divided by their standard deviation)."""
+    ``epsilon`` (in [0, 1)): rollouts sample from ``(1 - epsilon) softmax(logits / temperature)
+    + epsilon uniform(valid actions)`` (exploration for a confident clone); ``hidden``: the
+    MLP's two layer widths.  ``workers``: processes the rollouts are split over
+    (:class:`~agents.rollout_pool.RolloutPool`; every rollout is the one a single process runs,
+    bit for bit, so results do not depend on it).  ``lockstep``: the rollouts side by side in
+    this process, one policy forward per step over every live rollout (:func:`run_lockstep`: the
+    same draws, but a batched forward's logits differ from a batch of one's in the last bits of
+    float32, and training runs drift apart from the default's after a few iterations; off by
+    default); with ``workers`` > 1, side by side in each worker, one share of the rollouts per
+    worker (:meth:`~agents.rollout_pool.RolloutPool.run_side_by_side`).  ``relative``: each
+    group's advantages are divided by the magnitude of its mean return (so relative
+    improvements: a workload of long jobs does not outweigh one of short jobs in a mixture of
+    settings; off by default, the advantages in the return's own units, then all divided by
+    their standard deviation)."""
 
     groups: int = 4
     group_size: int = 8
@@ -488,7 +490,9 @@ class EpisodePG:
         the network, e.g. validation episodes, :meth:`RolloutPool.map`)."""
         if self._rollouts is None:
             make_net = functools.partial(build_net, self.net.describe())
-            self._rollouts = RolloutPool(self.cfg.workers, self.env, make_net, run_episode)
+            self._rollouts = RolloutPool(
+                self.cfg.workers, self.env, make_net, run_episode, batch=run_lockstep
+            )
         return self._rollouts
 
     def close(self) -> None:
@@ -500,7 +504,7 @@ class EpisodePG:
         """One iteration's rollouts, by group: the workloads and every rollout's generator
         are drawn first, in the learner's order; then the rollouts run over ``workers``
         processes (:meth:`rollout_pool`; each the rollout one process runs) or, with
-        ``lockstep``, side by side in this process."""
+        ``lockstep``, side by side in this process (or in each worker)."""
         cfg = self.cfg
         draws: list[tuple[Any, int, list[np.random.Generator]]] = []
         for _ in range(cfg.groups):
@@ -510,13 +514,15 @@ class EpisodePG:
                 env, wseed = self.draw_workload(self.rng)
             rolls = [np.random.default_rng(self.rng.integers(2**63)) for _ in range(cfg.group_size)]
             draws.append((env, wseed, rolls))
-        if not cfg.lockstep:
+        if not cfg.lockstep or cfg.workers > 1:
             tasks = [
                 (None if env is self.env else env, wseed, r)
                 for env, wseed, rolls in draws
                 for r in rolls
             ]
-            flat = self.rollout_pool().run(self.net, tasks, cfg.temperature, self._epsilon())
+            pool = self.rollout_pool()
+            run = pool.run_side_by_side if cfg.lockstep else pool.run
+            flat = run(self.net, tasks, cfg.temperature, self._epsilon())
             n = cfg.group_size
             return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
         envs: list[Any] = []
@@ -533,9 +539,11 @@ class EpisodePG:
 
     def _replicas(self, env: Any, n: int) -> list[Any]:
         """``n`` envs like ``env`` for one group's rollouts; the copies of the learner's own
-        env are kept (one set per group of an iteration), those of a drawn env are not."""
-        if env is not self.env:
-            return replicas(env, n)
+        env are kept (one set per group of an iteration), those of a drawn env are not (and
+        the drawn env itself is not among them: a federated run draws each cluster's env for
+        several groups of one iteration)."""
+        if env is not self.env:  # copies only: a drawn env may be drawn again this iteration
+            return replicas(env, n + 1)[1:]
         pool = self._pool
         while len(pool) < n * self.cfg.groups:
             pool += replicas(env, n + 1)[1:]

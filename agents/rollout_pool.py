@@ -32,7 +32,7 @@ import torch as th
 from envs.files import die_with_parent
 from envs.sim.errors import ConfigError
 
-__all__ = ["RolloutPool", "Task"]
+__all__ = ["RolloutPool", "Task", "side_by_side_envs"]
 
 #: one rollout: its env (``None``: the learner's own env), workload seed and generator
 Task = tuple[Any | None, int, np.random.Generator]
@@ -40,17 +40,63 @@ Task = tuple[Any | None, int, np.random.Generator]
 #: ``(env, workload seed, net, rng, temperature, epsilon) -> episode``
 Runner = Callable[[Any, int, Any, np.random.Generator, float, float], Any]
 
+#: ``(envs, workload seeds, net, rngs, temperature, epsilon) -> episodes``: rollouts side by
+#: side, one forward per step over the live ones (:func:`agents.episode_pg.run_lockstep`)
+BatchRunner = Callable[..., list[Any]]
+
 _ENV: Any = None  # the worker's copy of the learner's env
 _NET: Any = None  # the worker's network (weights loaded per call)
 _RUN: Runner | None = None
+_BATCH: BatchRunner | None = None
+_COPIES: list[Any] = []  # the worker's copies of _ENV for side-by-side rollouts
 
 
-def _init(env: Any, make_net: Callable[[], Any], runner: Runner, threads: int, parent: int) -> None:
+def _init(
+    env: Any,
+    make_net: Callable[[], Any],
+    runner: Runner,
+    threads: int,
+    parent: int,
+    batch: BatchRunner | None = None,
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner's process decides
     die_with_parent(parent)  # and no worker outlives it, even a learner killed with kill -9
-    global _ENV, _NET, _RUN
+    global _ENV, _NET, _RUN, _BATCH
     th.set_num_threads(threads)
-    _ENV, _NET, _RUN = env, make_net(), runner
+    _ENV, _NET, _RUN, _BATCH = env, make_net(), runner, batch
+
+
+def side_by_side_envs(own: Any, copies: list[Any], envs: Sequence[Any | None]) -> list[Any]:
+    """One env per rollout for side-by-side rollouts: a task's env ``None`` takes the next
+    of ``copies`` (copies of ``own``, made as needed and kept); a drawn env, the same object
+    for several tasks, gives each of them a copy of it."""
+    from agents.episode_pg import replicas
+
+    while len(copies) < sum(e is None for e in envs):
+        copies.append(own.replica() if hasattr(own, "replica") else replicas(own, 2)[1])
+    out: list[Any] = []
+    used = 0
+    drawn: dict[int, list[Any]] = {}
+    for env in envs:
+        if env is None:
+            out.append(copies[used])
+            used += 1
+            continue
+        pool = drawn.get(id(env))
+        if pool is None:  # every copy this chunk needs of this env, at once
+            pool = drawn[id(env)] = replicas(env, sum(e is env for e in envs))
+        out.append(pool.pop())
+    return out
+
+
+def _run_batched(
+    state: dict[str, Any], tasks: Sequence[Task], temperature: float, epsilon: Any
+) -> list[Any]:
+    assert _BATCH is not None
+    _NET.load_state_dict(state)
+    envs = side_by_side_envs(_ENV, _COPIES, [env for env, _, _ in tasks])
+    seeds = [s for _, s, _ in tasks]
+    return _BATCH(envs, seeds, _NET, [r for _, _, r in tasks], temperature, epsilon)
 
 
 def _map(state: dict[str, Any], items: Sequence[Any], fn: Callable[[Any, Any], Any]) -> list[Any]:
@@ -74,16 +120,27 @@ class RolloutPool:
     rollouts run in this process).  ``env``: the learner's env (copied once into each
     worker); ``make_net()`` builds a network of the learner's shape in a worker (a
     picklable callable, e.g. a ``functools.partial`` of the class); ``runner`` runs one
-    rollout (a module-level function, e.g. :func:`agents.episode_pg.run_episode`); the
-    workers use this process's torch thread count."""
+    rollout (a module-level function, e.g. :func:`agents.episode_pg.run_episode`), ``batch``
+    rollouts side by side (:meth:`run_side_by_side`); each worker runs torch on one thread (a
+    batch of one never uses more; a batched forward in a forked child must not start the
+    parent's thread pool)."""
 
-    def __init__(self, workers: int, env: Any, make_net: Callable[[], Any], runner: Runner) -> None:
+    def __init__(
+        self,
+        workers: int,
+        env: Any,
+        make_net: Callable[[], Any],
+        runner: Runner,
+        batch: BatchRunner | None = None,
+    ) -> None:
         if int(workers) < 1:
             raise ConfigError(f"workers must be >= 1, got {workers}")
         self.workers = int(workers)
         self.env = env
         self.make_net = make_net
         self.runner = runner
+        self.batch = batch
+        self._copies: list[Any] = []  # the env's copies for side-by-side rollouts here
         self._pool: ProcessPoolExecutor | None = None
 
     def _executor(self) -> ProcessPoolExecutor:
@@ -94,7 +151,14 @@ class RolloutPool:
                     "fork" if "fork" in mp.get_all_start_methods() else "spawn"
                 ),
                 initializer=_init,
-                initargs=(self.env, self.make_net, self.runner, th.get_num_threads(), os.getpid()),
+                initargs=(
+                    self.env,
+                    self.make_net,
+                    self.runner,
+                    1,  # a worker is one core's share (and no OpenMP pool after a fork)
+                    os.getpid(),
+                    self.batch,
+                ),
             )
             atexit.register(self.close)
         return self._pool
@@ -117,6 +181,22 @@ class RolloutPool:
             ]
         # small chunks, queued: a worker that finishes early takes the next one
         return self._scatter(_run, net, tasks, 4 * self.workers, temperature, epsilon)
+
+    def run_side_by_side(
+        self, net: Any, tasks: Sequence[Task], temperature: float = 1.0, epsilon: Any = 0.0
+    ) -> list[Any]:
+        """The tasks' rollouts side by side in each worker (one forward per step over that
+        worker's live rollouts, ``batch``), the tasks cut into one contiguous share per
+        worker; the episodes in the tasks' order.  Each rollout draws from its own generator,
+        but a batched forward's logits differ from a batch of one's (and from another batch
+        size's) in the last bits of float32: the numbers depend on the worker count."""
+        if self.batch is None:
+            raise ConfigError("this rollout pool has no side-by-side runner (batch=)")
+        if self.workers == 1 or len(tasks) < 2:
+            envs = side_by_side_envs(self.env, self._copies, [env for env, _, _ in tasks])
+            return self.batch(envs, [s for _, s, _ in tasks], net, [r for _, _, r in tasks],
+                              temperature, epsilon)  # fmt: skip
+        return self._scatter(_run_batched, net, tasks, self.workers, temperature, epsilon)
 
     def map(self, net: Any, fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(net, item) for item in items]`` over the workers (``fn`` a module-level

@@ -10,14 +10,15 @@ Usage::
     python benchmarks/bench_train.py --a2c-increments  # DL2A2C (+agent=a2c_increments)
 
 ``--plan``: the slot-plan recipe (:class:`agents.episode_pg.EpisodePG` on
-``dlsched/ClusterPlan-v0``, ``plan_pg``'s defaults: 4 workloads x 8 rollouts per iteration,
-the DL² small setting with DL²'s bundle backlog as in ``make demo``), slot decisions per wall
-second of ``learn`` (rollouts + updates, after one warm-up iteration): the rollouts in this
-process one after the other, split over 2 worker processes (``plan_pg``'s default, the same
-numbers bit for bit), and side by side in this process (one forward per step over every live
-rollout; not bit-identical), and the env alone in the same run (random plans, one call per
-slot).  ``--a2c``: the same cells for ``+agent=a2c``'s learner (``--plan``'s with a critic,
-experience replay and job-aware exploration).
+``dlsched/ClusterPlan-v0``, ``plan_pg``'s defaults: 4 workloads x 8 rollouts per iteration, the
+DL² small setting with DL²'s bundle backlog as in ``make demo``), slot decisions per wall second
+of ``learn`` (rollouts + updates, after one warm-up iteration): the rollouts in this process one
+after the other, split over 2 worker processes (``plan_pg``'s default, the same numbers bit for
+bit), side by side in this process (one forward per step over every live rollout; not
+bit-identical), side by side in each of 2 workers (``agent.plan.lockstep=true``), and the env
+alone in the same run (random plans, one call per slot).  ``--a2c``: the same cells for
+``+agent=a2c``'s learner (``--plan``'s with a critic, experience replay and job-aware
+exploration).
 
 Each cell builds the group learner (:class:`agents.group.GroupPPO`, the ``gppo`` agent's
 defaults: groups of 4 rollouts of one workload, a quarter of the decisions trained on, two PPO
@@ -146,6 +147,7 @@ PLAN_CELLS = (
     ("one process", 1, False),
     ("2 workers", 2, False),
     ("lockstep", 1, True),
+    ("2 x lockstep", 2, True),
 )
 
 

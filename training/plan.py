@@ -32,6 +32,7 @@ rollout workers are stopped however the run ends.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -109,8 +110,20 @@ def check_plan_config(cfg: TrainConfig) -> None:
             f"env.reward={'|'.join(sorted(JCT_RETURN))} (got {cfg.env.reward!r}; DL²'s reward "
             "returns the number of jobs whatever the policy)"
         )
+    if cfg.federated.mode == "ray":
+        raise ConfigError(
+            f"federated=ray is not available to the plan learners (agent.algo="
+            f"{cfg.agent.algo}); federated=local trains one policy over the clusters, their "
+            "rollouts spread over agent.plan.workers processes"
+        )
+    if cfg.federated.mode == "local" and (
+        cfg.mixture.enabled or cfg.eval.settings or cfg.eval.windows
+    ):
+        raise ConfigError(
+            "federated=local draws each group's workload from its clusters and validates on "
+            "them: leave mixture, eval.settings and eval.windows at their defaults"
+        )
     unsupported = {
-        "federated.mode": cfg.federated.mode != "none",
         "resume": bool(cfg.resume),
         "pretrain.on_mixture": bool(cfg.pretrain.on_mixture),
     }
@@ -215,6 +228,63 @@ def _validation_windows(cfg: TrainConfig) -> tuple[list[tuple[ClusterEnv, int]],
     return pairs, [sc.label for sc in scenarios]
 
 
+def federated_clusters(cfg: TrainConfig, env: PlanEnv, arch: str) -> list[PlanEnv]:
+    """``federated=local``'s clusters, one plan env each (``env``'s plans, the run's
+    ``env.reward``: the learner minimises one objective everywhere); a cluster whose
+    observation the network cannot read (the flat MLP: another window or feature set; the
+    set network: another row) is a :class:`ConfigError` listing every cluster's layout."""
+    from agents.federated import cluster_configs  # (the clusters' list and its checks)
+
+    configs, _ = cluster_configs(cfg.federated)
+    # one objective: every cluster runs the run's env.reward (a JCT return, checked above)
+    configs = [dataclasses.replace(c, reward=cfg.env.reward) for c in configs]
+    envs = [PlanEnv(config=c, plans=env.plans) for c in configs]
+    G = len(GLOBAL_FEATURES)
+
+    def layout(e: PlanEnv) -> int:
+        return e.obs_size if arch == "mlp" else (e.obs_size - G) // e.inner.J
+
+    if len({layout(e) for e in [env, *envs]}) > 1:
+        what = "observation size" if arch == "mlp" else "job-row width"
+        listed = ", ".join(
+            f"clusters[{i}] ({c.setting}, J={e.inner.J}): {layout(e)}"
+            for i, (c, e) in enumerate(zip(configs, envs, strict=True))
+        )
+        raise ConfigError(
+            f"federated clusters must share the network's {what}: env ({cfg.env.setting}): "
+            f"{layout(env)}, {listed}"
+            + ("; agent.plan.arch=set reads any window" if arch == "mlp" else "")
+        )
+    return envs
+
+
+def _cluster_draw(
+    clusters: Sequence[PlanEnv],
+) -> Callable[[np.random.Generator], tuple[PlanEnv, int]]:
+    """``rng -> (cluster env, seed)``, the clusters in turn (an iteration of ``groups x
+    len(clusters)`` groups gives each cluster ``groups``)."""
+    turn = [0]
+
+    def draw(rng: np.random.Generator) -> tuple[PlanEnv, int]:
+        env = clusters[turn[0] % len(clusters)]
+        turn[0] += 1
+        return env, int(rng.integers(10_000, 2**31))
+
+    return draw
+
+
+def _per_cluster(
+    net: PolicyNet, clusters: Sequence[PlanEnv], seeds: list[int], deterministic: bool,
+    sample_seed: int,
+) -> list[float]:  # fmt: skip
+    """The policy's avg JCT on each cluster's validation workloads."""
+    out = []
+    for c in clusters:
+        m = validate_plan(net, c, seeds, deterministic=deterministic, sample_seed=sample_seed)
+        out.append(float(m["avg_jct"]))
+    return out
+
+
 def _validation_settings(cfg: TrainConfig) -> list[tuple[ClusterEnv, int]]:
     """``eval.settings``' validation workloads: per setting, ``eval.seeds`` in an env of the
     run's env config with that setting."""
@@ -251,6 +321,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     plans = [str(x) for x in p.plans] or None
     env, val = PlanEnv(config=cfg.env, plans=plans), PlanEnv(config=cfg.env, plans=plans)
     net = plan_net(p.arch, env, p.hidden)
+    clusters = federated_clusters(cfg, env, p.arch) if cfg.federated.mode == "local" else []
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "plans": list(env.labels)}
     bc_losses: list[float] = []
     if cfg.pretrain.enabled:
@@ -270,7 +341,14 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     if windows:
         summary["validation_windows"] = window_labels
     best_per_workload: list[float] | None = None
-    if ev.settings:  # more settings; the best checkpoint chosen on the ratio to the best
+    cluster_runs: dict[str, list[float]] = {}
+    if clusters:  # validation on every cluster; the best checkpoint on the ratio to the best
+        val = PlanEnv(env=clusters[0].inner.replica(), plans=env.plans)
+        windows = [(c.inner, s) for c in clusters[1:] for s in seeds_val]
+        cluster_runs = _baseline_runs(names, [(val.inner, s) for s in seeds_val] + windows)
+        best_per_workload = [min(v) for v in zip(*cluster_runs.values(), strict=True)]
+        baselines = {b: float(np.mean(v)) for b, v in cluster_runs.items()}
+    elif ev.settings:  # more settings; the best checkpoint chosen on the ratio to the best
         windows += _validation_settings(cfg)
         runs = _baseline_runs(names, [(val.inner, s) for s in seeds_val] + windows)
         best_per_workload = [min(v) for v in zip(*runs.values(), strict=True)]
@@ -286,16 +364,26 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
     log = EpisodeLog(out, baselines, tag=agent.name, scored=best_per_workload is not None)
     log.pretrain(bc_losses)
-    pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups, group_size=p.group_size,
+    # federated: each iteration takes agent.plan.groups groups from every cluster
+    pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups * max(len(clusters), 1),
+                             group_size=p.group_size,
                              epsilon=p.epsilon, lr=agent.learning_rate,
                              ent_coef=agent.ent_coef, hidden=p.hidden,
-                             workers=p.workers, relative=bool(p.relative))  # fmt: skip
+                             workers=p.workers, relative=bool(p.relative),
+                             lockstep=bool(p.lockstep))  # fmt: skip
     build = learner(agent.algo).build  # plan_pg: EpisodePG; plan_a2c: its builder
     pg: EpisodePG = (
         EpisodePG(env, net, pg_cfg) if build is None else resolve(build)(agent, env, net, pg_cfg)
     )
     if cfg.pretrain.enabled:  # the clone, frozen: each iteration's KL to it (no random draw)
         pg.reference = copy.deepcopy(net).requires_grad_(False)
+    clone_per_cluster = (
+        _per_cluster(net, clusters, seeds_val, bool(ev.deterministic), ev.sample_seed)
+        if clusters and cfg.pretrain.enabled
+        else None
+    )
+    if clusters:
+        pg.draw_workload = _cluster_draw(clusters)
     if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
         pg.draw_workload = _mixture_draw(Mixture(cfg.mixture, cfg.env), cfg.env, env)
         summary["mixture"] = asdict(cfg.mixture)
@@ -320,6 +408,25 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     )
     if cfg.pretrain.enabled:  # iteration 0 is the clone: its figure in train.py's table
         fields["clone_avg_jct"] = float(fields["initial"]["avg_jct"])
+    if clusters:  # per cluster: the clone, the final and best policies, each heuristic
+        from agents.episode_pg import load_episode_pg
+
+        best_net, _ = load_episode_pg(out / "checkpoints" / "best" / "policy.npz")
+        n = len(seeds_val)
+        final = _per_cluster(net, clusters, seeds_val, bool(ev.deterministic), ev.sample_seed)
+        best = _per_cluster(best_net, clusters, seeds_val, bool(ev.deterministic), ev.sample_seed)
+        fields["clusters"] = [
+            {
+                "env": c.config.as_dict() if c.config is not None else None,
+                "final_avg_jct": final[i],
+                "best_avg_jct": best[i],
+                **({"clone_avg_jct": clone_per_cluster[i]} if clone_per_cluster else {}),
+                "baselines_avg_jct": {
+                    b: float(np.mean(v[i * n : (i + 1) * n])) for b, v in cluster_runs.items()
+                },
+            }
+            for i, c in enumerate(clusters)
+        ]
     summary.update(
         {
             **fields,

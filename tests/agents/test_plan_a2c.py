@@ -199,3 +199,87 @@ def test_train_a2c_refuses_a_replay_longer_than_the_run(tmp_path) -> None:
 
     err = train_refusal([*_TINY_A2C, "agent.a2c.replay=3"], tmp_path)
     assert "agent.a2c.replay=3 iterations is not less than the run's 3 iterations" in err
+
+
+# ---------------------------------------------------------------- federated=local
+_CLUSTERS = (
+    "federated.clusters=[{env:{setting:tiny}},"
+    "{env:{setting:tiny,overrides:{num_nodes:3},arrival:poisson}}]"
+)
+
+
+def test_federated_local_trains_one_policy_and_reports_every_cluster(tmp_path) -> None:
+    """One global policy over two clusters of different sizes: each iteration takes
+    ``groups`` groups from each, validation runs on both, and the summary and table give each
+    cluster's clone, learned policy and heuristics (the heuristics' figures are those of the
+    cluster's own env, run apart here)."""
+    from tests.cli import run_script
+    from training.baselines import baseline_jcts
+
+    proc = run_script(
+        "train.py", *_TINY_A2C, "federated=local", "env=tiny", _CLUSTERS, "agent.plan.workers=2",
+        f"hydra.run.dir={tmp_path}",
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    clusters = summary["clusters"]
+    assert len(clusters) == 2
+    small = EnvConfig(setting="tiny", reward="jct", arrival="poisson", overrides={"num_nodes": 3})
+    for c, env in zip(clusters, (EnvConfig(setting="tiny", reward="jct"), small), strict=True):
+        assert c["env"]["reward"] == "jct"  # the run's objective on every cluster
+        want = baseline_jcts(["drf", "esrtf_load"], env, [100])
+        assert c["baselines_avg_jct"] == pytest.approx(want, rel=1e-12)
+        assert {"clone_avg_jct", "final_avg_jct", "best_avg_jct"} <= set(c)
+    # the validation mean is the mean over both clusters' workloads
+    both = [c["baselines_avg_jct"]["drf"] for c in clusters]
+    assert summary["baselines_avg_jct"]["drf"] == pytest.approx(np.mean(both))
+    assert "Per cluster (one global policy):" in proc.stdout
+    assert summary["best_score"] > 0
+
+
+def test_the_federated_draw_takes_the_clusters_in_turn() -> None:
+    from training.plan import _cluster_draw
+
+    envs = [PlanEnv(config=TINY), PlanEnv(config=TINY)]
+    draw = _cluster_draw(envs)
+    rng = np.random.default_rng(0)
+    got = [draw(rng) for _ in range(6)]
+    assert [e is envs[i % 2] for i, (e, _) in enumerate(got)] == [True] * 6
+    assert all(10_000 <= s < 2**31 for _, s in got)
+
+
+@pytest.mark.parametrize(
+    ("extra", "msg"),
+    [
+        (["federated=ray"], "federated=ray is not available to the plan learners"),
+        (
+            [
+                "federated=local",
+                "federated.clusters=[{env:{setting:tiny}},{env:{setting:small}}]",
+            ],
+            "federated clusters must share the network's observation size",
+        ),
+        (["federated=local", _CLUSTERS, "eval.windows=2"], "leave mixture, eval.settings"),
+    ],
+)
+def test_federated_settings_the_plan_learners_cannot_use_are_refused(
+    tmp_path, extra: list[str], msg: str
+) -> None:
+    from tests.cli import train_refusal
+
+    err = train_refusal([*_TINY_A2C, *extra, "env=tiny"], tmp_path)
+    assert msg in err
+
+
+def test_the_set_network_trains_over_clusters_of_different_windows(tmp_path) -> None:
+    from tests.cli import run_script
+
+    proc = run_script(
+        "train.py", *_TINY_A2C, "federated=local", "env=tiny", "agent.plan.arch=set",
+        "agent.plan.iterations=2", "agent.a2c.replay=1",
+        "federated.clusters=[{env:{setting:tiny}},{env:{setting:tiny,overrides:{J:6}}}]",
+        f"hydra.run.dir={tmp_path}",
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [c["env"]["overrides"] for c in summary["clusters"]] == [{}, {"J": 6}]

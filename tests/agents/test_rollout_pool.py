@@ -118,3 +118,47 @@ def test_close_leaves_no_worker_running() -> None:
     pg.close()
     pg.close()  # idempotent
     assert not ({p.pid for p in mp.active_children()} & started)
+
+
+def test_side_by_side_in_workers_is_each_shares_lockstep_bit_for_bit() -> None:
+    """``lockstep`` with 2 workers: each worker runs its contiguous half side by side; every
+    episode equals the one :func:`run_lockstep` gives for that half in this process (the same
+    batch, the same generators), and the draws equal the one-process rollouts'."""
+    pg = _learner(2, lockstep=True)
+    try:
+        side = pg.collect()
+    finally:
+        pg.close()
+    ref = _learner(1)
+    rng = np.random.default_rng([4, 1])  # the learner's generator: the same draws, in order
+    tasks = []
+    for _ in range(2):
+        seed = int(rng.integers(10_000, 2**31))
+        tasks += [(seed, np.random.default_rng(rng.integers(2**63))) for _ in range(3)]
+    halves = [tasks[:3], tasks[3:]]
+    want = []
+    threads = th.get_num_threads()
+    th.set_num_threads(1)  # as the workers run
+    try:
+        for half in halves:
+            envs = replicas(PlanEnv(config=CONFIG), len(half))
+            want += run_lockstep(envs, [s for s, _ in half], ref.net, [r for _, r in half])
+    finally:
+        th.set_num_threads(threads)
+    got = [e for g in side for e in g]
+    assert [_key(e) for e in got] == [_key(e) for e in want]
+    one = [e for g in _learner(1).collect() for e in g]
+    assert [e.actions for e in got] == [e.actions for e in one]
+
+
+def test_side_by_side_envs_are_one_per_rollout_and_kept() -> None:
+    from agents.rollout_pool import side_by_side_envs
+
+    own, drawn = PlanEnv(config=CONFIG), PlanEnv(config=CONFIG)
+    copies: list[object] = []
+    envs = side_by_side_envs(own, copies, [None, drawn, None, drawn])
+    assert len({id(e) for e in envs}) == 4 and len(copies) == 2
+    assert envs[0] is copies[0] and envs[2] is copies[1]
+    assert drawn in (envs[1], envs[3]) or all(e is not drawn for e in envs)
+    again = side_by_side_envs(own, copies, [None])
+    assert again[0] is copies[0] and len(copies) == 2
