@@ -1,10 +1,12 @@
 """``python train.py +agent=a2c``: RL fine-tuning of a DL²-style scheduler (Hydra).
 
-Agents: ``a2c`` (DL²'s actor-critic), ``reinforce``, ``ppo``, ``maskable_ppo``, ``gppo`` (the
-group learner), ``plan_pg`` (one action per slot picks its allocator: training/plan.py);
+Agents: ``a2c`` (DL²'s recipe: clone, then an actor-critic with a critic, job-aware exploration
+and replay, over the slot's plan: agents/plan_a2c.py), ``a2c_increments`` (DL²'s actor-critic
+in per-increment actions, SB3), ``reinforce``, ``ppo``, ``maskable_ppo``, ``gppo`` (the group
+learner), ``plan_pg`` (one action per slot picks its allocator: training/plan.py);
 groups ``env``, ``pretrain``, ``eval``, ``federated`` (see ``conf/train.yaml``).  Each run writes
 ``runs/<time>_train_<agent>/``: ``run.json``, TensorBoard events (``tb/``), the learning curve,
-checkpoints and ``summary.json``.  ``-m`` sweeps, e.g. ``python train.py -m +agent=a2c,ppo
+checkpoints and ``summary.json``.  ``-m`` sweeps, e.g. ``python train.py -m +agent=a2c,plan_pg
 seed=0,1``, and then write one table of every job (``sweep.md`` and ``sweep.csv`` in the sweep
 directory: :mod:`training.sweep`).
 
