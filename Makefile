@@ -27,12 +27,13 @@ lint: setup
 bench:
 	$(VPY) benchmarks/bench_sim.py
 
-# The main job: the best recipe on DL2's small setting with DL2's bundle backlog, about 1.5 min:
-# one action per slot picks the allocator that plans it (dlsched/ClusterPlan-v0); clone
-# EfficientSRTF's plan, then 24 iterations of the episode policy gradient on the JCT reward.
+# The main job: DL2's recipe, train.py +agent=a2c with its defaults (conf/agent/a2c.yaml), on
+# DL2's small setting with DL2's bundle backlog, under 2 min: one action per slot picks the
+# allocator that plans it (dlsched/ClusterPlan-v0 over Cluster-v0); clone EfficientSRTF's plan,
+# then 40 iterations of the actor-critic (critic, job-aware exploration, replay) on the JCT
+# reward; the final table holds every registered heuristic.
 demo: setup
-	$(VPY) train.py +agent=plan_pg env=small env.backlog=bundle env.reward=jct pretrain=esrtf \
-	    eval.deterministic=true agent.plan.val_every=2
+	$(VPY) train.py +agent=a2c
 
 evaluate: setup
 	$(VPY) evaluate.py

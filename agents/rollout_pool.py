@@ -19,6 +19,7 @@ travels with its rollouts.
 from __future__ import annotations
 
 import atexit
+import copy
 import multiprocessing as mp
 import os
 import signal
@@ -66,14 +67,18 @@ def _init(
     _ENV, _NET, _RUN, _BATCH = env, make_net(), runner, batch
 
 
+def _copy(env: Any) -> Any:
+    """An independent copy of ``env`` (its ``replica()``, else a deep copy)."""
+    make = getattr(env, "replica", None)
+    return make() if make is not None else copy.deepcopy(env)
+
+
 def side_by_side_envs(own: Any, copies: list[Any], envs: Sequence[Any | None]) -> list[Any]:
     """One env per rollout for side-by-side rollouts: a task's env ``None`` takes the next
     of ``copies`` (copies of ``own``, made as needed and kept); a drawn env, the same object
     for several tasks, gives each of them a copy of it."""
-    from agents.episode_pg import replicas
-
     while len(copies) < sum(e is None for e in envs):
-        copies.append(own.replica() if hasattr(own, "replica") else replicas(own, 2)[1])
+        copies.append(_copy(own))
     out: list[Any] = []
     used = 0
     drawn: dict[int, list[Any]] = {}
@@ -83,8 +88,9 @@ def side_by_side_envs(own: Any, copies: list[Any], envs: Sequence[Any | None]) -
             used += 1
             continue
         pool = drawn.get(id(env))
-        if pool is None:  # every copy this chunk needs of this env, at once
-            pool = drawn[id(env)] = replicas(env, sum(e is env for e in envs))
+        if pool is None:  # every copy this chunk needs of this env, at once (and the env)
+            n = sum(e is env for e in envs)
+            pool = drawn[id(env)] = [env] + [_copy(env) for _ in range(n - 1)]
         out.append(pool.pop())
     return out
 
