@@ -48,7 +48,8 @@ class PlanPGConfig:
     bit, unless ``lockstep``: then each worker runs its share of the rollouts side by side, one
     batched forward per step, and the numbers depend on the count; the update stays on
     ``torch_threads``: on 2 threads its float sums differ in the last bits and a run drifts from
-    the 1-thread run after ~20 iterations)."""
+    the 1-thread run after ~20 iterations); ``epochs``: PPO passes over each iteration's
+    decisions."""
 
     iterations: int = 24
     groups: int = 4
@@ -63,6 +64,7 @@ class PlanPGConfig:
     plans: list[str] = field(default_factory=list)
     workers: int = 2
     lockstep: bool = False
+    epochs: int = 4
 
 
 @dataclass

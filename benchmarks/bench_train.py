@@ -98,15 +98,20 @@ def train_rate(config: EnvConfig, n_envs: int, arch: str, iterations: int) -> di
 
 def plan_rates(iterations: int, env_episodes: int, a2c: bool = False) -> dict[str, Any]:
     """The plan recipe's training rates (decisions = slots) and the env alone's; ``a2c``:
-    ``+agent=a2c``'s learner (:class:`agents.plan_a2c.PlanA2C` with its critic, replay and
-    job-aware exploration at ``agent.a2c``'s defaults) instead of EpisodePG."""
+    ``+agent=a2c``'s learner with ``train.py +agent=a2c``'s composed config (its plans, PPO
+    epochs and ``agent.a2c``: :class:`agents.plan_a2c.PlanA2C` with its critic, replay and
+    job-aware exploration) instead of EpisodePG at ``plan_pg``'s defaults."""
     from agents.config import AgentConfig
     from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP
     from agents.plan_a2c import build_plan_a2c
     from envs.gym.plan_env import PlanEnv
 
     config = {"setting": "small", "reward": "jct", "backlog": "bundle"}
-    env = PlanEnv(config=config)
+    agent, plans, epochs = AgentConfig(), None, 4
+    if a2c:  # the agent as train.py +agent=a2c composes it
+        agent = _composed_agent("a2c")
+        plans, epochs = [str(x) for x in agent.plan.plans] or None, int(agent.plan.epochs)
+    env = PlanEnv(config=config, plans=plans)
     picks = np.random.default_rng(0)
     env.reset(seed=0)
     slots = 0
@@ -122,8 +127,8 @@ def plan_rates(iterations: int, env_episodes: int, a2c: bool = False) -> dict[st
     for key, workers, lockstep in PLAN_CELLS:
         th.manual_seed(0)
         net = MaskedMLP(env.obs_size, env.K, 128)
-        cfg = EpisodePGConfig(seed=0, workers=workers, lockstep=lockstep)
-        pg = build_plan_a2c(AgentConfig(), env, net, cfg) if a2c else EpisodePG(env, net, cfg)
+        cfg = EpisodePGConfig(seed=0, workers=workers, lockstep=lockstep, epochs=epochs)
+        pg = build_plan_a2c(agent, env, net, cfg) if a2c else EpisodePG(env, net, cfg)
         decisions = 0
 
         def count(_i: int, st: dict[str, float]) -> None:
@@ -140,6 +145,22 @@ def plan_rates(iterations: int, env_episodes: int, a2c: bool = False) -> dict[st
         out[key] = {"decisions": decisions, "wall_s": round(wall, 2),
                     "decisions_per_s": round(decisions / wall)}  # fmt: skip
     return out
+
+
+def _composed_agent(name: str) -> Any:
+    """``agent`` of ``train.py +agent=<name>``'s config (conf/, composed by Hydra)."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from training.config import register_configs
+
+    register_configs()
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(str(conf), version_base="1.3"):
+        cfg = compose("train", overrides=[f"+agent={name}"])
+    return OmegaConf.to_object(cfg).agent
 
 
 #: the plan recipe's cells: (label, rollout worker processes, side by side)

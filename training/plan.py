@@ -84,7 +84,7 @@ __all__ = ["check_plan_config", "train_plan", "validate_plan"]
 def check_plan_config(cfg: TrainConfig) -> None:
     """Clear errors for what ``plan_pg`` does not take or cannot use."""
     p: PlanPGConfig = cfg.agent.plan
-    for key in ("iterations", "groups", "val_every", "bc_epochs", "hidden", "workers"):
+    for key in ("iterations", "groups", "val_every", "bc_epochs", "hidden", "workers", "epochs"):
         if int(getattr(p, key)) < 1:
             raise ConfigError(f"agent.plan.{key} must be >= 1, got {getattr(p, key)}")
     if p.arch not in PLAN_ARCHS:
@@ -370,7 +370,7 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
                              epsilon=p.epsilon, lr=agent.learning_rate,
                              ent_coef=agent.ent_coef, hidden=p.hidden,
                              workers=p.workers, relative=bool(p.relative),
-                             lockstep=bool(p.lockstep))  # fmt: skip
+                             lockstep=bool(p.lockstep), epochs=int(p.epochs))  # fmt: skip
     build = learner(agent.algo).build  # plan_pg: EpisodePG; plan_a2c: its builder
     pg: EpisodePG = (
         EpisodePG(env, net, pg_cfg) if build is None else resolve(build)(agent, env, net, pg_cfg)
