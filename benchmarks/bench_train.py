@@ -154,13 +154,15 @@ def _composed_agent(name: str) -> Any:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from training.config import register_configs
+    from training.config import TrainConfig, register_configs
 
     register_configs()
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(str(conf), version_base="1.3"):
         cfg = compose("train", overrides=[f"+agent={name}"])
-    return OmegaConf.to_object(cfg).agent
+    obj = OmegaConf.to_object(cfg)
+    assert isinstance(obj, TrainConfig)
+    return obj.agent
 
 
 #: the plan recipe's cells: (label, rollout worker processes, side by side)
