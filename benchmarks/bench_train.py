@@ -107,10 +107,11 @@ def plan_rates(iterations: int, env_episodes: int, a2c: bool = False) -> dict[st
     from envs.gym.plan_env import PlanEnv
 
     config = {"setting": "small", "reward": "jct", "backlog": "bundle"}
-    agent, plans, epochs = AgentConfig(), None, 4
+    agent, plans, epochs, hidden = AgentConfig(), None, 4, 128
     if a2c:  # the agent as train.py +agent=a2c composes it
         agent = _composed_agent("a2c")
         plans, epochs = [str(x) for x in agent.plan.plans] or None, int(agent.plan.epochs)
+        hidden = int(agent.plan.hidden)
     env = PlanEnv(config=config, plans=plans)
     picks = np.random.default_rng(0)
     env.reset(seed=0)
@@ -126,7 +127,7 @@ def plan_rates(iterations: int, env_episodes: int, a2c: bool = False) -> dict[st
     out: dict[str, Any] = {"env_alone_slots_per_s": round(slots / (time.perf_counter() - t0))}
     for key, workers, lockstep in PLAN_CELLS:
         th.manual_seed(0)
-        net = MaskedMLP(env.obs_size, env.K, 128)
+        net = MaskedMLP(env.obs_size, env.K, hidden)
         cfg = EpisodePGConfig(seed=0, workers=workers, lockstep=lockstep, epochs=epochs)
         pg = build_plan_a2c(agent, env, net, cfg) if a2c else EpisodePG(env, net, cfg)
         decisions = 0
