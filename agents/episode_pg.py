@@ -22,7 +22,6 @@ network is saved with the env layout it needs in one ``.npz`` (:func:`save_episo
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import math
@@ -40,7 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.baselines import group_advantages
-from agents.rollout_pool import RolloutPool
+from agents.rollout_pool import RolloutPool, replicas
 from agents.set_plan import SetPlanNet
 from envs.files import atomic_path
 from envs.sim.errors import ConfigError
@@ -325,13 +324,6 @@ def run_episode(
             return ep
 
 
-def replicas(env: Any, n: int) -> list[Any]:
-    """``env`` and ``n - 1`` independent copies of it (``env.replica()`` where the env has
-    one, else a deep copy): episodes reset with the same seed run the same in each."""
-    make = getattr(env, "replica", None)
-    return [env] + [make() if make is not None else copy.deepcopy(env) for _ in range(n - 1)]
-
-
 def run_lockstep(
     envs: Sequence[Any],
     workload_seeds: Sequence[int],
@@ -473,8 +465,6 @@ class EpisodePG:
         #: ``rng -> (env, workload seed)`` for each group (e.g. a workload mixture's scenario in
         #: its own env); ``None``: ``env`` with a seed drawn from [10,000, 2^31)
         self.draw_workload: Callable[[np.random.Generator], tuple[Any, int]] | None = None
-        self._pool: list[Any] = []  # copies of env for the side-by-side rollouts
-        self._pool_used = 0
         self._rollouts: RolloutPool | None = None  # the processes of config.workers
         #: a frozen policy (e.g. the behaviour clone before RL): when set, each update's
         #: stats also hold ``kl_to_reference``, the mean KL(net || reference) over the
@@ -504,7 +494,8 @@ class EpisodePG:
         """One iteration's rollouts, by group: the workloads and every rollout's generator
         are drawn first, in the learner's order; then the rollouts run over ``workers``
         processes (:meth:`rollout_pool`; each the rollout one process runs) or, with
-        ``lockstep``, side by side in this process (or in each worker)."""
+        ``lockstep``, side by side in this process or, with several workers, in each
+        (:meth:`RolloutPool.run_side_by_side`, which keeps the env copies it needs)."""
         cfg = self.cfg
         draws: list[tuple[Any, int, list[np.random.Generator]]] = []
         for _ in range(cfg.groups):
@@ -514,42 +505,19 @@ class EpisodePG:
                 env, wseed = self.draw_workload(self.rng)
             rolls = [np.random.default_rng(self.rng.integers(2**63)) for _ in range(cfg.group_size)]
             draws.append((env, wseed, rolls))
-        if not cfg.lockstep or cfg.workers > 1:
-            tasks = [
-                (None if env is self.env else env, wseed, r)
-                for env, wseed, rolls in draws
-                for r in rolls
-            ]
-            pool = self.rollout_pool()
-            run = pool.run_side_by_side if cfg.lockstep else pool.run
-            flat = run(self.net, tasks, cfg.temperature, self._epsilon())
-            n = cfg.group_size
-            return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
-        envs: list[Any] = []
-        for env, _, _ in draws:
-            envs += self._replicas(env, cfg.group_size)
-        seeds = [wseed for _, wseed, _ in draws for _ in range(cfg.group_size)]
-        rngs = [r for _, _, rolls in draws for r in rolls]
-        flat = run_lockstep(envs, seeds, self.net, rngs, cfg.temperature, self._epsilon())
+        tasks = [
+            (None if env is self.env else env, wseed, r)
+            for env, wseed, rolls in draws
+            for r in rolls
+        ]
+        pool = self.rollout_pool()
+        run = pool.run_side_by_side if cfg.lockstep else pool.run
+        flat = run(self.net, tasks, cfg.temperature, self._epsilon())
         n = cfg.group_size
         return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
 
     def _epsilon(self) -> Epsilon:
         return self.cfg.epsilon if self.explore is None else self.explore
-
-    def _replicas(self, env: Any, n: int) -> list[Any]:
-        """``n`` envs like ``env`` for one group's rollouts; the copies of the learner's own
-        env are kept (one set per group of an iteration), those of a drawn env are not (and
-        the drawn env itself is not among them: a federated run draws each cluster's env for
-        several groups of one iteration)."""
-        if env is not self.env:  # copies only: a drawn env may be drawn again this iteration
-            return replicas(env, n + 1)[1:]
-        pool = self._pool
-        while len(pool) < n * self.cfg.groups:
-            pool += replicas(env, n + 1)[1:]
-        start = self._pool_used
-        self._pool_used = (start + n) % (n * self.cfg.groups)
-        return pool[start : start + n]
 
     def samples(self, groups: list[list[Episode]]) -> Samples:
         """The iteration's decisions with their advantages before normalisation (the

@@ -83,10 +83,8 @@ def starved_job_exploration(cfg: PlanA2CConfig, env: Any) -> StarvedJobExplorati
     """``cfg``'s job-aware exploration for plan env ``env`` (``None`` when ``explore`` is 0)."""
     if cfg.explore <= 0:
         return None
-    G = len(GLOBAL_FEATURES)
-    width = (env.obs_size - G) // env.inner.J
-    return StarvedJobExploration(float(cfg.explore), width, int(env.inner.L), G,
-                                 stay=float(cfg.starve_stay))  # fmt: skip
+    return StarvedJobExploration(float(cfg.explore), env.row_width, int(env.inner.L),
+                                 len(GLOBAL_FEATURES), stay=float(cfg.starve_stay))  # fmt: skip
 
 
 def build_plan_a2c(agent: Any, env: Any, net: PolicyNet, config: EpisodePGConfig) -> PlanA2C:
@@ -122,7 +120,7 @@ class PlanA2C(EpisodePG):
 
     def _replayed(self, n: int) -> Samples | None:
         """``n`` decisions drawn uniformly from the buffer (``None``: nothing to replay)."""
-        pool = [s for s in self.buffer]
+        pool = list(self.buffer)
         total = sum(len(s.acts) for s in pool)
         if n < 1 or total == 0:
             return None

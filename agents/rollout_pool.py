@@ -33,7 +33,7 @@ import torch as th
 from envs.files import die_with_parent
 from envs.sim.errors import ConfigError
 
-__all__ = ["RolloutPool", "Task", "side_by_side_envs"]
+__all__ = ["RolloutPool", "Task", "replicas", "side_by_side_envs"]
 
 #: one rollout: its env (``None``: the learner's own env), workload seed and generator
 Task = tuple[Any | None, int, np.random.Generator]
@@ -67,18 +67,20 @@ def _init(
     _ENV, _NET, _RUN, _BATCH = env, make_net(), runner, batch
 
 
-def _copy(env: Any) -> Any:
-    """An independent copy of ``env`` (its ``replica()``, else a deep copy)."""
+def replicas(env: Any, n: int) -> list[Any]:
+    """``env`` and ``n - 1`` independent copies of it (``env.replica()`` where the env has
+    one, else a deep copy): episodes reset with the same seed run the same in each."""
     make = getattr(env, "replica", None)
-    return make() if make is not None else copy.deepcopy(env)
+    return [env] + [make() if make is not None else copy.deepcopy(env) for _ in range(n - 1)]
 
 
 def side_by_side_envs(own: Any, copies: list[Any], envs: Sequence[Any | None]) -> list[Any]:
     """One env per rollout for side-by-side rollouts: a task's env ``None`` takes the next
     of ``copies`` (copies of ``own``, made as needed and kept); a drawn env, the same object
     for several tasks, gives each of them a copy of it."""
-    while len(copies) < sum(e is None for e in envs):
-        copies.append(_copy(own))
+    need = sum(e is None for e in envs)
+    if len(copies) < need:
+        copies += replicas(own, need - len(copies) + 1)[1:]
     out: list[Any] = []
     used = 0
     drawn: dict[int, list[Any]] = {}
@@ -89,8 +91,7 @@ def side_by_side_envs(own: Any, copies: list[Any], envs: Sequence[Any | None]) -
             continue
         pool = drawn.get(id(env))
         if pool is None:  # every copy this chunk needs of this env, at once (and the env)
-            n = sum(e is env for e in envs)
-            pool = drawn[id(env)] = [env] + [_copy(env) for _ in range(n - 1)]
+            pool = drawn[id(env)] = replicas(env, sum(e is env for e in envs))
         out.append(pool.pop())
     return out
 

@@ -100,7 +100,7 @@ def check_plan_config(cfg: TrainConfig) -> None:
                 "agent.plan.arch=set"
             )
     plan_specs([str(x) for x in p.plans] or None)
-    if learner(cfg.agent.algo).build is not None:  # plan_a2c's critic, replay, exploration
+    if "a2c" in learner(cfg.agent.algo).keys:  # plan_a2c's critic, replay, exploration
         cfg.agent.a2c.check(int(p.iterations))
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
@@ -151,9 +151,7 @@ def plan_net(arch: str, env: PlanEnv, hidden: int) -> PolicyNet:
     """The plan network ``arch`` for ``env``'s observations and plans: the flat MLP of its
     observation size, or the set network of its job rows (any window)."""
     if arch == "set":
-        G = len(GLOBAL_FEATURES)
-        row_width = (env.obs_size - G) // env.inner.J
-        return SetPlanNet(row_width, G, env.K, hidden)
+        return SetPlanNet(env.row_width, len(GLOBAL_FEATURES), env.K, hidden)
     return MaskedMLP(env.obs_size, env.K, hidden)
 
 
@@ -239,10 +237,9 @@ def federated_clusters(cfg: TrainConfig, env: PlanEnv, arch: str) -> list[PlanEn
     # one objective: every cluster runs the run's env.reward (a JCT return, checked above)
     configs = [dataclasses.replace(c, reward=cfg.env.reward) for c in configs]
     envs = [PlanEnv(config=c, plans=env.plans) for c in configs]
-    G = len(GLOBAL_FEATURES)
 
     def layout(e: PlanEnv) -> int:
-        return e.obs_size if arch == "mlp" else (e.obs_size - G) // e.inner.J
+        return e.obs_size if arch == "mlp" else e.row_width
 
     if len({layout(e) for e in [env, *envs]}) > 1:
         what = "observation size" if arch == "mlp" else "job-row width"
@@ -431,7 +428,8 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
         {
             **fields,
             "best_checkpoint": str(out / "checkpoints" / "best"),
-            "agent_config": asdict(p) | ({"a2c": asdict(agent.a2c)} if build is not None else {}),
+            "agent_config": asdict(p)
+            | ({"a2c": asdict(agent.a2c)} if "a2c" in learner(agent.algo).keys else {}),
         }
     )
     write_json(out / "summary.json", summary)
@@ -453,7 +451,7 @@ def _hparams(cfg: TrainConfig) -> dict[str, float | int | str | bool]:
         "mixture": bool(cfg.mixture.enabled),
     }
     blocks = {"plan": asdict(p)}
-    if learner(cfg.agent.algo).build is not None:
+    if "a2c" in learner(cfg.agent.algo).keys:
         blocks["a2c"] = asdict(cfg.agent.a2c)
     for block, values in blocks.items():
         for key, v in values.items():

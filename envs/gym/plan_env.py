@@ -288,6 +288,13 @@ class PlanEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         """The decision clock for learners that read ``env.sim.now``: the inner slot index."""
         return _Clock(float(self.inner._t))
 
+    @property
+    def row_width(self) -> int:
+        """Features per window job row of the observation (``L + 5``, or ``L + 7`` with the
+        extended features): the inner observation is ``J`` such rows, the plan observation
+        adds :data:`GLOBAL_FEATURES`."""
+        return self.planner.inner_size // self.inner.J
+
     def replica(self) -> PlanEnv:
         """An independent copy (same inner env options and jobs, same plans): how side-by-side
         rollouts (:func:`agents.episode_pg.run_lockstep`) get their envs."""

@@ -75,7 +75,7 @@ def test_rollouts_record_the_mixtures_probability_in_starving_slots_only() -> No
     net = MaskedMLP(env.obs_size, env.K, hidden=16)
     with th.no_grad():  # mostly EfficientSRTF's plan, as a clone: its slots can starve a job
         net.net[-1].bias[0] += 6.0
-    rule = StarvedJobExploration(0.3, (env.obs_size - G) // env.inner.J, env.inner.L, G, 0.1)
+    rule = StarvedJobExploration(0.3, env.row_width, env.inner.L, G, 0.1)
     ep = run_episode(env, 7, net, np.random.default_rng(1), epsilon=rule)
     starving = [rule.starved(o) for o in ep.obs]
     assert any(starving) and not all(starving)  # the test sees both kinds of slot
