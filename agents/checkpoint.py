@@ -27,7 +27,8 @@ silently wrong network); checkpoints written before manifests existed load unche
 
 :func:`load_checkpoint` restores all of it (``learn(..., reset_num_timesteps=False)`` then
 continues identically: a test checks it).  :func:`load_policy` returns just the policy network
-and the metadata, for evaluation; it also accepts a bare ``model.zip`` or a pretraining
+and the metadata, for evaluation; it also accepts a bare ``model.zip``, a ``Cluster-v0``
+policy file (``policy.npz``, :mod:`agents.policy_file`) or a pretraining / older released
 ``policy.pt`` (with its ``policy.json``, which records the ``.pt``'s SHA-256, checked on
 loading when present).
 """
@@ -523,7 +524,8 @@ def verify_policy_weights(path: PathLike) -> None:
 
 
 def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
-    """``(policy, meta)`` from a checkpoint directory, a ``model.zip`` or a ``policy.pt``.
+    """``(policy, meta)`` from a checkpoint directory, a ``model.zip``, a ``Cluster-v0``
+    policy file ``policy.npz`` (:mod:`agents.policy_file`) or an older ``policy.pt``.
 
     ``meta["env"]`` is the env config the policy was trained with (when recorded)."""
     p = Path(path)
@@ -535,10 +537,24 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
             cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
             with _reading(p / "model.zip", "the model"):
                 return cls.load(p / "model.zip", device="cpu").policy, meta
-        if (p / "policy.pt").is_file():
+        if (p / "policy.npz").is_file():
+            p = p / "policy.npz"
+        elif (p / "policy.pt").is_file():
             p = p / "policy.pt"
         else:
-            raise ConfigError(f"{p}: neither a checkpoint (model.zip) nor pretrained weights")
+            raise ConfigError(
+                f"{p}: neither a checkpoint (model.zip) nor a policy file (policy.npz, policy.pt)"
+            )
+    if p.suffix == ".npz":
+        from agents.policy_file import load
+
+        loaded = load(p)
+        if loaded.meta["net"].get("kind") != "dl2":
+            raise ConfigError(
+                f"{p}: a {loaded.env_id} policy, not a dlsched/Cluster-v0 network: load it with "
+                "agents.policy_file.load (evaluate.py: policy:<path> or contention:<path>)"
+            )
+        return loaded.net, loaded.meta
     if p.suffix == ".zip":
         if p.name == "model.zip":
             verify_checkpoint(p.parent, names=["model.zip"])
@@ -553,7 +569,7 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
             return cls.load(p, device="cpu").policy, meta
     if p.suffix == ".pt":
         return _load_pretrained(p)
-    raise ConfigError(f"{p}: expected a checkpoint directory, model.zip or policy.pt")
+    raise ConfigError(f"{p}: expected a checkpoint directory, model.zip, policy.npz or policy.pt")
 
 
 def _load_pretrained(p: Path) -> tuple[Any, dict[str, Any]]:

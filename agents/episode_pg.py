@@ -17,16 +17,15 @@ it drives any env whose steps are decisions at instants of continuous time.  One
 
 The policy may start from a behaviour clone (:func:`clone`).  Every random draw comes from
 generators seeded by ``seed``: a run is reproducible bit for bit on one machine.  A trained
-network is saved with the env layout it needs in one ``.npz`` (:func:`save_episode_pg`).
+network is saved with the env layout it needs in one ``.npz`` (:func:`save_episode_pg`, the one
+policy file format of :mod:`agents.policy_file`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,6 @@ from torch.nn import functional as F
 from agents.baselines import group_advantages
 from agents.rollout_pool import RolloutPool, replicas
 from agents.set_plan import SetPlanNet
-from envs.files import atomic_path
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -64,9 +62,9 @@ __all__ = [
     "teacher_data",
 ]
 
-#: The ``format`` tag of a saved policy (:func:`save_episode_pg`).
+#: The ``format`` tag of the files :func:`save_episode_pg` wrote before the one policy file
+#: format (:data:`agents.policy_file.FORMAT`); still read.
 POLICY_FORMAT = "dlsched.episode_pg/1"
-_META_KEY = "__meta__"
 
 
 @dataclass
@@ -642,81 +640,32 @@ def save_episode_pg(
     record: dict[str, Any],
     act: str = "argmax",
 ) -> Path:
-    """Write ``net`` to ``path`` (``.npz``, no pickle): its weights and, as JSON under
-    ``__meta__``, the format tag, the network (``net``: its ``describe()``; a flat MLP's
-    sizes also as ``obs_size``, ``n_actions``, ``hidden``, as older files have them), the env
-    layout (the env's ``policy_layout()``, e.g.
-    :meth:`~envs.gym.plan_env.PlanEnv.policy_layout`, else :func:`contention_env_layout`),
-    how it acts (``act``: ``"argmax"`` or ``"sampled"``, how it was validated) and
-    ``record`` (training config, seed, command, versions, git commit)."""
-    p = Path(path)
-    if p.suffix != ".npz":
-        raise ConfigError(f"a saved EpisodePG policy is a .npz file, got {str(p)!r}")
-    if act not in ("argmax", "sampled"):
-        raise ConfigError(f"act must be 'argmax' or 'sampled', got {act!r}")
-    described = net.describe()
-    flat: dict[str, Any] = {
-        k: described[k] for k in ("obs_size", "n_actions", "hidden") if k in described
-    }
-    meta: dict[str, Any] = {
-        "format": POLICY_FORMAT,
-        **flat,
-        "net": described,
-        "act": act,
-        "env": env.policy_layout() if hasattr(env, "policy_layout") else contention_env_layout(env),
-        "training": record,
-    }
-    n_actions = int(env.action_space.n)
-    if isinstance(net, SetPlanNet):
-        net.window_of(env.obs_size)  # a ConfigError if the rows do not fit
-        fits = net.n_actions == n_actions
-    else:
-        fits = net.obs_size == env.obs_size and net.n_actions == n_actions
-    if not fits:
-        inputs = "any window" if isinstance(net, SetPlanNet) else f"{net.obs_size} inputs"
-        raise ConfigError(
-            f"the network ({inputs}, {net.n_actions} actions) does not fit "
-            f"the env ({env.obs_size} observations, {n_actions} actions)"
-        )
-    arrays = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
-    arrays[_META_KEY] = np.array(json.dumps(meta, default=str))
-    # atomic (a reader or a killed run sees the old file or the new one); numpy's zip keeps a
-    # CRC of every array, checked on loading
-    with atomic_path(p) as tmp, open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-    return p
+    """Write ``net`` to ``path`` in the one policy file format (:mod:`agents.policy_file`:
+    ``.npz``, no pickle): its weights and, as JSON under ``__meta__``, the network (``net``:
+    its ``describe()``), the env layout (``layout``; ``env``: the env's ``policy_layout()``,
+    e.g. :meth:`~envs.gym.plan_env.PlanEnv.policy_layout`, else
+    :func:`contention_env_layout`), how it acts (``act``: ``"argmax"`` or ``"sampled"``, how
+    it was validated) and ``record`` (training config, seed, command, versions, git commit).
+    A network that does not fit ``env`` is a :class:`ConfigError`."""
+    from agents.policy_file import save_episode_net
+
+    return save_episode_net(path, net, env, record, act)
 
 
 def load_episode_pg(path: str | os.PathLike[str]) -> tuple[PolicyNet, dict[str, Any]]:
-    """``(net, meta)`` from a file of :func:`save_episode_pg`; a missing, corrupt or foreign
-    file is a :class:`ConfigError` that names it and the cause."""
+    """``(net, meta)`` of a saved EpisodePG network (:func:`agents.policy_file.load`: a file
+    of this format or of the older ``dlsched.episode_pg/1``; ``meta`` in the one format's
+    layout); a missing, corrupt or foreign file, or a policy of another network (a
+    ``Cluster-v0`` network), is a :class:`ConfigError` that names it and the cause."""
+    from agents.policy_file import load
+
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"EpisodePG policy file {str(p)!r} not found")
-    try:
-        with np.load(p, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        meta = json.loads(str(arrays.pop(_META_KEY)))
-    except KeyError:
-        raise ConfigError(f"{p}: not a saved EpisodePG policy (no {_META_KEY} entry)") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    loaded = load(p)
+    if not isinstance(loaded.net, MaskedMLP | SetPlanNet):
         raise ConfigError(
-            f"{p}: cannot read the saved policy: the file is corrupt or not a .npz "
-            f"({type(exc).__name__}: {str(exc)[:200]})"
-        ) from None
-    if not isinstance(meta, dict) or meta.get("format") != POLICY_FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else meta
-        raise ConfigError(f"{p}: format {got!r} is not {POLICY_FORMAT!r}")
-    try:
-        described = meta.get("net")
-        if not isinstance(described, dict):  # (files written before the set network)
-            described = {k: meta[k] for k in ("obs_size", "n_actions", "hidden")}
-        net = build_net(described)
-        net.load_state_dict({k: th.as_tensor(v) for k, v in arrays.items()})
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise ConfigError(
-            f"{p}: the weights do not match the network its metadata describes "
-            f"({type(exc).__name__}: {str(exc)[:300]})"
-        ) from None
-    net.eval()
-    return net, meta
+            f"{p}: a {loaded.env_id} network ({loaded.meta['net'].get('kind')!r}), not an "
+            "EpisodePG one: evaluate it as policy:<path>"
+        )
+    return loaded.net, loaded.meta
