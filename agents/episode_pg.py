@@ -38,6 +38,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.baselines import group_advantages
+from agents.policy_format import load_weights, save_episode_net
+from agents.policy_format import read as read_policy_file
 from agents.rollout_pool import RolloutPool, replicas
 from agents.set_plan import SetPlanNet
 from envs.sim.errors import ConfigError
@@ -55,6 +57,7 @@ __all__ = [
     "contention_env_layout",
     "load_episode_pg",
     "masked_kl",
+    "net_from_file",
     "replicas",
     "run_episode",
     "run_lockstep",
@@ -647,25 +650,38 @@ def save_episode_pg(
     :func:`contention_env_layout`), how it acts (``act``: ``"argmax"`` or ``"sampled"``, how
     it was validated) and ``record`` (training config, seed, command, versions, git commit).
     A network that does not fit ``env`` is a :class:`ConfigError`."""
-    from agents.policy_file import save_episode_net
-
-    return save_episode_net(path, net, env, record, act)
+    described = None if hasattr(env, "policy_layout") else contention_env_layout(env)
+    return save_episode_net(path, net, env, record, act, described)
 
 
 def load_episode_pg(path: str | os.PathLike[str]) -> tuple[PolicyNet, dict[str, Any]]:
-    """``(net, meta)`` of a saved EpisodePG network (:func:`agents.policy_file.load`: a file
-    of this format or of the older ``dlsched.episode_pg/1``; ``meta`` in the one format's
-    layout); a missing, corrupt or foreign file, or a policy of another network (a
-    ``Cluster-v0`` network), is a :class:`ConfigError` that names it and the cause."""
-    from agents.policy_file import load
-
+    """``(net, meta)`` of a saved EpisodePG network: a file of the one policy file format or
+    of the older ``dlsched.episode_pg/1`` (``meta`` in the one format's layout,
+    :mod:`agents.policy_file`); a missing, corrupt or foreign file, or a policy of another
+    network (a ``Cluster-v0`` network), is a :class:`ConfigError` that names it and the
+    cause."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"EpisodePG policy file {str(p)!r} not found")
-    loaded = load(p)
-    if not isinstance(loaded.net, MaskedMLP | SetPlanNet):
+    arrays, meta, _ = read_policy_file(p)
+    return net_from_file(p, arrays, meta), meta
+
+
+def net_from_file(p: Path, arrays: dict[str, Any], meta: dict[str, Any]) -> PolicyNet:
+    """The EpisodePG network of a policy file's ``arrays`` and ``meta``
+    (:func:`agents.policy_format.read`), in eval mode."""
+    kind = meta["net"].get("kind")
+    if kind not in NETS:
         raise ConfigError(
-            f"{p}: a {loaded.env_id} network ({loaded.meta['net'].get('kind')!r}), not an "
-            "EpisodePG one: evaluate it as policy:<path>"
+            f"{p}: a {meta['layout']['env_id']} network ({kind!r}), not an EpisodePG one: "
+            "evaluate it as policy:<path>"
         )
-    return loaded.net, loaded.meta
+    try:
+        net = build_net({k: v for k, v in meta["net"].items() if k not in ("kind", "activation")})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"{p}: cannot rebuild the network its metadata describes ({exc})"
+        ) from None
+    load_weights(p, net, arrays)
+    net.eval()
+    return net

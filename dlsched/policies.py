@@ -161,6 +161,13 @@ class Policy:
             raise ConfigError(
                 f"{self.path}: a {self.env_id} policy cannot act in a {type(base).__name__}" + hint
             )
+        if isinstance(self.meta.get("layout"), dict):  # a policy file: its layout, checked
+            from agents.policy_file import check_fits
+
+            spaces: Any = base  # (narrowed to object by the isinstance of a computed class)
+            (size,) = spaces.observation_space.shape
+            width = size // spaces.J if isinstance(base, ClusterEnv) else 0
+            check_fits(self.path, self.meta, self.env_id, size, spaces.action_space.n, width)
         return base
 
     def act(self, env: Any, obs: Any, deterministic: bool | None = None) -> int:

@@ -166,8 +166,8 @@ def test_an_older_policy_pt_loads_and_converts_bit_for_bit(tmp_path: Path) -> No
     size = new.meta["layout"]["obs_size"]
     with pytest.raises(ConfigError, match=rf"policy.npz: the policy expects {CLUSTER_ID}.*"
                        rf"{size} entries.*the env gives {PLAN_ID}"):  # fmt: skip
-        check_fits(new, PLAN_ID, size, 7)
-    check_fits(new, CLUSTER_ID, size, new.meta["layout"]["n_actions"])
+        check_fits(new.path, new.meta, PLAN_ID, size, 7)
+    check_fits(new.path, new.meta, CLUSTER_ID, size, new.meta["layout"]["n_actions"])
 
 
 def _old_episode_npz(path: Path, net: MaskedMLP, env: dict[str, Any]) -> Path:
