@@ -78,6 +78,13 @@ def record_of(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _flat(net_meta: dict[str, Any]) -> dict[str, Any]:
+    """The network's sizes also at the metadata's top level (``obs_size``, ``n_actions``,
+    ``hidden``: where the EpisodePG files before this format had them, and their readers
+    look)."""
+    return {k: net_meta[k] for k in ("obs_size", "n_actions", "hidden") if k in net_meta}
+
+
 def _finite(arrays: dict[str, np.ndarray], where: str) -> None:
     for k, v in arrays.items():
         if v.dtype.kind in "fc" and not np.isfinite(v).all():
@@ -106,6 +113,7 @@ def save(
         raise ConfigError(f"temperature must be finite and > 0, got {temperature}")
     meta: dict[str, Any] = {
         "format": FORMAT,
+        **_flat(net_meta),
         "net": net_meta,
         "layout": layout,
         "env": env,
@@ -226,7 +234,9 @@ def _read_npz(p: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             arrays = {k: data[k] for k in data.files}
         meta = json.loads(str(arrays.pop(META_KEY)))
     except KeyError:
-        raise ConfigError(f"{p}: not a saved policy (no {META_KEY} entry)") from None
+        raise ConfigError(
+            f"{p}: not a saved EpisodePG policy nor a policy file of {FORMAT} (no {META_KEY} entry)"
+        ) from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ConfigError(
             f"{p}: cannot read the saved policy: the file is corrupt or not a .npz "
@@ -256,7 +266,7 @@ def _upgrade_episode(p: Path, meta: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"{p}: an EpisodePG policy of an unknown env {env['id']!r}")
     else:
         layout = _contention_layout(_Described(described), env)
-    return {"format": FORMAT, "net": net, "layout": layout, "env": env,
+    return {"format": FORMAT, **_flat(net), "net": net, "layout": layout, "env": env,
             "act": meta.get("act", "argmax"), "temperature": 1.0, "masked": True,
             "training": record_of(dict(meta.get("training") or {}))}  # fmt: skip
 
