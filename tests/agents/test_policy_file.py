@@ -234,3 +234,34 @@ def test_bad_files_are_one_config_error(tmp_path: Path) -> None:
     episode = save_episode_pg(tmp_path / "w" / "policy.npz", plain, env, {})
     with pytest.raises(ConfigError, match="not a dlsched/Cluster-v0 network"):
         load_policy(episode)
+
+
+def test_a_cluster_policy_file_starts_a_learner_and_acts_through_dlsched(tmp_path: Path) -> None:
+    """Fine-tuning from a released-style file (``agents.build.load_pretrained_weights``) takes
+    its weights as they are; ``dlsched.load_policy`` acts with it and refuses an env of another
+    layout in one line naming the file."""
+    from types import SimpleNamespace
+
+    from agents.build import load_pretrained_weights
+    from agents.policy import DL2Policy, PolicyConfig, policy_kwargs
+    from dlsched.policies import load_policy as load_public
+
+    saved = convert(_tiny_pt(tmp_path), tmp_path / "new" / "policy.npz")
+    source = load(saved).net
+    env = make_env(coerce_env_config({"setting": "tiny"}))
+    th.manual_seed(9)
+    kwargs = policy_kwargs(PolicyConfig(arch="mlp"), env.J)
+    fresh = DL2Policy(env.observation_space, env.action_space, lambda _: 1e-4, **kwargs)
+    load_pretrained_weights(SimpleNamespace(policy=fresh), saved)  # type: ignore[arg-type]
+    for k, v in source.state_dict().items():
+        assert th.equal(fresh.state_dict()[k], v), k
+
+    policy = load_public(saved.parent)
+    assert policy.kind == "network" and policy.env == {"setting": "tiny"}
+    obs, _ = env.reset(seed=0)
+    assert env.action_masks()[policy.act(env, obs)]
+    other = make_env(coerce_env_config({"setting": "small"}))
+    other.reset(seed=0)
+    want = r"new: the policy expects dlsched/Cluster-v0, observations of 104 .*gives .* 260 "
+    with pytest.raises(ConfigError, match=want):
+        policy.act(other, other.reset(seed=0)[0])
