@@ -1,4 +1,6 @@
-"""``python train.py +agent=contention_pg``: SL + RL in ``dlsched/Contention-v0``.
+"""``dlsched/Contention-v0`` for the ``episodes`` pipeline (:mod:`training.episodes`):
+``python train.py +agent=contention_pg`` (EpisodePG), ``+agent=contention_a2c`` (the
+actor-critic, :mod:`agents.plan_a2c`) or any learner that trains in it with ``env=contention``.
 
 The fixed-demand world of the Ada-SRSF paper (all-reduce jobs, time-shared GPUs, NIC
 contention), one decision per job start: which job of the window starts next and with which

@@ -1,4 +1,5 @@
-"""``python train.py +agent=plan_pg``: SL + RL over the slot's plan (``dlsched/ClusterPlan-v0``).
+"""``dlsched/ClusterPlan-v0`` for the ``episodes`` pipeline (:mod:`training.episodes`):
+``python train.py +agent=plan_pg`` (or ``+agent=a2c``): SL + RL over the slot's plan.
 
 Why: in Cluster-v0's per-increment actions RL does not improve on the EfficientSRTF clone;
 with the slot's plan as ONE action (:class:`~envs.gym.plan_env.PlanEnv`: which allocator, or
