@@ -38,6 +38,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.baselines import group_advantages
+from agents.cloning import CloneConfig, CloneData, fit_clone
 from agents.policy_format import load_weights, save_episode_net
 from agents.policy_format import read as read_policy_file
 from agents.rollout_pool import RolloutPool, replicas
@@ -396,36 +397,20 @@ def clone(
     smoothing: float = 0.0,
     on_epoch: Callable[[int, float], None] | None = None,
 ) -> float:
-    """Behaviour cloning: masked cross-entropy on ``teacher``'s actions over the given
-    workloads; returns the final epoch's mean loss (``on_epoch(epoch, mean loss)`` after each
-    epoch, from 1).  ``smoothing`` (in [0, 1)) moves that
-    share of each target onto the valid actions uniformly: the clone's argmax is still the
+    """Behaviour cloning (:func:`agents.cloning.fit_clone`, schedule ``"epochs"``: minibatches
+    of 256 from a permutation seeded by ``seed``): masked cross-entropy on ``teacher``'s
+    actions over the given workloads; returns the final epoch's mean loss (``on_epoch(epoch,
+    mean loss)`` after each epoch, from 1).  ``smoothing`` (in [0, 1)) moves that share of
+    each target onto the valid actions uniformly: the clone's argmax is still the
     teacher's, but it keeps probability on the alternatives, so that on-policy rollouts
     explore and PPO's ratio can move them (a near-deterministic clone's rare actions can grow
     only by the clip factor per update)."""
-    if not (0.0 <= smoothing < 1.0):
-        raise ConfigError(f"smoothing must be in [0, 1), got {smoothing}")
-    data = teacher_data(env, teacher, workload_seeds, net.stack)
-    obs_t, mask_t, act_t = (th.as_tensor(x) for x in data)
-    opt = th.optim.Adam(net.parameters(), lr=lr)
-    gen = th.Generator().manual_seed(seed)
-    loss_sum = 0.0
-    for epoch in range(epochs):
-        loss_sum, n = 0.0, 0
-        for idx in th.randperm(len(act_t), generator=gen).split(256):
-            logp = th.log_softmax(net(obs_t[idx], mask_t[idx]), -1)
-            target = nn.functional.one_hot(act_t[idx], logp.shape[1]).float() * (1 - smoothing)
-            valid = mask_t[idx].float()
-            target = target + smoothing * valid / valid.sum(1, keepdim=True)
-            loss = -(target * logp.masked_fill(~mask_t[idx], 0.0)).sum(1).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            loss_sum, n = loss_sum + float(loss.detach()) * len(idx), n + len(idx)
-        loss_sum /= n
-        if on_epoch is not None:
-            on_epoch(epoch + 1, loss_sum)
-    return loss_sum
+    config = CloneConfig(epochs=epochs, lr=lr, seed=seed, smoothing=smoothing)
+    config.check("")
+    data = CloneData(*teacher_data(env, teacher, workload_seeds, net.stack))
+    log = None if on_epoch is None else lambda epoch, row: on_epoch(epoch, row["train/loss"])
+    history = fit_clone(net, data, config, log=log, prefix="")
+    return history.last.get("train/loss", 0.0)
 
 
 def masked_kl(net: PolicyNet, reference: PolicyNet, obs: th.Tensor, masks: th.Tensor) -> float:
