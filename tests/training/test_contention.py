@@ -112,16 +112,16 @@ def test_plan_pg_in_contention_is_contention_pg_bit_for_bit(run: Path, tmp_path:
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["env_id"] == "dlsched/Contention-v0" and summary["unit"] == "s"
-    with open(run / "learning_curve.csv", newline="") as f, open(
-        out / "learning_curve.csv", newline=""
-    ) as g:
+    with (
+        open(run / "learning_curve.csv", newline="") as f,
+        open(out / "learning_curve.csv", newline="") as g,
+    ):
         mine, theirs = list(csv.DictReader(g)), list(csv.DictReader(f))
     assert [r["avg_jct"] for r in mine] == [r["avg_jct"] for r in theirs]
     a, _ = load_episode_pg(run / "checkpoints" / "final" / "policy.npz")
     b, meta = load_episode_pg(out / "checkpoints" / "final" / "policy.npz")
-    assert all(
-        (x == y).all() for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True)
-    )
+    pairs = zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    assert all((x == y).all() for x, y in pairs)
     # the run record holds the block of the env it trained in, not ClusterPlan-v0's
     agent = meta["training"]["config"]["agent"]
     assert "contention" in agent and "plan" not in agent
