@@ -18,6 +18,7 @@ search is :class:`agents.search.RolloutActor`; this script prints what it finds.
 from __future__ import annotations
 
 import argparse
+
 import numpy as np
 from _common import seed_list
 

@@ -20,7 +20,8 @@ The env is ``train.py``'s ``contention`` block (:class:`~envs.gym.contention_env
 ContentionConfig`: paper scale, 16 x 4 GPUs, ``comm=srsf1``, placements LWF-1 / LS / FF,
 J = 20, fast fidelity by default).  Writes ``learning_curve.csv``, ``tb/`` (as ``plan_pg``'s:
 :class:`~training.plan.EpisodeLog`), ``checkpoints/best/policy.npz`` (the best validation
-point) and ``checkpoints/final/policy.npz``, each usable as ``contention:<dir>`` in
+point), ``checkpoints/final/policy.npz`` and (with a teacher) ``checkpoints/clone/policy.npz``,
+each usable as ``contention:<dir>`` in
 ``evaluate.py``, and ``summary.json``.  Times are seconds (the engine's), not slots.
 """
 
@@ -112,14 +113,22 @@ def rule_baselines(env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
     return out
 
 
-def train_contention(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
-    """One ``contention_pg`` run into ``out`` (see the module docstring); its summary."""
+def train_contention(
+    cfg: TrainConfig,
+    out: Path,
+    resolved: dict[str, Any],
+    envs: tuple[ContentionEnv, ContentionEnv] | None = None,
+) -> dict[str, Any]:
+    """One ``contention_pg`` run into ``out`` (see the module docstring); its summary.
+    ``envs``: the training and the validation env instead of two of the ``contention``
+    block's (for envs the block does not describe, such as Philly trace windows:
+    ``experiments/contention_h2h.py --workload philly``)."""
     agent: AgentConfig = cfg.agent
     c: ContentionPGConfig = agent.contention
     check_contention_config(cfg)
     th.set_num_threads(max(int(cfg.torch_threads), 1))
     th.manual_seed(cfg.seed)
-    env, val = cfg.contention.make(), cfg.contention.make()
+    env, val = envs if envs is not None else (cfg.contention.make(), cfg.contention.make())
     write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
     net = MaskedMLP(env.obs_size, env.wait_action + 1, c.hidden)
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name}
@@ -159,6 +168,8 @@ def train_contention(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> d
                "ent_coef": float(agent.ent_coef),
                **{f"contention.{k}": v for k, v in asdict(c).items()},
                **{f"env.{k}": str(v) for k, v in asdict(cfg.contention).items()}}  # fmt: skip
+    if reference is not None:
+        save("clone", {"iteration": 0})  # the clone itself, whatever RL makes of it
     fields, interrupted = run_iterations(
         pg, log, lambda: validate_contention(net, val, seeds_val), save, c.iterations,
         c.val_every, hparams, "val_avg_jct_s",
