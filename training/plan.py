@@ -23,8 +23,8 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
 Writes ``learning_curve.csv`` (decisions, iteration, avg JCT, ratio to each baseline),
 TensorBoard scalars (``tb/``: reference lines of the heuristics, losses apart, KL to the clone,
 timing, hparams: see :class:`EpisodeLog`), ``checkpoints/best/policy.npz`` (the best validation
-point) and ``checkpoints/final/policy.npz`` (the last), each usable as ``policy:<dir>`` in
-``evaluate.py``, and ``summary.json``, each written atomically (:mod:`envs.files`).  Ctrl-C
+point), ``checkpoints/final/policy.npz`` (the last) and, with a clone,
+``checkpoints/clone/policy.npz``, each usable as ``policy:<dir>`` in ``evaluate.py``, and ``summary.json``, each written atomically (:mod:`envs.files`).  Ctrl-C
 (or SIGTERM, under ``train.py``) stops between iterations and still saves ``final``; the
 rollout workers are stopped however the run ends.
 """
@@ -400,6 +400,8 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
                              pool=pg.rollout_pool(), best=best_per_workload)  # fmt: skip
 
     val_key = "val_avg_jct" if best_per_workload is None else "val_score"
+    if cfg.pretrain.enabled:
+        save("clone", {"iteration": 0})  # the clone itself, whatever RL makes of it
     fields, interrupted = run_iterations(
         pg, log, measure, save, p.iterations, p.val_every, _hparams(cfg), val_key
     )
