@@ -120,7 +120,15 @@ class Decisions:
     episodes: list[int] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
 
-    def arrays(self) -> tuple[npt.NDArray[Any], ...]:
+    def arrays(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.float32],
+        npt.NDArray[np.bool_],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.int32],
+        npt.NDArray[np.float32],
+    ]:
         """``(obs, masks, actions, episodes, returns)`` as TeacherDataset's dtypes."""
         return (
             np.asarray(self.obs, dtype=np.float32),

@@ -14,8 +14,10 @@ separately by the callers).
 from __future__ import annotations
 
 import functools
+import glob
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,9 +28,17 @@ from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, window_scenarios
 from envs.sim.elastic.allocators import allocator_from_label
+from envs.sim.errors import ConfigError
 from evaluation.stats import mean_ci95
 
-__all__ = ["Table", "Workload", "heldout_workloads", "paired", "run_schedulers"]
+__all__ = [
+    "Table",
+    "Workload",
+    "heldout_workloads",
+    "load_policies",
+    "paired",
+    "run_schedulers",
+]
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,36 @@ def _run(
 
 
 Actor = Callable[[ClusterEnv, np.ndarray], int]
+
+
+def load_policies(pattern: str, skipped: Callable[[Path], None] | None = None) -> list[object]:
+    """The learned schedulers of every path matching the glob ``pattern`` (one per training
+    seed, for :func:`run_schedulers`): a run directory (its ``checkpoints/final``), a
+    pretraining output (a directory holding ``policy.pt``) or a ``dlsched/ClusterPlan-v0``
+    policy (a ``policy.npz`` or a directory holding one).  A run with no final checkpoint yet
+    is passed to ``skipped``; nothing matching, or nothing finished, is a
+    :class:`~envs.sim.errors.ConfigError`."""
+    from agents.checkpoint import load_policy
+    from agents.plan_policy import PlanPolicy
+
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        raise ConfigError(f"nothing matches {pattern!r}")
+    out: list[object] = []
+    for p in map(Path, paths):
+        target = p / "checkpoints" / "final" if (p / "checkpoints" / "final").is_dir() else p
+        npz = target if target.suffix == ".npz" else target / "policy.npz"
+        if npz.is_file():  # a ClusterPlan-v0 policy (train.py +agent=plan_pg)
+            out.append(PlanPolicy.load(npz))
+            continue
+        if not ((target / "model.zip").is_file() or (target / "policy.pt").is_file()):
+            if skipped is not None:
+                skipped(p)
+            continue
+        out.append(load_policy(target)[0])
+    if not out:
+        raise ConfigError(f"no finished run matches {pattern!r}")
+    return out
 
 
 def _policy_actors(

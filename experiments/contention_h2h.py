@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import sys
 import time
@@ -151,6 +152,11 @@ def train_pg(args: argparse.Namespace, seed: int) -> Path:
         envs = (make_env(args, "train", fid), make_env(args, "validation", fid))
     train_contention(cfg, out, asdict(cfg), envs=envs)
     return out
+
+
+def _placed(e: ContentionEnv, _obs: Any, placement: str) -> int:
+    """The SRSF rule with one placement candidate."""
+    return srsf_teacher(e, placement)
 
 
 def _curve(run: Path) -> list[tuple[int, float]]:
@@ -357,9 +363,8 @@ def main() -> None:
     if not args.learned_only:
         rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
         for p in PLACEMENTS[1:]:
-            rows[f"env:srsf+{p}"] = [
-                episode_jcts(full, s, lambda e, _, p=p: srsf_teacher(e, p)) for s in seeds
-            ]
+            rule = functools.partial(_placed, placement=p)
+            rows[f"env:srsf+{p}"] = [episode_jcts(full, s, rule) for s in seeds]
         rows["env:srsf_exclusive+lwf1"] = [
             episode_jcts(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in seeds
         ]

@@ -4,7 +4,8 @@
     python experiments/plan_rl.py --setting small --backlog bundle --seeds 0-2 --iterations 40
 
 Per training seed, one ``train.py +agent=plan_pg`` run (:func:`training.plan.train_plan`, its
-config from the arguments: :func:`plan_config`) into ``--out``/``seed<N>``: behaviour-clone the constant EfficientSRTF teacher (always action 0) into
+config from the arguments: :func:`plan_config`) into ``--out``/``seed<N>``: behaviour-clone
+the constant EfficientSRTF teacher (always action 0) into
 :class:`~agents.episode_pg.MaskedMLP` on workloads ``--bc-seeds`` (2000-2007), with label
 smoothing ``--bc-smoothing`` so that rollouts still try the other plans; the clone's argmax is
 EfficientSRTF.  Then :class:`~agents.episode_pg.EpisodePG` on workloads it draws from
