@@ -280,9 +280,12 @@ def main() -> None:
     - ``env:srsf_exclusive+lwf1``: the SRSF teacher that waits rather than oversubscribe GPUs
       (:func:`~envs.gym.contention_env.srsf_exclusive_teacher`);
     - ``bc`` / ``rl``: the cloned and the fine-tuned policies (masked argmax) through the same env,
-      one row per training seed; ``--learner ppo`` (MaskablePPO from the SRSF clone) or ``pg``
-      (:class:`agents.episode_pg.EpisodePG`: group policy gradient over whole episodes, from the
-      clone, ``--epsilon`` exploration; ``--from-scratch`` skips the clone);
+      one row per training seed; ``--learner ppo`` (MaskablePPO from the SRSF clone,
+      :mod:`training.contention_ppo`) or ``pg`` (:class:`agents.episode_pg.EpisodePG`: group
+      policy gradient over whole episodes, from the clone, ``--epsilon`` exploration;
+      ``--from-scratch`` skips the clone): the pipeline of ``train.py +agent=contention_pg``
+      (:func:`training.contention.train_contention`), one run per training seed in
+      ``--runs``/``pg_seed<seed>``;
     - ``bound``: each job alone on an empty cluster from its arrival (its best placement: one
       server when it fits, else the fewest servers), avg JCT: no schedule can do better.
 
@@ -328,8 +331,9 @@ def main() -> None:
     ap.add_argument("--save-policy", type=Path, default=None, metavar="NPZ",
                     help="pg, one training seed: save the kept policy (evaluate.py "
                          "contention:NPZ)")  # fmt: skip
-    ap.add_argument("--runs", type=Path, default=Path("runs/contention_h2h"),
-                    help="pg: the training runs' directories (<runs>/pg_seed<seed>)")  # fmt: skip
+    ap.add_argument("--runs", type=Path, default=None,
+                    help="pg: where the training runs go (<runs>/pg_seed<seed>; default "
+                         "runs/contention_h2h/<workload>_<teacher>_<comm>)")  # fmt: skip
     ap.add_argument("--train-seeds", type=seed_list, default=None,
                     help="training seeds (default: 0..--seeds-1)")  # fmt: skip
     ap.add_argument(
@@ -341,6 +345,9 @@ def main() -> None:
     if args.test_windows < 2 or args.window_jobs < 2:
         ap.error("--test-windows and --window-jobs must be >= 2")
     train_seeds = _train_seeds(ap, args)
+    if args.runs is None:
+        recipe = "scratch" if args.from_scratch else args.teacher
+        args.runs = Path("runs/contention_h2h") / f"{args.workload}_{recipe}_{args.comm}"
     th.set_num_threads(1)
     cluster = ClusterSpec()
     tests = test_workloads(args, cluster)
