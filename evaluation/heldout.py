@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, window_scenarios
 from envs.sim.elastic.allocators import allocator_from_label
+from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds
 from envs.sim.errors import ConfigError
 from evaluation.stats import mean_ci95
 
@@ -36,6 +38,7 @@ __all__ = [
     "Workload",
     "heldout_workloads",
     "load_policies",
+    "lower_bound",
     "paired",
     "run_schedulers",
 ]
@@ -50,6 +53,24 @@ class Workload:
 
     def env(self, config: EnvConfig) -> ClusterEnv:
         return scenario_envs(config, self.scenario, 1)[0]
+
+    def lower_bound(self, config: EnvConfig) -> float:
+        """:func:`lower_bound` of this workload through ``config``'s env."""
+        env = self.env(config)
+        env.reset(seed=self.scenario.seed)
+        return lower_bound(env, config)
+
+
+def lower_bound(env: ClusterEnv, config: EnvConfig) -> float:
+    """No policy of ``env`` (a ``config`` env, reset on its workload) can have a lower avg JCT
+    (slots) on that workload (:mod:`envs.sim.elastic.bounds`): the window bound, or the solo
+    bound when the jobs beyond the window are allocated too (``config.backlog``); NaN in the
+    contention speed mode, whose rates do not come from the speed model the bounds use."""
+    if config.speed != "measured":
+        return math.nan
+    if config.backlog != "none":
+        return mean_jct(solo_bounds(env.jobs, env.cluster_spec, env.speed))
+    return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, env.J))
 
 
 def heldout_workloads(

@@ -38,7 +38,7 @@ from agents.search import BASES, Decisions, replay, rollout_search
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim.elastic.allocators import EfficientSRTF, LoadAwareESRTF
-from envs.sim.elastic.bounds import mean_jct, window_bounds
+from evaluation.heldout import lower_bound
 from pretrain.dataset import TeacherDataset
 
 #: (light, heavy, eff_light, eff_heavy) of the LoadAwareESRTF variants ``--rule`` evaluates
@@ -73,7 +73,7 @@ def rule_table(config: EnvConfig, seeds: Sequence[int]) -> None:
 def _bound(config: EnvConfig, seed: int) -> float:
     env = make_env(config)
     env.reset(seed=seed)
-    return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, env.J))
+    return lower_bound(env, config)
 
 
 def main(argv: list[str] | None = None) -> None:
