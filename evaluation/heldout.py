@@ -14,8 +14,11 @@ separately by the callers).
 from __future__ import annotations
 
 import functools
+import glob
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,9 +29,19 @@ from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, window_scenarios
 from envs.sim.elastic.allocators import allocator_from_label
+from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds
+from envs.sim.errors import ConfigError
 from evaluation.stats import mean_ci95
 
-__all__ = ["Table", "Workload", "heldout_workloads", "paired", "run_schedulers"]
+__all__ = [
+    "Table",
+    "Workload",
+    "heldout_workloads",
+    "load_policies",
+    "lower_bound",
+    "paired",
+    "run_schedulers",
+]
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,24 @@ class Workload:
 
     def env(self, config: EnvConfig) -> ClusterEnv:
         return scenario_envs(config, self.scenario, 1)[0]
+
+    def lower_bound(self, config: EnvConfig) -> float:
+        """:func:`lower_bound` of this workload through ``config``'s env."""
+        env = self.env(config)
+        env.reset(seed=self.scenario.seed)
+        return lower_bound(env, config)
+
+
+def lower_bound(env: ClusterEnv, config: EnvConfig) -> float:
+    """No policy of ``env`` (a ``config`` env, reset on its workload) can have a lower avg JCT
+    (slots) on that workload (:mod:`envs.sim.elastic.bounds`): the window bound, or the solo
+    bound when the jobs beyond the window are allocated too (``config.backlog``); NaN in the
+    contention speed mode, whose rates do not come from the speed model the bounds use."""
+    if config.speed != "measured":
+        return math.nan
+    if config.backlog != "none":
+        return mean_jct(solo_bounds(env.jobs, env.cluster_spec, env.speed))
+    return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, env.J))
 
 
 def heldout_workloads(
@@ -82,6 +113,42 @@ def _run(
 
 
 Actor = Callable[[ClusterEnv, np.ndarray], int]
+
+
+def load_policies(pattern: str, skipped: Callable[[Path], None] | None = None) -> list[object]:
+    """The learned schedulers of every path matching the glob ``pattern`` (one per training
+    seed, for :func:`run_schedulers`): a run directory (its ``checkpoints/final``), a
+    pretraining output (a directory holding ``policy.pt``) or a policy file (a ``policy.npz`` or
+    a directory holding one: a ``dlsched/ClusterPlan-v0`` plan policy or a ``Cluster-v0``
+    network, as its layout says).  A run with no final checkpoint yet
+    is passed to ``skipped``; nothing matching, or nothing finished, is a
+    :class:`~envs.sim.errors.ConfigError`."""
+    from agents.checkpoint import load_policy
+    from agents.plan_policy import PlanPolicy
+    from agents.policy_file import read_meta
+    from envs.gym.plan_env import PLAN_ENV_ID
+
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        raise ConfigError(f"nothing matches {pattern!r}")
+    out: list[object] = []
+    for p in map(Path, paths):
+        target = p / "checkpoints" / "final" if (p / "checkpoints" / "final").is_dir() else p
+        npz = target if target.suffix == ".npz" else target / "policy.npz"
+        if npz.is_file() and read_meta(npz)["layout"]["env_id"] == PLAN_ENV_ID:
+            out.append(PlanPolicy.load(npz))  # a ClusterPlan-v0 policy (+agent=plan_pg)
+            continue
+        if npz.is_file():  # a Cluster-v0 network (a released policy of an SB3 learner)
+            out.append(load_policy(npz)[0])
+            continue
+        if not ((target / "model.zip").is_file() or (target / "policy.pt").is_file()):
+            if skipped is not None:
+                skipped(p)
+            continue
+        out.append(load_policy(target)[0])
+    if not out:
+        raise ConfigError(f"no finished run matches {pattern!r}")
+    return out
 
 
 def _policy_actors(

@@ -20,9 +20,12 @@ Results: docs/experiments/contention-env.md.
 from __future__ import annotations
 
 import argparse
+import csv
+import functools
 import math
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +33,15 @@ import numpy as np
 import torch as th
 from _common import markdown_table, seed_list
 
-from agents.episode_pg import (
-    EpisodePG,
-    EpisodePGConfig,
-    MaskedMLP,
-    run_episode,
-    save_episode_pg,
-    teacher_data,
+from agents.config import AgentConfig, ContentionPGConfig
+from agents.episode_pg import load_episode_pg
+from envs.files import write_bytes
+from envs.gym.contention_env import (
+    ContentionConfig,
+    ContentionEnv,
+    srsf_exclusive_teacher,
+    srsf_teacher,
 )
-from agents.episode_pg import clone as pg_clone
-from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher
 from envs.gym.workloads import (
     TEST_VCS,
     TRAIN_DAYS,
@@ -54,6 +56,9 @@ from envs.sim.stacks import TABLE_IV, TABLE_V
 from envs.sim.workload import paper_scale_workload
 from evaluation.contention import solo_jcts_ms
 from evaluation.stats import mean_ci95
+from training.config import EvalConfig, TrainConfig
+from training.contention import train_contention
+from training.contention_ppo import episode_jcts, policy_actor, train_maskable_ppo
 
 STACKS = [*dict.fromkeys([*TABLE_V, *TABLE_IV]), "dlas:skew_fs", "dgittins:skew_fs",
           "psrsf:count_fs", "srsf:count_fs"]  # fmt: skip
@@ -116,142 +121,48 @@ def solo_bound(cluster: ClusterSpec, w: Workload) -> np.ndarray:
     return solo_jcts_ms(cluster, w, SimConfig()) / 1000.0
 
 
-def env_run(env: ContentionEnv, seed: int, act: Any) -> np.ndarray:
-    """One test episode; ``act(env, obs)`` picks each action."""
-    obs, _ = env.reset(options={"workload_seed": seed}, seed=seed)
-    while True:
-        obs, _, term, trunc, info = env.step(act(env, obs))
-        if trunc:
-            raise RuntimeError(f"workload {seed}: the policy got stuck")
-        if term:
-            return jcts_of(info["result"])
-
-
-def policy_actor(model: Any) -> Any:
-    def act(e: ContentionEnv, obs: np.ndarray) -> int:
-        a, _ = model.predict(obs, action_masks=e.action_masks(), deterministic=True)
-        return int(a)
-
-    return act
-
-
-# ------------------------------------------------------------------------------ learning
-def clone(model: Any, data: tuple[np.ndarray, ...], epochs: int, seed: int) -> None:
-    """Behaviour cloning: masked cross-entropy on the teacher's actions."""
-    obs, masks, acts = (th.as_tensor(x) for x in data)
-    policy = model.policy
-    opt = th.optim.Adam(policy.parameters(), lr=1e-3)
-    gen = th.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        for idx in th.randperm(len(acts), generator=gen).split(256):
-            dist = policy.get_distribution(obs[idx].float(), action_masks=masks[idx].numpy())
-            loss = -dist.log_prob(acts[idx]).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-
-
-def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    fid = args.train_fidelity
-
-    def make(rank: int) -> Any:
-        def f() -> ContentionEnv:
-            e = make_env(args, "train", fid)
-            e.reset(seed=10_000 + 1000 * seed + rank)
-            return e
-
-        return f
-
-    venv = DummyVecEnv([make(i) for i in range(args.n_envs)])
-    model = MaskablePPO(
-        "MlpPolicy", venv, n_steps=args.n_steps, batch_size=256, learning_rate=3e-4,
-        gamma=1.0, gae_lambda=0.95, ent_coef=0.0, seed=seed, verbose=0, device="cpu",
+def pg_config(args: argparse.Namespace, seed: int) -> TrainConfig:
+    """``--learner pg`` as ``train.py +agent=contention_pg``'s config: the clone of
+    ``--teacher`` (none with ``--from-scratch``), then EpisodePG (learning rate 3e-4, no
+    entropy bonus), validated on seeds 500-504 in the ``--comm`` / ``--train-fidelity`` env."""
+    c = ContentionPGConfig(
+        teacher="none" if args.from_scratch else args.teacher, bc_workloads=args.bc_workloads,
+        bc_epochs=args.bc_epochs, bc_smoothing=args.bc_smoothing, iterations=args.iterations,
+        groups=args.groups, group_size=args.group_size, epsilon=args.epsilon,
+        temperature=args.temperature, val_every=args.val_every,
     )  # fmt: skip
-    rng = np.random.default_rng([seed, 7])
-    env = make_env(args, "train", fid)
-    bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
-    clone(model, teacher_data(env, srsf_teacher, bc_seeds), args.bc_epochs, seed)
-    val = make_env(args, "validation", fid)
-
-    def validate() -> float:
-        return float(np.mean([env_run(val, s, policy_actor(model)).mean() for s in VALIDATION]))
-
-    curve = [(0, validate())]
-    best = (curve[0][1], model.policy.state_dict())
-    bc_state = model.policy.state_dict()
-    done = 0
-    while done < args.train:
-        model.learn(args.every, reset_num_timesteps=False)
-        done += args.every
-        curve.append((done, validate()))
-        print(f"  seed {seed}: {done} decisions, validation avg JCT {curve[-1][1]:.1f} s",
-              file=sys.stderr)  # fmt: skip
-        if curve[-1][1] < best[0]:
-            best = (curve[-1][1], {k: v.clone() for k, v in model.policy.state_dict().items()})
-    return {"model": model, "bc_state": bc_state, "best_state": best[1], "curve": curve}
+    agent = AgentConfig(name="contention_pg", algo="contention_pg", learning_rate=3e-4,
+                        ent_coef=0.0, contention=c)  # fmt: skip
+    env = ContentionConfig(comm=args.comm, placements=list(PLACEMENTS),
+                           fidelity=args.train_fidelity)  # fmt: skip
+    return TrainConfig(agent=agent, contention=env, eval=EvalConfig(seeds=list(VALIDATION)),
+                       seed=seed, torch_threads=1)  # fmt: skip
 
 
-def train_pg(args: argparse.Namespace, seed: int) -> dict[str, Any]:
-    """BC of the SRSF rule (``--teacher exclusive``: of the exclusive rule; none with
-    ``--from-scratch``), then :class:`EpisodePG`; the
-    iteration with the best validation avg JCT (argmax, fast fidelity) is kept."""
-    th.manual_seed(seed)
-    env = make_env(args, "train", args.train_fidelity)
-    val = make_env(args, "validation", args.train_fidelity)
-    net = MaskedMLP(env.obs_size, env.wait_action + 1)
-    rng = np.random.default_rng([seed, 2])
-    if not args.from_scratch:
-        bc_seeds = [int(s) for s in rng.integers(10_000, 2**31, size=args.bc_workloads)]
-        teacher = srsf_exclusive_teacher if args.teacher == "exclusive" else srsf_teacher
-        pg_clone(net, env, teacher, bc_seeds, epochs=args.bc_epochs, seed=seed,
-                 smoothing=args.bc_smoothing)  # fmt: skip
-    bc_state = {k: v.clone() for k, v in net.state_dict().items()}
-
-    def validate() -> float:
-        return float(np.mean([run_episode(val, s, net).info["avg_jct_s"] for s in VALIDATION]))
-
-    cfg = EpisodePGConfig(seed=seed, epsilon=args.epsilon, temperature=args.temperature,
-                          groups=args.groups, group_size=args.group_size)  # fmt: skip
-    pg = EpisodePG(env, net, cfg)
-    best = (validate(), bc_state)
-    curve = [(0, round(best[0], 1))]
-    t0 = time.perf_counter()
-
-    def on_iteration(i: int, st: dict[str, float]) -> None:
-        nonlocal best
-        if i % args.val_every and i != args.iterations:
-            return
-        v = validate()
-        curve.append((i, round(v, 1)))
-        print(f"seed {seed} it {i} {time.perf_counter() - t0:.0f}s return {st['return']:.1f} "
-              f"entropy {st['entropy']:.3f} val {v:.1f}", file=sys.stderr, flush=True)  # fmt: skip
-        if v < best[0]:
-            best = (v, {k: t.clone() for k, t in net.state_dict().items()})
-
-    pg.learn(args.iterations, on_iteration)
-    return {"net": net, "bc_state": bc_state, "best_state": best[1], "curve": curve,
-            "env": env, "config": cfg}  # fmt: skip
+def train_pg(args: argparse.Namespace, seed: int) -> Path:
+    """One ``--learner pg`` training seed: :func:`training.contention.train_contention` (the
+    pipeline of ``train.py +agent=contention_pg``) into ``--runs``/``pg_seed<seed>``; with
+    ``--workload philly`` on the trace windows' training and validation envs."""
+    cfg = pg_config(args, seed)
+    out = args.runs / f"pg_seed{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    envs = None
+    if args.workload == "philly":
+        fid = args.train_fidelity
+        envs = (make_env(args, "train", fid), make_env(args, "validation", fid))
+    train_contention(cfg, out, asdict(cfg), envs=envs)
+    return out
 
 
-def save_policy(args: argparse.Namespace, seed: int, out: dict[str, Any]) -> None:
-    """``--save-policy``: the kept (best validation) network, its env layout and the run's
-    record (arguments, EpisodePG config, seed, curve, versions, git commit)."""
-    from dataclasses import asdict
+def _placed(e: ContentionEnv, _obs: Any, placement: str) -> int:
+    """The SRSF rule with one placement candidate."""
+    return srsf_teacher(e, placement)
 
-    from training.runinfo import run_record
 
-    net = out["net"]
-    net.load_state_dict(out["best_state"])
-    config = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-              "episode_pg": asdict(out["config"])}  # fmt: skip
-    record = run_record(config, seed, learner="EpisodePG", validation_seeds=VALIDATION,
-                        curve=out["curve"], kept="best validation avg JCT")  # fmt: skip
-    record.pop("cwd")  # a released file names no machine's paths
-    path = save_episode_pg(args.save_policy, net, out["env"], record)
-    print(f"policy (training seed {seed}): {path}", file=sys.stderr, flush=True)
+def _curve(run: Path) -> list[tuple[int, float]]:
+    """The validation curve of a run: (iteration, avg JCT rounded to 0.1 s)."""
+    with open(run / "learning_curve.csv", newline="") as f:
+        return [(int(r["iteration"]), round(float(r["avg_jct"]), 1)) for r in csv.DictReader(f)]
 
 
 # ------------------------------------------------------------------------------ report
@@ -299,29 +210,36 @@ def learned_rows(
     """Train per training seed and add the learned policies' rows on the test ``seeds``."""
     if args.learner == "pg":
         for seed in train_seeds:
-            out = train_pg(args, seed)
+            run = train_pg(args, seed)
+            best = run / "checkpoints" / "best" / "policy.npz"
             if args.save_policy is not None:
-                save_policy(args, seed, out)
-            net = out["net"]
+                write_bytes(args.save_policy, best.read_bytes())
+                print(f"policy (training seed {seed}): {args.save_policy}", file=sys.stderr,
+                      flush=True)  # fmt: skip
             recipe = "scratch " if args.from_scratch else f"{args.teacher} "
             if args.bc_smoothing > 0 and not args.from_scratch:
                 recipe = f"{args.teacher}~{args.bc_smoothing:g} "
-            tags = [("pg", out["best_state"])]
+            tags = [("pg", best)]
             if not args.from_scratch:
-                tags.insert(0, ("bc", out["bc_state"]))
-            for tag, state in tags:
-                net.load_state_dict(state)
+                tags.insert(0, ("bc", run / "checkpoints" / "clone" / "policy.npz"))
+            for tag, path in tags:
+                net, _ = load_episode_pg(path)
                 name = f"{recipe}{tag} (seed {seed})"
-                rows[name] = [env_run(full, s, net.act) for s in seeds]
-            print(f"seed {seed} curve: {out['curve']}", file=sys.stderr, flush=True)
+                rows[name] = [episode_jcts(full, s, net.act) for s in seeds]
+            print(f"seed {seed} curve: {_curve(run)}", file=sys.stderr, flush=True)
     elif args.train > 0:
         for seed in train_seeds:
-            out = train(args, seed)
+            out = train_maskable_ppo(
+                lambda split: make_env(args, split, args.train_fidelity), seed,
+                decisions=args.train, every=args.every, n_envs=args.n_envs,
+                n_steps=args.n_steps, bc_workloads=args.bc_workloads,
+                bc_epochs=args.bc_epochs, validation_seeds=VALIDATION,
+            )  # fmt: skip
             model = out["model"]
             for tag, state in (("bc", out["bc_state"]), ("rl", out["best_state"])):
                 model.policy.load_state_dict(state)
                 rows[f"{tag} (seed {seed})"] = [
-                    env_run(full, s, policy_actor(model)) for s in seeds
+                    episode_jcts(full, s, policy_actor(model)) for s in seeds
                 ]
             print(f"seed {seed} curve: {out['curve']}", file=sys.stderr)
 
@@ -362,9 +280,12 @@ def main() -> None:
     - ``env:srsf_exclusive+lwf1``: the SRSF teacher that waits rather than oversubscribe GPUs
       (:func:`~envs.gym.contention_env.srsf_exclusive_teacher`);
     - ``bc`` / ``rl``: the cloned and the fine-tuned policies (masked argmax) through the same env,
-      one row per training seed; ``--learner ppo`` (MaskablePPO from the SRSF clone) or ``pg``
-      (:class:`agents.episode_pg.EpisodePG`: group policy gradient over whole episodes, from the
-      clone, ``--epsilon`` exploration; ``--from-scratch`` skips the clone);
+      one row per training seed; ``--learner ppo`` (MaskablePPO from the SRSF clone,
+      :mod:`training.contention_ppo`) or ``pg`` (:class:`agents.episode_pg.EpisodePG`: group
+      policy gradient over whole episodes, from the clone, ``--epsilon`` exploration;
+      ``--from-scratch`` skips the clone): the pipeline of ``train.py +agent=contention_pg``
+      (:func:`training.contention.train_contention`), one run per training seed in
+      ``--runs``/``pg_seed<seed>``;
     - ``bound``: each job alone on an empty cluster from its arrival (its best placement: one
       server when it fits, else the fewest servers), avg JCT: no schedule can do better.
 
@@ -410,6 +331,9 @@ def main() -> None:
     ap.add_argument("--save-policy", type=Path, default=None, metavar="NPZ",
                     help="pg, one training seed: save the kept policy (evaluate.py "
                          "contention:NPZ)")  # fmt: skip
+    ap.add_argument("--runs", type=Path, default=None,
+                    help="pg: where the training runs go (<runs>/pg_seed<seed>; default "
+                         "runs/contention_h2h/<workload>_<teacher>_<comm>)")  # fmt: skip
     ap.add_argument("--train-seeds", type=seed_list, default=None,
                     help="training seeds (default: 0..--seeds-1)")  # fmt: skip
     ap.add_argument(
@@ -421,6 +345,9 @@ def main() -> None:
     if args.test_windows < 2 or args.window_jobs < 2:
         ap.error("--test-windows and --window-jobs must be >= 2")
     train_seeds = _train_seeds(ap, args)
+    if args.runs is None:
+        recipe = "scratch" if args.from_scratch else args.teacher
+        args.runs = Path("runs/contention_h2h") / f"{args.workload}_{recipe}_{args.comm}"
     th.set_num_threads(1)
     cluster = ClusterSpec()
     tests = test_workloads(args, cluster)
@@ -443,11 +370,10 @@ def main() -> None:
     if not args.learned_only:
         rows["bound (solo)"] = [solo_bound(cluster, w) for w in tests.values()]
         for p in PLACEMENTS[1:]:
-            rows[f"env:srsf+{p}"] = [
-                env_run(full, s, lambda e, _, p=p: srsf_teacher(e, p)) for s in seeds
-            ]
+            rule = functools.partial(_placed, placement=p)
+            rows[f"env:srsf+{p}"] = [episode_jcts(full, s, rule) for s in seeds]
         rows["env:srsf_exclusive+lwf1"] = [
-            env_run(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in seeds
+            episode_jcts(full, s, lambda e, _: srsf_exclusive_teacher(e)) for s in seeds
         ]
 
     print(f"heuristics and bound: {time.perf_counter() - t0:.0f} s", file=sys.stderr)

@@ -19,7 +19,6 @@ import argparse
 import csv
 import functools
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +37,7 @@ from agents.evaluation import (  # noqa: E402
 from agents.exploration import ExplorationConfig  # noqa: E402
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env  # noqa: E402
 from envs.sim.elastic.allocators import make_allocator  # noqa: E402
-from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds  # noqa: E402
+from evaluation.heldout import lower_bound  # noqa: E402
 from evaluation.stats import mean_ci95  # noqa: E402
 
 HEURISTICS = ("drf", "srtf", "tetris", "optimus", "esrtf", "adasrsf")
@@ -68,17 +67,10 @@ def _stats(results: list[EpisodeResult]) -> tuple[float, float]:
 
 
 def _lower_bound(env_cfg: EnvConfig, seed: int) -> float:
-    """No policy of the env can have a lower avg JCT on workload ``seed`` (bounds.py): the
-    window bound, or the solo bound when jobs beyond the window are allocated too; NaN when
-    the env's rates do not come from its speed model (the contention speed mode)."""
-    if getattr(env_cfg, "speed", "measured") != "measured":
-        return math.nan
+    """:func:`evaluation.heldout.lower_bound` of workload ``seed``."""
     env = make_env(env_cfg, seed=seed)
     env.reset(seed=seed)
-    sim = env.simulator
-    if env.allocator_for_unused is not None:
-        return mean_jct(solo_bounds(env.jobs, sim.spec, sim.speed))
-    return mean_jct(window_bounds(env.jobs, sim.spec, sim.speed, env.J))
+    return lower_bound(env, env_cfg)
 
 
 def cmd_report(args: argparse.Namespace) -> None:

@@ -16,8 +16,9 @@ increments before it (the base's slot plan goes on; increments that no longer fi
 skipped).  ``--base load``: search over
 :class:`~envs.sim.elastic.speed_aware.LoadAwareESRTF` (``esrtf_load`` in the registry: the rule
 the search's choices suggest, ``--rule``).  Rollouts see the true future (clairvoyant
-search).  ``--save`` (a TeacherDataset) refuses validation seeds 100-109; test seeds 300-319
-are always refused.
+search).  The search is :func:`agents.search.rollout_search`; this script prints its table.
+``--save`` (a TeacherDataset) refuses validation seeds 100-109; test seeds 300-319 are always
+refused.
 """
 
 from __future__ import annotations
@@ -25,259 +26,20 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-import pickle
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _common import markdown_table, seed_list
 
-from envs.gym.cluster_env import ClusterEnv
+from agents.search import BASES, Decisions, replay, rollout_search
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import EfficientSRTF, LoadAwareESRTF, make_allocator
-from envs.sim.elastic.bounds import mean_jct, window_bounds
+from envs.sim.elastic.allocators import EfficientSRTF, LoadAwareESRTF
+from evaluation.heldout import lower_bound
 from pretrain.dataset import TeacherDataset
-
-__all__ = [
-    "BASES",
-    "RULES",
-    "SLOT_ALTERNATIVES",
-    "Decisions",
-    "SearchResult",
-    "replay",
-    "rollout_search",
-    "rule_table",
-]
-
-#: slot mode: name -> allocator factory whose plan replaces the base's for one slot
-SLOT_ALTERNATIVES: dict[str, Callable[[], Any]] = {
-    "esrtf0.7": lambda: EfficientSRTF(0.7),
-    "esrtf0.8": lambda: EfficientSRTF(0.8),
-    "esrtf0.97": lambda: EfficientSRTF(0.97),
-    "esrtf1.0": lambda: EfficientSRTF(1.0),
-    "optimus": lambda: make_allocator("optimus"),
-    "drf": lambda: make_allocator("drf"),
-    "srtf": lambda: make_allocator("srtf"),
-}
-#: action mode: at most this many inserted increments per decision point
-MAX_INSERTS = 6
-
-State = tuple[ClusterEnv, HeuristicDriver]
-#: an alternative: steps the env of a (env, driver) pair; calls ``step(env, a)`` per action
-Alternative = Callable[[ClusterEnv, HeuristicDriver, Callable[[ClusterEnv, int], bool]], None]
-
-
-@dataclass
-class SearchResult:
-    """One workload's search: base and improved avg JCT, the improved episode's actions."""
-
-    seed: int
-    base_jct: float
-    jct: float
-    actions: list[int] = field(default_factory=list)
-    points: int = 0  # decision points searched
-    changed: int = 0  # points where an alternative beat the base
-    rollouts: int = 0
-    cpu_s: float = 0.0
-    chosen: dict[str, int] = field(default_factory=dict)  # alternative name -> times taken
-    #: per point of the rollout policy: (slot, active jobs, alternative taken)
-    trace: list[tuple[int, int, str]] = field(default_factory=list)
-
-    @property
-    def change_pct(self) -> float:
-        return 100.0 * (self.jct / self.base_jct - 1.0)
-
-
-@dataclass
-class Decisions:
-    """Every decision of improved episodes, as :class:`~pretrain.dataset.TeacherDataset` has
-    them (``returns``: the reward of the decision's slot, DL²'s rule)."""
-
-    obs: list[np.ndarray] = field(default_factory=list)
-    masks: list[np.ndarray] = field(default_factory=list)
-    actions: list[int] = field(default_factory=list)
-    episodes: list[int] = field(default_factory=list)
-    returns: list[float] = field(default_factory=list)
-
-    def dataset(self, meta: dict[str, Any]) -> TeacherDataset:
-        return TeacherDataset(
-            np.asarray(self.obs, dtype=np.float32),
-            np.asarray(self.masks, dtype=bool),
-            np.asarray(self.actions, dtype=np.int64),
-            np.asarray(self.episodes, dtype=np.int32),
-            np.asarray(self.returns, dtype=np.float32),
-            meta=meta,
-        )
-
-
-def _finish(env: ClusterEnv, drv: HeuristicDriver) -> float:
-    """Drive the base to the end of the episode; its avg JCT (slots)."""
-    if env.ended:
-        return float(env.simulator.result().avg_jct_slots)
-    return float(drv.finish()["avg_jct_slots"])
-
-
-def _plain_step(env: ClusterEnv, a: int) -> bool:
-    _, _, term, trunc, _ = env.step(a)
-    return bool(term or trunc)
-
-
-def _slot_alternative(name: str) -> Alternative:
-    def apply(env: ClusterEnv, drv: HeuristicDriver, step: Callable[[ClusterEnv, int], bool]):
-        other = HeuristicDriver(SLOT_ALTERNATIVES[name](), env)
-        t = env.slot
-        while env.slot_open and env.slot == t:
-            if step(env, other.act()):
-                return
-
-    return apply
-
-
-def _base_step(env: ClusterEnv, drv: HeuristicDriver, step: Callable[[ClusterEnv, int], bool]):
-    step(env, drv.act())
-
-
-def _void(env: ClusterEnv, drv: HeuristicDriver, step: Callable[[ClusterEnv, int], bool]):
-    step(env, env.void_action)
-
-
-def _skip(env: ClusterEnv, drv: HeuristicDriver, step: Callable[[ClusterEnv, int], bool]):
-    drv.act()  # the base's increment, dropped
-    step(env, drv.act())
-
-
-def _insert(b: int) -> Alternative:
-    def apply(env: ClusterEnv, drv: HeuristicDriver, step: Callable[[ClusterEnv, int], bool]):
-        step(env, b)
-
-    return apply
-
-
-def _action_alternatives(
-    env: ClusterEnv, drv: HeuristicDriver, rng: np.random.Generator
-) -> list[tuple[str, Alternative]]:
-    """The base's next action first, then void, skip and sampled insertions."""
-    probe_env, probe = pickle.loads(pickle.dumps((env, drv)))
-    a = probe.act()
-    alts: list[tuple[str, Alternative]] = [("base", _base_step)]
-    if a == env.void_action:
-        others = np.flatnonzero(env.action_masks()[:-1])
-    else:
-        alts += [("void", _void), ("skip", _skip)]
-        others = np.flatnonzero(env.action_masks()[:-1])
-        others = others[others != a]
-    del probe_env
-    if len(others) > MAX_INSERTS:
-        others = np.sort(rng.choice(others, MAX_INSERTS, replace=False))
-    alts += [(f"insert{['w', 'p', 'b'][int(b) % 3]}", _insert(int(b))) for b in others]
-    return alts
-
-
-def rollout_search(
-    config: EnvConfig,
-    seed: int,
-    *,
-    mode: str = "slot",
-    p: float = 0.05,
-    search_seed: int = 0,
-    one_step: bool = False,
-    record: Decisions | None = None,
-    episode: int = 0,
-    base: str = "esrtf",
-) -> SearchResult:
-    """The rollout policy over EfficientSRTF on workload ``seed`` of ``config`` (module doc).
-
-    ``record``: gets every decision of the improved episode (as episode ``episode``).
-    ``base``: the heuristic of :data:`BASES` that the rollouts continue with.
-    ``one_step``: search the base's own trajectory and apply only the best single deviation
-    (the first-order improvement)."""
-    if mode not in ("slot", "action"):
-        raise ValueError(f"mode must be 'slot' or 'action', got {mode!r}")
-    cpu0 = time.process_time()
-    rng = np.random.default_rng(search_seed)
-    env = make_env(config)
-    drv = HeuristicDriver(BASES[base](), env)
-    env.reset(seed=seed)
-    root = pickle.dumps((env, drv))
-    e0, d0 = pickle.loads(root)
-    base_jct = _finish(e0, d0)
-    res = SearchResult(seed=seed, base_jct=base_jct, jct=base_jct)
-    actions: list[int] = []
-
-    pending = [0]  # recorded decisions of the open slot, waiting for its reward
-
-    def rec_step(e: ClusterEnv, a: int) -> bool:
-        if record is not None:
-            record.obs.append(e.observation())
-            record.masks.append(e.action_masks())
-            record.actions.append(int(a))
-            record.episodes.append(episode)
-            pending[0] += 1
-        actions.append(int(a))
-        _, reward, term, trunc, info = e.step(a)
-        if record is not None and (info["slot_ended"] or term or trunc):
-            record.returns.extend([float(reward)] * pending[0])
-            pending[0] = 0
-        return bool(term or trunc)
-
-    best_single: tuple[float, int, str] = (base_jct, -1, "base")  # (jct, decision index, alt)
-    slot_t = -1
-    while not env.ended:
-        if mode == "slot":
-            is_point = env.slot_open and env.slot != slot_t
-            slot_t = env.slot
-        else:
-            is_point = bool(rng.random() < p)
-        if not is_point:
-            rec_step(env, drv.act())
-            continue
-        if mode == "slot":
-            alts: list[tuple[str, Alternative]] = [("base", _base_step)]
-            alts += [(n, _slot_alternative(n)) for n in SLOT_ALTERNATIVES]
-        else:
-            alts = _action_alternatives(env, drv, rng)
-        snap = pickle.dumps((env, drv))
-        res.points += 1
-        values = []
-        for _name, alt in alts:
-            e, d = pickle.loads(snap)
-            alt(e, d, _plain_step)
-            values.append(_finish(e, d))
-            res.rollouts += 1
-        k = int(np.argmin(values))
-        if values[k] >= values[0]:  # ties keep the base
-            k = 0
-        if one_step:
-            if values[k] < best_single[0]:
-                best_single = (values[k], len(actions), alts[k][0])
-            rec_step(env, drv.act())
-            continue
-        if k:
-            res.changed += 1
-        name, alt = alts[k]
-        res.chosen[name] = res.chosen.get(name, 0) + 1
-        res.trace.append((env.slot, len(env.active_jobs), name))
-        env, drv = pickle.loads(snap)
-        alt(env, drv, rec_step)
-    if one_step:
-        res.jct = best_single[0]
-        res.changed = int(best_single[1] >= 0)
-        res.chosen = {best_single[2]: 1}
-        res.actions = []
-    else:
-        res.jct = float(env.simulator.result().avg_jct_slots)
-        res.actions = actions
-    res.cpu_s = time.process_time() - cpu0
-    return res
-
-
-#: the base heuristics: EfficientSRTF, and the load rule found by searching over it
-BASES: dict[str, Callable[[], Any]] = {"esrtf": EfficientSRTF, "load": LoadAwareESRTF}
 
 #: (light, heavy, eff_light, eff_heavy) of the LoadAwareESRTF variants ``--rule`` evaluates
 RULES = ((3, 5, 1.0, 0.92), (3, 5, 1.0, 0.8), (3, 5, 1.0, 0.7), (3, 3, 1.0, 0.75), (2, 5, 1.0, 0.8))
@@ -308,25 +70,10 @@ def rule_table(config: EnvConfig, seeds: Sequence[int]) -> None:
     print("\n" + markdown_table(table, headers))
 
 
-def replay(config: EnvConfig, seed: int, actions: Sequence[int]) -> float:
-    """Avg JCT of replaying ``actions`` from ``reset(seed)`` in a fresh env (must end it)."""
-    env = make_env(config)
-    env.reset(seed=seed)
-    done = False
-    for i, a in enumerate(actions):
-        if done:
-            raise RuntimeError(f"the episode ended before action {i} of {len(actions)}")
-        _, _, term, trunc, info = env.step(int(a))
-        done = bool(term or trunc)
-    if not done:
-        raise RuntimeError("the actions did not end the episode")
-    return float(info["avg_jct_slots"])
-
-
 def _bound(config: EnvConfig, seed: int) -> float:
     env = make_env(config)
     env.reset(seed=seed)
-    return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, env.J))
+    return lower_bound(env, config)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -420,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             "L": env.L,
             "search": {"mode": args.mode, "p": args.p, "search_seed": args.search_seed},
         }
-        path = record.dataset(meta).save(args.save)
+        path = TeacherDataset(*record.arrays(), meta=meta).save(args.save)
         print(f"\n{len(record.actions)} decisions -> {path}")
 
 

@@ -39,6 +39,7 @@ from envs.sim.elastic.engine_slots import (
 from envs.sim.elastic.simulator import ElasticResult, SlotSimulator
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob
 from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
+from envs.sim.elastic.window_check import window_errors
 from envs.sim.elastic.workload import DL2_LARGE, DL2_SMALL, DL2Setting
 from envs.sim.errors import ConfigError
 
@@ -174,31 +175,9 @@ def bias() -> None:
     print(markdown_table(table, headers), flush=True)
 
 
-class _Shadow(ContentionSlotSimulator):
-    """Every slot's rates computed twice on the same state: whole slot (what the run uses)
-    and with ``measure_fraction``; the per-job relative rate differences are recorded."""
-
-    def __init__(self, *args: Any, window: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.full_cfg = self.config
-        self.win_cfg = ContentionConfig(
-            min_steps_per_slot=self.config.min_steps_per_slot, measure_fraction=window
-        )
-        self.errors: list[float] = []
-        self._caches: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
-
-    def _slot_rates(self, t: int, allocation: Any) -> Any:
-        self.config, self._cache = self.win_cfg, self._caches[1]
-        approx = super()._slot_rates(t, allocation)
-        self.config, self._cache = self.full_cfg, self._caches[0]
-        rates = super()._slot_rates(t, allocation)
-        assert rates is not None and approx is not None
-        self.errors += [abs(approx[j] - r) / r for j, r in rates.items() if r > 0]
-        return rates
-
-
 def window_check(setting_name: str, seeds: list[int], slots: int, windows: list[float]) -> None:
-    """Per-slot rate error of the measurement window against the whole slot (same state)."""
+    """Per-slot rate error of the measurement window against the whole slot (same state:
+    :func:`envs.sim.elastic.window_check.window_errors`)."""
     setting = SETTINGS[setting_name]
     headers = ["allocator", "seed", "measure_fraction", "(slot, job) rates", "mean rel. error",
                "p99", "max", "CPU-s"]  # fmt: skip
@@ -206,15 +185,10 @@ def window_check(setting_name: str, seeds: list[int], slots: int, windows: list[
     for name in ("drf", "optimus"):
         for seed in seeds:
             for f in windows:
-                sim = _Shadow(
-                    setting.cluster(), setting.workload(seed), ALLOCATORS[name](), window=f
-                )
                 cpu = time.process_time()
-                while not sim.done and sim.t < slots:
-                    views = sim.begin_slot()
-                    assert sim.allocator is not None
-                    sim.end_slot(sim.allocator.allocate(views, sim.cluster, sim.speed, 1200.0))
-                e = np.array(sim.errors)
+                e = window_errors(
+                    setting.cluster(), setting.workload(seed), ALLOCATORS[name](), f, slots
+                )
                 table.append([
                     name, str(seed), str(f), f"{e.size:,}", f"{e.mean():.2e}",
                     f"{np.quantile(e, 0.99):.2e}", f"{e.max():.2e}",

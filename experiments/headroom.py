@@ -29,8 +29,7 @@ from _common import markdown_table, seed_list
 from envs.gym.factory import EnvConfig
 from envs.gym.workloads import TRAIN_VCS, VALIDATION_DAYS, TraceWindows
 from envs.sim.elastic.allocators import ALLOCATORS
-from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds
-from evaluation.heldout import Workload, heldout_workloads, run_schedulers
+from evaluation.heldout import heldout_workloads, run_schedulers
 
 #: the heuristics compared by default: every allocator but the bare gang and the backlog rule
 HEURISTICS = sorted(set(ALLOCATORS) - {"fixed", "bundle"})
@@ -47,19 +46,6 @@ SETTINGS: dict[str, tuple[EnvConfig, int]] = {
         0,
     ),
 }
-
-
-def bound(config: EnvConfig, w: Workload) -> float:
-    """The workload's lower bound on avg JCT through ``config``'s env (see the module doc;
-    NaN in the contention speed mode, which has none)."""
-    if config.speed != "measured":
-        return math.nan
-    env = w.env(config)
-    env.reset(seed=w.scenario.seed)
-    speed = env.speed
-    if config.backlog != "none":
-        return mean_jct(solo_bounds(env.jobs, env.cluster_spec, speed))
-    return mean_jct(window_bounds(env.jobs, env.cluster_spec, speed, env.J))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         table = run_schedulers(config, workloads, heuristics=names)
         means = {h: float(np.mean(table.avg_jct[h])) for h in names}
         best = min(means, key=lambda h: means[h])
-        lb = float(np.mean([bound(config, w) for w in workloads]))
+        lb = float(np.mean([w.lower_bound(config) for w in workloads]))
         cells = [f"{means[h]:.1f}" + ("*" if table.unfinished[h] else "") for h in names]
         gap = "n/a" if math.isnan(lb) else f"{100 * (means[best] / lb - 1):+.1f}%"
         rows.append([name, *cells, best, f"{lb:.1f}", gap])

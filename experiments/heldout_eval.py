@@ -25,7 +25,6 @@ best heuristic, and unfinished jobs (runs that hit the horizon count them as fin
 from __future__ import annotations
 
 import argparse
-import glob
 import sys
 from pathlib import Path
 
@@ -33,37 +32,35 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from _common import markdown_table  # noqa: E402
 
-from agents.checkpoint import load_policy  # noqa: E402
-from agents.plan_policy import PlanPolicy  # noqa: E402
 from envs.gym.factory import EnvConfig  # noqa: E402
 from envs.gym.workloads import TEST_DAYS, TRAIN_VCS, VALIDATION_DAYS, TraceWindows  # noqa: E402
-from evaluation.heldout import Table, heldout_workloads, paired, run_schedulers  # noqa: E402
+from envs.sim.errors import ConfigError  # noqa: E402
+from evaluation.heldout import (  # noqa: E402
+    Table,
+    heldout_workloads,
+    load_policies,
+    paired,
+    run_schedulers,
+)
 from evaluation.stats import mean_ci95  # noqa: E402
 
 HEURISTICS = ("drf", "optimus", "esrtf", "tetris")
 
 
 def _policies(spec: str) -> tuple[str, list[object]]:
+    """``--policy NAME=GLOB``: the name and its policies
+    (:func:`evaluation.heldout.load_policies`)."""
     if "=" not in spec:
         sys.exit(f"--policy wants NAME=GLOB, got {spec!r}")
     name, pattern = spec.split("=", 1)
-    paths = sorted(glob.glob(pattern))
-    if not paths:
-        sys.exit(f"--policy {name}: nothing matches {pattern!r}")
-    out: list[object] = []
-    for p in map(Path, paths):
-        target = p / "checkpoints" / "final" if (p / "checkpoints" / "final").is_dir() else p
-        npz = target if target.suffix == ".npz" else target / "policy.npz"
-        if npz.is_file():  # a ClusterPlan-v0 policy (train.py +agent=plan_pg)
-            out.append(PlanPolicy.load(npz))
-            continue
-        if not ((target / "model.zip").is_file() or (target / "policy.pt").is_file()):
-            print(f"--policy {name}: skipping {p} (no final checkpoint yet)", file=sys.stderr)
-            continue
-        out.append(load_policy(target)[0])
-    if not out:
-        sys.exit(f"--policy {name}: no finished run matches {pattern!r}")
-    return name, out
+
+    def skipped(p: Path) -> None:
+        print(f"--policy {name}: skipping {p} (no final checkpoint yet)", file=sys.stderr)
+
+    try:
+        return name, load_policies(pattern, skipped)
+    except ConfigError as e:
+        sys.exit(f"--policy {name}: {e}")
 
 
 def report(table: Table, title: str, versus: str | None = None) -> str:

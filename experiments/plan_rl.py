@@ -3,7 +3,9 @@
     python experiments/plan_rl.py --setting medium --seeds 0-2 --iterations 60
     python experiments/plan_rl.py --setting small --backlog bundle --seeds 0-2 --iterations 40
 
-Per training seed: behaviour-clone the constant EfficientSRTF teacher (always action 0) into
+Per training seed, one ``train.py +agent=plan_pg`` run (:func:`training.plan.train_plan`, its
+config from the arguments: :func:`plan_config`) into ``--out``/``seed<N>``: behaviour-clone
+the constant EfficientSRTF teacher (always action 0) into
 :class:`~agents.episode_pg.MaskedMLP` on workloads ``--bc-seeds`` (2000-2007), with label
 smoothing ``--bc-smoothing`` so that rollouts still try the other plans; the clone's argmax is
 EfficientSRTF.  Then :class:`~agents.episode_pg.EpisodePG` on workloads it draws from
@@ -21,9 +23,11 @@ curves), ``results.json`` and ``table.md``.  Results: docs/experiments/against-h
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +35,15 @@ import numpy as np
 import torch as th
 from _common import markdown_table, seed_list
 
-from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, clone, run_episode
+from agents.config import AgentConfig, PlanPGConfig
+from agents.episode_pg import MaskedMLP, load_episode_pg, run_episode
+from envs.gym.factory import EnvConfig
 from envs.gym.plan_env import PlanEnv
 from evaluation.heldout import paired
 from evaluation.stats import mean_ci95
+from training.config import EvalConfig, TrainConfig
+from training.plan import train_plan
+from training.pretraining import PretrainConfig
 
 RESERVED = set(range(100, 110)) | set(range(300, 320))
 RUN_KEYS = ("seed", "curve", "best_val", "best_iteration", "clone_val", "seconds")
@@ -56,43 +65,52 @@ def _zero(_env: Any, _obs: Any) -> int:
     return 0
 
 
+def plan_config(args: argparse.Namespace, seed: int) -> TrainConfig:
+    """The arguments as ``train.py +agent=plan_pg``'s config: the clone of EfficientSRTF's
+    plan (``pretrain.teacher=esrtf``) on workloads ``--bc-seeds`` (consecutive), EpisodePG
+    in one process, validation by argmax on ``--val-seeds``, the ``--heuristics`` as
+    baselines."""
+    agent = AgentConfig(
+        name="plan_pg", algo="plan_pg", learning_rate=args.lr, ent_coef=args.ent_coef,
+        plan=PlanPGConfig(iterations=args.iterations, groups=args.groups,
+                          group_size=args.group_size, epsilon=args.epsilon,
+                          val_every=args.val_every, bc_epochs=args.bc_epochs,
+                          bc_smoothing=args.bc_smoothing, hidden=args.hidden, workers=1),
+    )  # fmt: skip
+    pretrain = PretrainConfig(teacher="esrtf", num_workloads=len(args.bc_seeds),
+                              seed_offset=args.bc_seeds[0])  # fmt: skip
+    return TrainConfig(
+        agent=agent, env=EnvConfig(setting=args.setting, reward="jct", backlog=args.backlog),
+        pretrain=pretrain, seed=seed, torch_threads=1,
+        eval=EvalConfig(seeds=list(args.val_seeds), deterministic=True,
+                        baselines=list(args.heuristics)),
+    )  # fmt: skip
+
+
+def _state(path: Path) -> dict[str, th.Tensor]:
+    net, _ = load_episode_pg(path)
+    return net.state_dict()
+
+
 def train(args: argparse.Namespace, seed: int) -> dict[str, Any]:
-    th.manual_seed(seed)
-    env, val = make(args), make(args)
-    net = MaskedMLP(env.obs_size, env.K, args.hidden)
+    """One training seed: :func:`training.plan.train_plan` into ``--out``/``seed<seed>``; its
+    curve, best and clone states and figures."""
+    cfg = plan_config(args, seed)
+    run = args.out / f"seed{seed}"
+    run.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    loss = clone(net, env, lambda _e: 0, args.bc_seeds, epochs=args.bc_epochs, seed=seed,
-                 smoothing=args.bc_smoothing)  # fmt: skip
-    bc_state = {k: v.clone() for k, v in net.state_dict().items()}
-
-    def validate() -> float:
-        return float(np.mean([avg_jct(val, s, net) for s in args.val_seeds]))
-
-    cfg = EpisodePGConfig(seed=seed, groups=args.groups, group_size=args.group_size,
-                          epsilon=args.epsilon, lr=args.lr, ent_coef=args.ent_coef,
-                          hidden=args.hidden)  # fmt: skip
-    pg = EpisodePG(env, net, cfg)
-    v0 = validate()
-    best = (v0, 0, bc_state)
-    curve: list[dict[str, float]] = [{"iteration": 0, "val_avg_jct": v0, "s": 0.0}]
-    print(f"seed {seed}: clone loss {loss:.3f}, val {v0:.2f}", file=sys.stderr, flush=True)
-
-    def on_iteration(i: int, st: dict[str, float]) -> None:
-        nonlocal best
-        if i % args.val_every and i != args.iterations:
-            return
-        v = validate()
-        s = time.perf_counter() - t0
-        curve.append({"iteration": i, "val_avg_jct": v, "s": round(s, 1),
-                      "return": st["return"], "entropy": st["entropy"]})  # fmt: skip
-        print(f"seed {seed} it {i} {s:.0f}s return {st['return']:.1f} entropy "
-              f"{st['entropy']:.3f} val {v:.2f}", file=sys.stderr, flush=True)  # fmt: skip
-        if v < best[0]:
-            best = (v, i, {k: t.clone() for k, t in net.state_dict().items()})
-
-    pg.learn(args.iterations, on_iteration)
-    return {"seed": seed, "curve": curve, "best_val": best[0], "best_iteration": best[1],
-            "best_state": best[2], "bc_state": bc_state, "clone_val": v0,
+    summary = train_plan(cfg, run, asdict(cfg))
+    with open(run / "learning_curve.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    curve = [{"iteration": int(r["iteration"]), "val_avg_jct": float(r["avg_jct"]),
+              "s": float(r["wall_s"])} for r in rows]  # fmt: skip
+    best = summary["best"]
+    print(f"seed {seed}: clone val {curve[0]['val_avg_jct']:.2f}", file=sys.stderr, flush=True)
+    return {"seed": seed, "curve": curve, "best_val": float(best["avg_jct"]),
+            "best_iteration": int(best["iteration"]),
+            "best_state": _state(run / "checkpoints" / "best" / "policy.npz"),
+            "bc_state": _state(run / "checkpoints" / "clone" / "policy.npz"),
+            "clone_val": curve[0]["val_avg_jct"],
             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
 
 
@@ -148,8 +166,10 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if RESERVED & set(args.bc_seeds):
         ap.error("--bc-seeds must avoid validation 100-109 and test 300-319")
+    if args.bc_seeds != list(range(args.bc_seeds[0], args.bc_seeds[0] + len(args.bc_seeds))):
+        ap.error("--bc-seeds must be consecutive (train.py's pretrain.seed_offset + i)")
     th.set_num_threads(1)
-    out = args.out or Path("runs/plan_rl") / f"{args.setting}_{args.backlog}"
+    out = args.out = args.out or Path("runs/plan_rl") / f"{args.setting}_{args.backlog}"
     out.mkdir(parents=True, exist_ok=True)
     runs = [train(args, s) for s in args.seeds]
     for r in runs:

@@ -22,8 +22,9 @@ The env is ``train.py``'s ``contention`` block (:class:`~envs.gym.contention_env
 ContentionConfig`: paper scale, 16 x 4 GPUs, ``comm=srsf1``, placements LWF-1 / LS / FF,
 J = 20, fast fidelity by default).  Writes ``learning_curve.csv``, ``tb/`` (as ``plan_pg``'s:
 :class:`~training.plan.EpisodeLog`), ``checkpoints/best/policy.npz`` (the best validation
-point) and ``checkpoints/final/policy.npz``, each usable as ``contention:<dir>`` in
-``evaluate.py``, and ``summary.json``.  Times are seconds (the engine's), not slots.
+point), ``checkpoints/final/policy.npz`` and (with a teacher) ``checkpoints/clone/policy.npz``,
+each usable as ``contention:<dir>`` in ``evaluate.py``, and ``summary.json``.  Times are
+seconds (the engine's), not slots.
 """
 
 from __future__ import annotations
@@ -135,6 +136,10 @@ class ContentionWorld(EpisodeWorld):
     decision: ClassVar[str] = "decisions"
     val: Any = None
     val_key: str = "val_avg_jct_s"
+    #: the training and the validation env instead of two of the ``contention`` block's (for
+    #: envs the block does not describe, such as Philly trace windows:
+    #: ``experiments/contention_h2h.py --workload philly``)
+    envs: tuple[ContentionEnv, ContentionEnv] | None = None
 
     @property
     def c(self) -> ContentionPGConfig:
@@ -152,7 +157,8 @@ class ContentionWorld(EpisodeWorld):
         check_contention_config(self.cfg)
 
     def setup(self) -> None:
-        self.env, self.val = self.cfg.contention.make(), self.cfg.contention.make()
+        make = self.cfg.contention.make
+        self.env, self.val = self.envs if self.envs is not None else (make(), make())
         self.net = MaskedMLP(self.env.obs_size, self.env.wait_action + 1, self.c.hidden)
 
     def teacher(self) -> Teacher | None:
@@ -199,7 +205,12 @@ class ContentionWorld(EpisodeWorld):
         }
 
 
-def train_contention(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
+def train_contention(
+    cfg: TrainConfig,
+    out: Path,
+    resolved: dict[str, Any],
+    envs: tuple[ContentionEnv, ContentionEnv] | None = None,
+) -> dict[str, Any]:
     """One run of an ``episodes`` learner in ``dlsched/Contention-v0`` into ``out`` (see the
-    module docstring); its summary."""
-    return train_episodes(cfg, out, resolved, ContentionWorld(cfg))
+    module docstring); its summary.  ``envs``: :attr:`ContentionWorld.envs`."""
+    return train_episodes(cfg, out, resolved, ContentionWorld(cfg, envs=envs))

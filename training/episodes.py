@@ -405,6 +405,8 @@ def train_episodes(
             return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
                                    {**record, **extra}, act=world.act)  # fmt: skip
 
+    if teacher is not None:
+        save("clone", {"iteration": 0})  # the clone itself, whatever RL makes of it
     fields, interrupted = run_iterations(
         pg, log, lambda: world.measure(pg), save, world.iterations, world.val_every,
         world.hparams(), world.val_key,

@@ -24,10 +24,11 @@ EfficientSRTF efficiency, plans the slot) it does (docs/experiments/against-heur
 Writes ``learning_curve.csv`` (decisions, iteration, avg JCT, ratio to each baseline),
 TensorBoard scalars (``tb/``: reference lines of the heuristics, losses apart, KL to the clone,
 timing, hparams: see :class:`EpisodeLog`), ``checkpoints/best/policy.npz`` (the best validation
-point) and ``checkpoints/final/policy.npz`` (the last), each usable as ``policy:<dir>`` in
-``evaluate.py``, and ``summary.json``, each written atomically (:mod:`envs.files`).  Ctrl-C
-(or SIGTERM, under ``train.py``) stops between iterations and still saves ``final``; the
-rollout workers are stopped however the run ends.
+point), ``checkpoints/final/policy.npz`` (the last) and, with a clone,
+``checkpoints/clone/policy.npz``, each usable as ``policy:<dir>`` in ``evaluate.py``, and
+``summary.json``, each written atomically (:mod:`envs.files`).  Ctrl-C (or SIGTERM, under
+``train.py``) stops between iterations and still saves ``final``; the rollout workers are
+stopped however the run ends.
 """
 
 from __future__ import annotations
