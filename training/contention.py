@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from agents.episode_pg import (
     save_episode_pg,
 )
 from envs.files import write_json
+from envs.gym.actors import rule_actor
 from envs.gym.contention_env import CONTENTION_TEACHERS, ContentionEnv, teacher
 from envs.sim.errors import ConfigError, check_number
 from training.config import TrainConfig
@@ -102,12 +102,9 @@ def _metrics(infos: list[dict[str, Any]]) -> dict[str, float]:
 def rule_baselines(env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
     """Mean avg JCT (s) of every registered rule through ``env`` on ``seeds``."""
     out = {}
-    for name, rule in CONTENTION_TEACHERS.items():
-
-        def act(e: Any, _obs: Any, rule: Callable[[ContentionEnv], int] = rule) -> int:
-            return rule(e)
-
-        infos = [run_episode(env, int(s), act=act).info for s in seeds]
+    for name in CONTENTION_TEACHERS:
+        actor = rule_actor(env, name, role="baseline")  # (RuleActor: the rule of the view)
+        infos = [run_episode(env, int(s), act=actor).info for s in seeds]
         out[name] = _metrics(infos)["avg_jct"]
     return out
 
