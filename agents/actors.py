@@ -7,6 +7,8 @@
 - a ``ClusterPlan-v0`` policy in ``Cluster-v0``: :meth:`agents.plan_policy.PlanPolicy.actor`
   (a :class:`~envs.gym.plan_env.PlanActor`);
 - a ``Cluster-v0`` policy (:class:`~agents.policy.NumpyPolicy`): :class:`PolicyActor`.
+
+Each is also callable in the older ``(env, obs) -> action`` form.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ class NetActor:
     def reset(self, seed: int | None) -> None:
         """Nothing: the argmax draws nothing."""
 
+    def __call__(self, env: Any, obs: npt.NDArray[np.float32]) -> int:
+        """The older ``(env, obs) -> action`` form of :meth:`act`."""
+        return self.act(obs, env)
+
     def act(self, obs: npt.NDArray[np.float32], view: Any) -> int:
         return int(self.net.act(view, obs))
 
@@ -49,6 +55,10 @@ class PolicyActor:
     def reset(self, seed: int | None) -> None:
         """The draws of workload ``seed``'s episode: a fresh generator."""
         self.rng = np.random.default_rng([self.sample_seed, 0 if seed is None else seed])
+
+    def __call__(self, env: Any, obs: npt.NDArray[np.float32]) -> int:
+        """The older ``(env, obs) -> action`` form of :meth:`act`."""
+        return self.act(obs, env)
 
     def act(self, obs: npt.NDArray[np.float32], view: Any) -> int:
         return int(
