@@ -37,10 +37,10 @@ TINY = EnvConfig(setting="tiny")
 
 def _old_contention_loop(env: ContentionEnv, rule: Any, seed: int) -> tuple[float, int, dict]:
     """The loop ``evaluation/contention.py`` had (reset, step until the end, sum rewards)."""
-    obs, _ = env.reset(seed=seed, options={"workload_seed": seed})
+    env.reset(seed=seed, options={"workload_seed": seed})
     ret, steps = 0.0, 0
     while True:
-        obs, r, term, trunc, info = env.step(rule(env))
+        _, r, term, trunc, info = env.step(rule(env))
         ret, steps = ret + r, steps + 1
         if term or trunc:
             return ret, steps, info
@@ -169,7 +169,7 @@ def test_a_contention_rule_written_once_is_a_scheduler_a_teacher_and_a_baseline(
         )
         assert rows and all(r["stack"] == "contention:toy_last" for r in rows)
         small = ContentionEnv(num_jobs=8)
-        obs, masks, acts = teacher_data(small, ce.teacher("toy_last"), [1])  # a teacher
+        _, masks, acts = teacher_data(small, ce.teacher("toy_last"), [1])  # a teacher
         assert len(acts) == 8 and all(masks[i][a] for i, a in enumerate(acts))
         base = rule_baselines(small, [1])  # train.py's baselines: every registered rule
         run = run_episode(small, rule_actor(small, "toy_last"), 1, options={"workload_seed": 1})
