@@ -15,10 +15,11 @@ once is usable in each of them.
   for bit) unless a recorder needs every step.  The adapters that make each kind of rule an
   actor are in :mod:`envs.gym.actors`; networks' in :mod:`agents.actors`.
 - :func:`run_episode`: reset with a workload seed, act until the episode ends, an
-  :class:`EpisodeRun` (steps, return, final ``info``).  A :class:`Recorder` sees each decision
-  before its step and each outcome after it.  An invalid action is one :class:`ConfigError`
-  naming the action and the decision time (``strict=False``: counted by the env instead, as
-  ``Cluster-v0``'s evaluation counts them).
+  :class:`EpisodeRun` (steps, return, final ``info``); :func:`play_on`: the same from where
+  the env is.  A :class:`Recorder` sees each decision before its step and each outcome after
+  it.  An invalid action is one :class:`ConfigError` naming the action and the decision time
+  (``strict=False``: counted by the env instead, as ``Cluster-v0``'s evaluation counts
+  them).
 - :func:`step`: the one env step every loop takes (:func:`run_episode` and the batched
   :func:`agents.episode_pg.run_lockstep`), with the invalid-action check.
 - :class:`DecisionLog` + :func:`collect_decisions`: the teacher data of behaviour cloning
@@ -54,6 +55,7 @@ __all__ = [
     "collect_decisions",
     "decision_time",
     "decision_view",
+    "play_on",
     "run_episode",
     "step",
 ]
@@ -241,9 +243,25 @@ def run_episode(
     seed = None if seed is None else int(seed)
     act.reset(seed)
     obs, reset_info = env.reset(seed=seed, options=options)
-    view = decision_view(env)
     if on_reset is not None:
-        on_reset(view)
+        on_reset(decision_view(env))
+    run = play_on(env, act, obs, on_step=on_step, strict=strict)
+    run.seed, run.reset_info = seed, reset_info
+    return run
+
+
+def play_on(
+    env: Any,
+    actor: Actor | Callable[[Any, Any], int],
+    obs: Any,
+    *,
+    on_step: Recorder | None = None,
+    strict: bool = True,
+) -> EpisodeRun:
+    """:func:`run_episode` from where ``env`` is (``obs``: its current observation; no
+    reset, no ``actor.reset``) to the end of its episode; the run's ``seed`` is ``None``."""
+    act = as_actor(actor)
+    view = decision_view(env)
     n = 0
     ret = 0.0
     planner = getattr(act, "slot_allocator", None) if on_step is None else None
@@ -254,7 +272,7 @@ def run_episode(
             n += steps
             ret += r
             if term or trunc:
-                return EpisodeRun(seed, n, float(ret), bool(term), bool(trunc), info, reset_info)
+                return EpisodeRun(None, n, float(ret), bool(term), bool(trunc), info)
     decide = act.act
     while True:
         a = decide(obs, view)
@@ -267,7 +285,7 @@ def run_episode(
         if on_step is not None:
             on_step.after(r, done, info, view)
         if done:
-            return EpisodeRun(seed, n, float(ret), bool(term), bool(trunc), info, reset_info)
+            return EpisodeRun(None, n, float(ret), bool(term), bool(trunc), info)
 
 
 class DecisionLog(Recorder):

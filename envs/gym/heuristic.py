@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from envs.gym.cluster.contract import ROLE_OFFSET
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.episode import run_episode
+from envs.gym.episode import play_on, run_episode
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.simulator import SlotSimulator
@@ -151,8 +151,6 @@ class HeuristicDriver:
         return run_episode(self.env, self, seed, strict=False).info
 
     def finish(self) -> dict[str, Any]:
-        """Drive the env from where it is to the end of its episode; the last step's ``info``."""
-        while True:
-            _, _, term, trunc, info = self.env.step(self.act())
-            if term or trunc:
-                return info
+        """Drive the env from where it is to the end of its episode, increment by increment
+        (:func:`envs.gym.episode.play_on`); the last step's ``info``."""
+        return play_on(self.env, self, None, strict=False).info

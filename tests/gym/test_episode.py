@@ -91,6 +91,11 @@ def test_an_allocator_through_run_episode_is_the_old_loop_whole_slots_or_step_by
         assert run.steps == steps and run.terminated
         assert run.info["avg_jct_slots"] == info["avg_jct_slots"]
     assert HeuristicDriver(DRF(), env).run_episode(2)["avg_jct_slots"] == info["avg_jct_slots"]
+    halfway = HeuristicDriver(DRF(), env)  # play_on: from the middle of an episode
+    env.reset(seed=2)
+    for _ in range(len(old_actions) // 2):
+        env.step(halfway.act())
+    assert halfway.finish()["avg_jct_slots"] == info["avg_jct_slots"]
 
 
 def test_one_allocator_label_acts_in_cluster_and_plan_envs_alike() -> None:
