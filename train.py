@@ -154,11 +154,14 @@ def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInter
 
     how = f"interrupted ({exc.args[0]})" if exc.args else "interrupted (Ctrl-C)"
     again = shlex.join(["python", "train.py", *task])
-    from agents.learners import learner
+    from agents.learners import CONTENTION, env_for, learner
 
-    if learner(cfg.agent.algo).pipeline == "plan":  # policy files, no resume
+    if learner(cfg.agent.algo).pipeline == "episodes":  # policy files, no resume
         final = out / "checkpoints" / "final" / "policy.npz"
         best = out / "checkpoints" / "best" / "policy.npz"
+        # evaluate.py's scheduler kind for it: contention:<dir> in Contention-v0
+        contention = env_for(cfg.agent.algo, cfg.get("env_id")) == CONTENTION
+        kind = "contention" if contention else "policy"
         if final.is_file():
             try:
                 iterations = json.loads((out / "summary.json").read_text())["iterations"]
@@ -166,12 +169,12 @@ def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInter
                 iterations = "?"
             return (
                 f"train.py: {how}; saved {final} (the policy after {iterations} iteration(s)) "
-                f"and {best} (the best validation point); plan runs do not resume: evaluate "
-                f"with policy:{final.parent}, or start again with: {again}"
+                f"and {best} (the best validation point); episode runs do not resume: evaluate "
+                f"with {kind}:{final.parent}, or start again with: {again}"
             )
         if best.is_file():
             return (
-                f"train.py: {how}; saved {best} (the policy before RL); plan runs do not "
+                f"train.py: {how}; saved {best} (the policy before RL); episode runs do not "
                 f"resume: start again with: {again}"
             )
         return f"train.py: {how}; nothing was saved; start again with: {again}"

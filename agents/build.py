@@ -125,8 +125,21 @@ def build_agent(
 
 
 def load_pretrained_weights(model: BaseAlgorithm, path: str | Path) -> None:
-    """Load pretraining's ``policy.pt`` into ``model.policy`` (same class and shape)."""
-    state = th.load(Path(path))
+    """Load pretraining's ``policy.pt`` (a torch state dict), or the network of a
+    ``Cluster-v0`` policy file ``policy.npz`` (the one format, :mod:`agents.policy_file`:
+    fine-tuning a released policy), into ``model.policy`` (same class and shape)."""
+    if Path(path).suffix == ".npz":
+        from agents.policy_file import load
+
+        loaded = load(path)
+        if loaded.meta["net"].get("kind") != "dl2":
+            raise ConfigError(
+                f"pretrained weights {path}: a {loaded.env_id} policy, not a "
+                "dlsched/Cluster-v0 network this learner can start from"
+            )
+        state = loaded.net.state_dict()
+    else:
+        state = th.load(Path(path))
     try:
         model.policy.load_state_dict(state)
     except RuntimeError as exc:

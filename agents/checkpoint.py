@@ -27,7 +27,8 @@ silently wrong network); checkpoints written before manifests existed load unche
 
 :func:`load_checkpoint` restores all of it (``learn(..., reset_num_timesteps=False)`` then
 continues identically: a test checks it).  :func:`load_policy` returns just the policy network
-and the metadata, for evaluation; it also accepts a bare ``model.zip`` or a pretraining
+and the metadata, for evaluation; it also accepts a bare ``model.zip``, a ``Cluster-v0``
+policy file (``policy.npz``, :mod:`agents.policy_file`) or a pretraining / older released
 ``policy.pt`` (with its ``policy.json``, which records the ``.pt``'s SHA-256, checked on
 loading when present).
 """
@@ -51,6 +52,7 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from agents.policy_format import verify_policy_weights
 from envs.files import atomic_path, fsync_dir, os_error, sha256_file, write_json
 from envs.sim.errors import ConfigError
 
@@ -500,30 +502,9 @@ def save_policy_weights(policy: th.nn.Module, path: PathLike, meta: dict[str, An
     return p
 
 
-def verify_policy_weights(path: PathLike) -> None:
-    """Check a ``policy.pt`` against the ``sha256`` its ``policy.json`` records (nothing to
-    check when it records none: released files from before): a :class:`ConfigError` naming
-    the ``.pt`` when they differ (torch does not check its zip's CRCs: a flipped bit would
-    load as a wrong weight)."""
-    p = Path(path)
-    meta_path = p.with_suffix(".json")
-    if not meta_path.is_file():
-        return
-    with _reading(meta_path, "the policy's metadata"):
-        want = json.loads(meta_path.read_text()).get("sha256")
-    if want is None:
-        return
-    with _reading(p, "the weights"):
-        got = sha256_file(p)
-    if got != want:
-        raise ConfigError(
-            f"{p}: checksum mismatch: the file is corrupt or truncated (SHA-256 {got[:16]}..., "
-            f"{meta_path.name} says {str(want)[:16]}...); retrain or restore it"
-        )
-
-
 def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
-    """``(policy, meta)`` from a checkpoint directory, a ``model.zip`` or a ``policy.pt``.
+    """``(policy, meta)`` from a checkpoint directory, a ``model.zip``, a ``Cluster-v0``
+    policy file ``policy.npz`` (:mod:`agents.policy_file`) or an older ``policy.pt``.
 
     ``meta["env"]`` is the env config the policy was trained with (when recorded)."""
     p = Path(path)
@@ -535,10 +516,24 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
             cls = classes.get(meta.get("class", "DL2A2C"), classes["DL2A2C"])
             with _reading(p / "model.zip", "the model"):
                 return cls.load(p / "model.zip", device="cpu").policy, meta
-        if (p / "policy.pt").is_file():
+        if (p / "policy.npz").is_file():
+            p = p / "policy.npz"
+        elif (p / "policy.pt").is_file():
             p = p / "policy.pt"
         else:
-            raise ConfigError(f"{p}: neither a checkpoint (model.zip) nor pretrained weights")
+            raise ConfigError(
+                f"{p}: neither a checkpoint (model.zip) nor a policy file (policy.npz, policy.pt)"
+            )
+    if p.suffix == ".npz":
+        from agents.policy_file import load
+
+        loaded = load(p)
+        if loaded.meta["net"].get("kind") != "dl2":
+            raise ConfigError(
+                f"{p}: a {loaded.env_id} policy, not a dlsched/Cluster-v0 network: load it with "
+                "agents.policy_file.load (evaluate.py: policy:<path> or contention:<path>)"
+            )
+        return loaded.net, loaded.meta
     if p.suffix == ".zip":
         if p.name == "model.zip":
             verify_checkpoint(p.parent, names=["model.zip"])
@@ -552,27 +547,9 @@ def load_policy(path: PathLike) -> tuple[Any, dict[str, Any]]:
         with _reading(p, "the model"):
             return cls.load(p, device="cpu").policy, meta
     if p.suffix == ".pt":
-        return _load_pretrained(p)
-    raise ConfigError(f"{p}: expected a checkpoint directory, model.zip or policy.pt")
+        from agents.policy_file import load as load_file
 
-
-def _load_pretrained(p: Path) -> tuple[Any, dict[str, Any]]:
-    from agents.policy import DL2Policy, PolicyConfig, policy_kwargs
-    from envs.gym.factory import coerce_env_config, make_env
-
-    meta_path = p.with_suffix(".json")
-    if not p.is_file():
-        raise ConfigError(f"{p}: no such file")
-    if not meta_path.is_file():
-        raise ConfigError(f"{p}: {meta_path} (how to rebuild the policy) is missing")
-    verify_policy_weights(p)
-    with _reading(meta_path, "the policy's metadata"):
-        meta = json.loads(meta_path.read_text())
-        env = make_env(coerce_env_config(meta["env"]))
-    # weights saved before ``policy.arch`` existed are MLPs, whatever the default is now
-    kwargs = policy_kwargs(PolicyConfig(**{"arch": "mlp", **meta.get("policy", {})}), env.J)
-    policy = DL2Policy(env.observation_space, env.action_space, lambda _: 1e-4, **kwargs)
-    with _reading(p, f"the weights (for the network {meta_path.name} describes)"):
-        policy.load_state_dict(th.load(p))
-    policy.set_training_mode(False)
-    return policy, meta
+        loaded = load_file(p)  # the one loader reads the older policy.pt + policy.json too
+        assert loaded.original is not None
+        return loaded.net, loaded.original
+    raise ConfigError(f"{p}: expected a checkpoint directory, model.zip, policy.npz or policy.pt")

@@ -17,16 +17,15 @@ it drives any env whose steps are decisions at instants of continuous time.  One
 
 The policy may start from a behaviour clone (:func:`clone`).  Every random draw comes from
 generators seeded by ``seed``: a run is reproducible bit for bit on one machine.  A trained
-network is saved with the env layout it needs in one ``.npz`` (:func:`save_episode_pg`).
+network is saved with the env layout it needs in one ``.npz`` (:func:`save_episode_pg`, the one
+policy file format of :mod:`agents.policy_file`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +38,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.baselines import group_advantages
+from agents.cloning import CloneConfig, CloneData, fit_clone
+from agents.policy_format import load_weights, save_episode_net
+from agents.policy_format import read as read_policy_file
 from agents.rollout_pool import RolloutPool, replicas
 from agents.set_plan import SetPlanNet
-from envs.files import atomic_path
 from envs.gym.actors import RuleActor
 from envs.gym.episode import Actor, Recorder, collect_decisions, step
 from envs.gym.episode import run_episode as play
@@ -60,6 +61,7 @@ __all__ = [
     "contention_env_layout",
     "load_episode_pg",
     "masked_kl",
+    "net_from_file",
     "replicas",
     "run_episode",
     "run_lockstep",
@@ -67,9 +69,9 @@ __all__ = [
     "teacher_data",
 ]
 
-#: The ``format`` tag of a saved policy (:func:`save_episode_pg`).
+#: The ``format`` tag of the files :func:`save_episode_pg` wrote before the one policy file
+#: format (:data:`agents.policy_file.FORMAT`); still read.
 POLICY_FORMAT = "dlsched.episode_pg/1"
-_META_KEY = "__meta__"
 
 
 @dataclass
@@ -432,36 +434,20 @@ def clone(
     smoothing: float = 0.0,
     on_epoch: Callable[[int, float], None] | None = None,
 ) -> float:
-    """Behaviour cloning: masked cross-entropy on ``teacher``'s actions over the given
-    workloads; returns the final epoch's mean loss (``on_epoch(epoch, mean loss)`` after each
-    epoch, from 1).  ``smoothing`` (in [0, 1)) moves that
-    share of each target onto the valid actions uniformly: the clone's argmax is still the
+    """Behaviour cloning (:func:`agents.cloning.fit_clone`, schedule ``"epochs"``: minibatches
+    of 256 from a permutation seeded by ``seed``): masked cross-entropy on ``teacher``'s
+    actions over the given workloads; returns the final epoch's mean loss (``on_epoch(epoch,
+    mean loss)`` after each epoch, from 1).  ``smoothing`` (in [0, 1)) moves that share of
+    each target onto the valid actions uniformly: the clone's argmax is still the
     teacher's, but it keeps probability on the alternatives, so that on-policy rollouts
     explore and PPO's ratio can move them (a near-deterministic clone's rare actions can grow
     only by the clip factor per update)."""
-    if not (0.0 <= smoothing < 1.0):
-        raise ConfigError(f"smoothing must be in [0, 1), got {smoothing}")
-    data = teacher_data(env, teacher, workload_seeds, net.stack)
-    obs_t, mask_t, act_t = (th.as_tensor(x) for x in data)
-    opt = th.optim.Adam(net.parameters(), lr=lr)
-    gen = th.Generator().manual_seed(seed)
-    loss_sum = 0.0
-    for epoch in range(epochs):
-        loss_sum, n = 0.0, 0
-        for idx in th.randperm(len(act_t), generator=gen).split(256):
-            logp = th.log_softmax(net(obs_t[idx], mask_t[idx]), -1)
-            target = nn.functional.one_hot(act_t[idx], logp.shape[1]).float() * (1 - smoothing)
-            valid = mask_t[idx].float()
-            target = target + smoothing * valid / valid.sum(1, keepdim=True)
-            loss = -(target * logp.masked_fill(~mask_t[idx], 0.0)).sum(1).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            loss_sum, n = loss_sum + float(loss.detach()) * len(idx), n + len(idx)
-        loss_sum /= n
-        if on_epoch is not None:
-            on_epoch(epoch + 1, loss_sum)
-    return loss_sum
+    config = CloneConfig(epochs=epochs, lr=lr, seed=seed, smoothing=smoothing)
+    config.check("")
+    data = CloneData(*teacher_data(env, teacher, workload_seeds, net.stack))
+    log = None if on_epoch is None else lambda epoch, row: on_epoch(epoch, row["train/loss"])
+    history = fit_clone(net, data, config, log=log, prefix="")
+    return history.last.get("train/loss", 0.0)
 
 
 def masked_kl(net: PolicyNet, reference: PolicyNet, obs: th.Tensor, masks: th.Tensor) -> float:
@@ -679,81 +665,45 @@ def save_episode_pg(
     record: dict[str, Any],
     act: str = "argmax",
 ) -> Path:
-    """Write ``net`` to ``path`` (``.npz``, no pickle): its weights and, as JSON under
-    ``__meta__``, the format tag, the network (``net``: its ``describe()``; a flat MLP's
-    sizes also as ``obs_size``, ``n_actions``, ``hidden``, as older files have them), the env
-    layout (the env's ``policy_layout()``, e.g.
-    :meth:`~envs.gym.plan_env.PlanEnv.policy_layout`, else :func:`contention_env_layout`),
-    how it acts (``act``: ``"argmax"`` or ``"sampled"``, how it was validated) and
-    ``record`` (training config, seed, command, versions, git commit)."""
-    p = Path(path)
-    if p.suffix != ".npz":
-        raise ConfigError(f"a saved EpisodePG policy is a .npz file, got {str(p)!r}")
-    if act not in ("argmax", "sampled"):
-        raise ConfigError(f"act must be 'argmax' or 'sampled', got {act!r}")
-    described = net.describe()
-    flat: dict[str, Any] = {
-        k: described[k] for k in ("obs_size", "n_actions", "hidden") if k in described
-    }
-    meta: dict[str, Any] = {
-        "format": POLICY_FORMAT,
-        **flat,
-        "net": described,
-        "act": act,
-        "env": env.policy_layout() if hasattr(env, "policy_layout") else contention_env_layout(env),
-        "training": record,
-    }
-    n_actions = int(env.action_space.n)
-    if isinstance(net, SetPlanNet):
-        net.window_of(env.obs_size)  # a ConfigError if the rows do not fit
-        fits = net.n_actions == n_actions
-    else:
-        fits = net.obs_size == env.obs_size and net.n_actions == n_actions
-    if not fits:
-        inputs = "any window" if isinstance(net, SetPlanNet) else f"{net.obs_size} inputs"
-        raise ConfigError(
-            f"the network ({inputs}, {net.n_actions} actions) does not fit "
-            f"the env ({env.obs_size} observations, {n_actions} actions)"
-        )
-    arrays = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
-    arrays[_META_KEY] = np.array(json.dumps(meta, default=str))
-    # atomic (a reader or a killed run sees the old file or the new one); numpy's zip keeps a
-    # CRC of every array, checked on loading
-    with atomic_path(p) as tmp, open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-    return p
+    """Write ``net`` to ``path`` in the one policy file format (:mod:`agents.policy_file`:
+    ``.npz``, no pickle): its weights and, as JSON under ``__meta__``, the network (``net``:
+    its ``describe()``), the env layout (``layout``; ``env``: the env's ``policy_layout()``,
+    e.g. :meth:`~envs.gym.plan_env.PlanEnv.policy_layout`, else
+    :func:`contention_env_layout`), how it acts (``act``: ``"argmax"`` or ``"sampled"``, how
+    it was validated) and ``record`` (training config, seed, command, versions, git commit).
+    A network that does not fit ``env`` is a :class:`ConfigError`."""
+    described = None if hasattr(env, "policy_layout") else contention_env_layout(env)
+    return save_episode_net(path, net, env, record, act, described)
 
 
 def load_episode_pg(path: str | os.PathLike[str]) -> tuple[PolicyNet, dict[str, Any]]:
-    """``(net, meta)`` from a file of :func:`save_episode_pg`; a missing, corrupt or foreign
-    file is a :class:`ConfigError` that names it and the cause."""
+    """``(net, meta)`` of a saved EpisodePG network: a file of the one policy file format or
+    of the older ``dlsched.episode_pg/1`` (``meta`` in the one format's layout,
+    :mod:`agents.policy_file`); a missing, corrupt or foreign file, or a policy of another
+    network (a ``Cluster-v0`` network), is a :class:`ConfigError` that names it and the
+    cause."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"EpisodePG policy file {str(p)!r} not found")
-    try:
-        with np.load(p, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        meta = json.loads(str(arrays.pop(_META_KEY)))
-    except KeyError:
-        raise ConfigError(f"{p}: not a saved EpisodePG policy (no {_META_KEY} entry)") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    arrays, meta, _ = read_policy_file(p)
+    return net_from_file(p, arrays, meta), meta
+
+
+def net_from_file(p: Path, arrays: dict[str, Any], meta: dict[str, Any]) -> PolicyNet:
+    """The EpisodePG network of a policy file's ``arrays`` and ``meta``
+    (:func:`agents.policy_format.read`), in eval mode."""
+    kind = meta["net"].get("kind")
+    if kind not in NETS:
         raise ConfigError(
-            f"{p}: cannot read the saved policy: the file is corrupt or not a .npz "
-            f"({type(exc).__name__}: {str(exc)[:200]})"
-        ) from None
-    if not isinstance(meta, dict) or meta.get("format") != POLICY_FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else meta
-        raise ConfigError(f"{p}: format {got!r} is not {POLICY_FORMAT!r}")
+            f"{p}: a {meta['layout']['env_id']} network ({kind!r}), not an EpisodePG one: "
+            "evaluate it as policy:<path>"
+        )
     try:
-        described = meta.get("net")
-        if not isinstance(described, dict):  # (files written before the set network)
-            described = {k: meta[k] for k in ("obs_size", "n_actions", "hidden")}
-        net = build_net(described)
-        net.load_state_dict({k: th.as_tensor(v) for k, v in arrays.items()})
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        net = build_net({k: v for k, v in meta["net"].items() if k not in ("kind", "activation")})
+    except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(
-            f"{p}: the weights do not match the network its metadata describes "
-            f"({type(exc).__name__}: {str(exc)[:300]})"
+            f"{p}: cannot rebuild the network its metadata describes ({exc})"
         ) from None
+    load_weights(p, net, arrays)
     net.eval()
-    return net, meta
+    return net

@@ -1,10 +1,11 @@
 """Trained policies: a released one (``policies/<name>``) or a training run's, ready to act.
 
 :func:`load_policy` takes what ``evaluate.py``'s ``policy:<path>`` and ``contention:<path>``
-schedulers take — a checkpoint directory (``model.zip`` + ``meta.json``), a ``model.zip``
-(Stable-Baselines3), pretrained weights ``policy.pt`` (+ ``policy.json``), a ``policy.npz``
-of :func:`agents.episode_pg.save_episode_pg` (a ``ClusterPlan-v0`` or a ``Contention-v0``
-policy), or a directory holding one of these — and also a ``train.py`` run directory (its
+schedulers take — a policy file ``policy.npz`` (the one format of
+:mod:`agents.policy_file`: a ``Cluster-v0``, ``ClusterPlan-v0`` or ``Contention-v0`` policy;
+also its older EpisodePG form), a checkpoint directory (``model.zip`` + ``meta.json``), a
+``model.zip`` (Stable-Baselines3), older pretrained weights ``policy.pt`` (+ ``policy.json``),
+or a directory holding one of these — and also a ``train.py`` run directory (its
 ``checkpoints/best``, else ``checkpoints/final``) or the name of a released policy (a folder
 of the source checkout's ``policies/``, :func:`released_policies`).
 
@@ -34,7 +35,7 @@ __all__ = ["Policy", "load_policy", "released_policies"]
 #: The released policies: the source checkout's ``policies/`` (not installed with a wheel).
 _RELEASED = Path(__file__).resolve().parents[1] / "policies"
 #: The files that make a folder a policy.
-_POLICY_FILES = ("policy.pt", "policy.npz", "model.zip")
+_POLICY_FILES = ("policy.npz", "policy.pt", "model.zip")
 _CLUSTER_ID = "dlsched/Cluster-v0"
 _PLAN_ID = "dlsched/ClusterPlan-v0"
 _CONTENTION_ID = "dlsched/Contention-v0"
@@ -160,6 +161,13 @@ class Policy:
             raise ConfigError(
                 f"{self.path}: a {self.env_id} policy cannot act in a {type(base).__name__}" + hint
             )
+        if isinstance(self.meta.get("layout"), dict):  # a policy file: its layout, checked
+            from agents.policy_file import check_fits
+
+            spaces: Any = base  # (narrowed to object by the isinstance of a computed class)
+            (size,) = spaces.observation_space.shape
+            width = size // spaces.J if isinstance(base, ClusterEnv) else 0
+            check_fits(self.path, self.meta, self.env_id, size, spaces.action_space.n, width)
         return base
 
     def act(self, env: Any, obs: Any, deterministic: bool | None = None) -> int:
@@ -222,30 +230,25 @@ def load_policy(path: str | os.PathLike[str], *, seed: int = 0) -> Policy:
     loaded as the evaluation loads it; ``seed`` seeds :attr:`Policy.rng` (sampled actions of
     :meth:`Policy.predict`).  A missing path, an unknown layout or a corrupt file is a
     :class:`~envs.sim.errors.ConfigError` naming the path."""
-    from agents.episode_pg import load_episode_pg
+    from agents.policy_file import load as load_file
     from envs.numerics import use_portable
-    from envs.sim.errors import ConfigError
     from evaluation.policy import act_deterministic, plan_file
 
     use_portable()  # the same bits on every x86-64 machine (envs/numerics.py)
     p = _resolve(path)
     rng = np.random.default_rng(seed)
-    npz = plan_file(p)
+    npz = plan_file(p)  # an EpisodePG network's policy file (a Cluster-v0 one: load_network)
     if npz is not None:
-        net, meta = load_episode_pg(npz)
-        layout = meta.get("env")
-        if not isinstance(layout, dict):
-            raise ConfigError(f"{npz}: its metadata has no env layout ('env')")
-        if layout.get("id") == _PLAN_ID:
+        loaded = load_file(npz)  # the one loader (agents/policy_file.py)
+        meta = loaded.meta
+        if loaded.env_id == _PLAN_ID:
             from agents.plan_policy import PlanPolicy
 
             plan = PlanPolicy.load(npz)
             det = act_deterministic(None, meta)
             return Policy(npz, "plan", _PLAN_ID, plan.env, det, meta, plan, rng)
-        if "id" in layout:
-            raise ConfigError(f"{npz}: a {layout['id']} policy; dlsched loads {_PLAN_ID} and "
-                              f"{_CONTENTION_ID} policies of this format")  # fmt: skip
-        return Policy(npz, "contention", _CONTENTION_ID, dict(layout), True, meta, net, rng)
+        return Policy(npz, "contention", _CONTENTION_ID, dict(meta["env"]), True, meta,
+                      loaded.net, rng)  # fmt: skip
     from evaluation.policy import load_network
 
     fast, meta = load_network(str(p))  # evaluate.py's loader (cached): its numpy or torch network

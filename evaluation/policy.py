@@ -1,13 +1,14 @@
 """``policy:<path>``: a trained DL²-style policy, evaluated through the DL² Gymnasium env.
 
-``path`` is what :func:`agents.checkpoint.load_policy` takes: a checkpoint directory
-(``model.zip`` + ``meta.json``), a ``model.zip``, or pretrained weights ``policy.pt`` (+
-``policy.json``); relative paths are relative to the directory ``evaluate.py`` was started in.
-Its recorded training env (``meta["env"]``) is the default evaluation env of workload kind
-``env``.  Actions: masked argmax or draws from the masked softmax with
-``numpy.random.default_rng([policy_eval.sample_seed, workload seed])``, so that each seed's
-run is reproducible whatever other seeds run; by default as the policy was validated in
-training (:func:`act_deterministic`).
+``path`` is what :func:`agents.checkpoint.load_policy` takes: a policy file ``policy.npz`` of a
+``dlsched/Cluster-v0`` network (the one format, :mod:`agents.policy_file`; or a directory
+holding one), a checkpoint directory (``model.zip`` + ``meta.json``), a ``model.zip``, or older
+pretrained weights ``policy.pt`` (+ ``policy.json``); relative paths are relative to the
+directory ``evaluate.py`` was started in. Its recorded training env (``meta["env"]``) is the
+default evaluation env of workload kind ``env``. Actions: masked argmax or draws from the
+masked softmax with ``numpy.random.default_rng([policy_eval.sample_seed, workload seed])``, so
+that each seed's run is reproducible whatever other seeds run; by default as the policy was
+validated in training (:func:`act_deterministic`).
 
 ``path`` may also be a stock SB3 model (``model.save("x.zip")`` of ``PPO``, ``MaskablePPO``,
 ``A2C``, any activation): a ``.zip`` that no ``meta.json`` beside it attributes to a learner of
@@ -22,13 +23,12 @@ and acts with its numpy copy (:class:`agents.policy.NumpyPolicy`), or, for a net
 cannot mirror, with the torch network itself (:class:`agents.policy.TorchPolicy`; a note on
 stderr and ``inference_reason`` in ``run.json`` say why).
 
-``path`` may also be a ``dlsched/ClusterPlan-v0`` policy: a ``policy.npz`` of
-:func:`agents.episode_pg.save_episode_pg` (or a directory holding one) whose layout names
-that env.  It acts in the same ``Cluster-v0`` env as every other scheduler: at each slot's
-start it picks the allocator that plans the slot (:class:`envs.gym.plan_env.PlanActor`),
-exactly as in training.  Its recorded inner env config is its training env.  Its metadata
-lives inside the ``.npz``, so the parent process loads that network too (with torch).
-"""
+``path`` may also be a ``dlsched/ClusterPlan-v0`` policy: a ``policy.npz`` (or a directory
+holding one) whose layout names that env. It acts in the same ``Cluster-v0`` env as every other
+scheduler: at each slot's start it picks the allocator that plans the slot
+(:class:`envs.gym.plan_env.PlanActor`), exactly as in training. Its recorded inner env config
+is its training env. Its metadata lives inside the ``.npz``, so the parent process loads that
+network too (with torch)."""
 
 from __future__ import annotations
 
@@ -88,12 +88,39 @@ def _read_json(path: Path, required: bool) -> dict[str, Any]:
     return data
 
 
-def plan_file(path: Path) -> Path | None:
-    """The ``.npz`` of a ClusterPlan-v0 policy at ``path`` (a file or a directory holding
-    ``policy.npz``), else ``None``."""
+def _npz(path: Path) -> Path | None:
+    """The policy file (``.npz``) at ``path``: the file, or a directory's ``policy.npz``."""
     if path.is_dir() and (path / _NPZ).is_file():
         return path / _NPZ
     return path if path.suffix == ".npz" else None
+
+
+def _file_meta(npz: Path) -> dict[str, Any]:
+    """The metadata of the policy file ``npz`` (:func:`agents.policy_file.read_meta`: the
+    JSON entry only, no network built)."""
+    from agents.policy_file import read_meta
+
+    return read_meta(npz)
+
+
+def plan_file(path: Path) -> Path | None:
+    """The ``.npz`` of an EpisodePG policy at ``path`` (a file or a directory holding
+    ``policy.npz``: a ClusterPlan-v0 policy, or a Contention-v0 one, which the plan loader
+    refuses with a line saying how to evaluate it), else ``None`` (also for a
+    ``dlsched/Cluster-v0`` network's policy file, which :func:`load_network` loads)."""
+    from agents.policy_file import CLUSTER_ID
+
+    npz = _npz(path)
+    if npz is None or not npz.is_file():
+        return npz
+    return None if _file_meta(npz)["layout"]["env_id"] == CLUSTER_ID else npz
+
+
+def _network_meta(npz: Path) -> dict[str, Any]:
+    """A ``Cluster-v0`` policy file's metadata, with its network config as ``policy`` (as a
+    checkpoint's ``meta.json`` has it)."""
+    meta = _file_meta(npz)
+    return {**meta, "policy": dict(meta["net"].get("policy") or {})}
 
 
 @functools.lru_cache(maxsize=4)
@@ -122,13 +149,16 @@ def checkpoint_meta(path: Path) -> dict[str, Any]:
         if not plan.is_file():
             raise ConfigError(f"policy file {str(plan)!r} not found")
         return _plan_meta(_load_plan(str(plan)))
+    npz = _npz(path)
+    if npz is not None:  # a dlsched/Cluster-v0 network's policy file
+        return _network_meta(npz)
     if path.is_dir():
         if (path / "model.zip").is_file():
             return _read_json(path / "meta.json", required=False)
         if (path / "policy.pt").is_file():
             return _read_json(path / "policy.json", required=True)
         raise ConfigError(
-            f"policy {path}: neither a checkpoint (model.zip) nor policy.pt nor policy.npz"
+            f"policy {path}: neither a checkpoint (model.zip) nor policy.npz nor policy.pt"
         )
     if not path.is_file():
         raise ConfigError(f"policy checkpoint {str(path)!r} not found")
@@ -161,12 +191,14 @@ def load_network(path: str) -> tuple[NumpyPolicy | TorchPolicy, dict[str, Any]]:
 
     p = Path(path)
     meta = checkpoint_meta(p)
-    stock = _stock_zip(p, meta)
+    npz = _npz(p)
+    stock = None if npz is not None else _stock_zip(p, meta)
     if stock is not None:
         verify_checkpoint(stock.parent, names=[stock.name])  # nothing to check without manifest
         policy: Any = policy_from_zip(stock)
     else:
-        policy, meta = load_policy(path)
+        policy, loaded = load_policy(npz or path)  # a policy file, a checkpoint, a policy.pt
+        meta = {**loaded, "policy": meta.get("policy", loaded.get("policy"))} if npz else loaded
     fast = inference_policy(getattr(policy, "policy", policy))
     if isinstance(fast, TorchPolicy):
         print(

@@ -7,21 +7,21 @@ action_masks=mask)``; Adam (DL²: lr 0.005, batch 256); optionally the value hea
 teacher's slot returns at the same time (``value_coef``), so RL starts with a warm critic.
 Accuracy = the masked argmax equals the teacher's action.  A validation split (whole held-out
 workloads) is scored every ``eval_every`` steps; a callback may add more (e.g. the cloned
-policy's average JCT on held-out workloads).
+policy's average JCT on held-out workloads).  The optimisation is the project's one cloner,
+:func:`agents.cloning.fit_clone`, with the ``"steps"`` schedule: ``steps`` minibatches drawn
+with replacement by a numpy generator seeded by ``seed``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
-from agents.policy import DL2Policy, masked_logits
-from envs.sim.errors import ConfigError
+from agents.cloning import CloneConfig, CloneHistory, fit_clone, score
+from agents.policy import DL2Policy
 from pretrain.dataset import TeacherDataset
 
 __all__ = ["BCConfig", "BCHistory", "behaviour_clone", "score"]
@@ -41,45 +41,17 @@ class BCConfig:
     eval_every: int = 500
     seed: int = 0
 
-
-@dataclass
-class BCHistory:
-    """Per evaluation point: step, train loss/accuracy (running), validation loss/accuracy and
-    anything the callback returned."""
-
-    rows: list[dict[str, float]] = field(default_factory=list)
-
-    @property
-    def last(self) -> dict[str, float]:
-        return self.rows[-1] if self.rows else {}
+    def clone_config(self) -> CloneConfig:
+        """The cloner's config: schedule ``"steps"`` with these values."""
+        return CloneConfig(
+            schedule="steps", steps=self.steps, batch_size=self.batch_size, lr=self.lr,
+            value_coef=self.value_coef, eval_every=self.eval_every, seed=self.seed,
+        )  # fmt: skip
 
 
-def _tensors(data: TeacherDataset, index: np.ndarray | None = None) -> tuple[th.Tensor, ...]:
-    sl = slice(None) if index is None else index
-    return (
-        th.as_tensor(data.obs[sl], dtype=th.float32),
-        th.as_tensor(data.masks[sl], dtype=th.bool),
-        th.as_tensor(data.actions[sl], dtype=th.int64),
-        th.as_tensor(data.returns[sl], dtype=th.float32),
-    )
-
-
-@th.no_grad()
-def score(
-    policy: MaskableActorCriticPolicy, data: TeacherDataset, batch: int = 4096
-) -> dict[str, float]:
-    """Mean cross-entropy and accuracy of ``policy`` on ``data`` (masked)."""
-    if len(data) == 0:
-        return {"loss": float("nan"), "accuracy": float("nan")}
-    loss = 0.0
-    correct = 0
-    for start in range(0, len(data), batch):
-        obs, masks, actions, _ = _tensors(data, np.arange(start, min(start + batch, len(data))))
-        logits = masked_logits(policy, obs, masks)
-        logp = th.log_softmax(logits, dim=1).gather(1, actions[:, None])[:, 0]
-        loss -= float(logp.sum())
-        correct += int((logits.argmax(dim=1) == actions).sum())
-    return {"loss": loss / len(data), "accuracy": correct / len(data)}
+#: Per evaluation point: step, train loss/accuracy (running), validation loss/accuracy and
+#: anything the callback returned (:class:`agents.cloning.CloneHistory`).
+BCHistory = CloneHistory
 
 
 def behaviour_clone(
@@ -92,75 +64,16 @@ def behaviour_clone(
     on_eval: Callable[[int], dict[str, float]] | None = None,
     progress: bool = False,
 ) -> BCHistory:
-    """Fit ``policy`` to ``train``; returns the evaluation history.
+    """Fit ``policy`` to ``train``; returns the evaluation history
+    (:func:`agents.cloning.fit_clone`, schedule ``"steps"``).
 
     ``log(step, scalars)`` receives every evaluation point (e.g. TensorBoard); ``on_eval(step)``
-    may return more scalars (e.g. the cloned policy's validation JCT)."""
-    if len(train) == 0:
-        raise ConfigError("behaviour cloning needs a non-empty training set")
-    if config.steps < 1 or config.batch_size < 1:
-        raise ConfigError(f"bad BC config {config}")
-    expected = policy.action_space.n  # type: ignore[attr-defined]
-    if train.masks.shape[1] != expected:
-        raise ConfigError(
-            f"dataset has {train.masks.shape[1]} actions per decision, the policy {expected} "
-            "(different window J)"
-        )
-    rng = np.random.default_rng(config.seed)
-    optimizer = th.optim.Adam(policy.parameters(), lr=config.lr)
-    policy.set_training_mode(True)
-    history = BCHistory()
-    run_loss = run_acc = 0.0
-    run_n = 0
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=config.steps, desc="behaviour cloning", unit="step")
-    for step in range(1, config.steps + 1):
-        index = rng.integers(len(train), size=min(config.batch_size, len(train)))
-        obs, masks, actions, returns = _tensors(train, index)
-        values, logp, _ = policy.evaluate_actions(obs, actions, action_masks=masks)
-        loss = -logp.mean()
-        total = loss
-        if config.value_coef > 0:
-            total = total + config.value_coef * th.nn.functional.mse_loss(values[:, 0], returns)
-        optimizer.zero_grad()
-        total.backward()
-        optimizer.step()
-        with th.no_grad():
-            logits = masked_logits(policy, obs, masks)
-            run_acc += float((logits.argmax(dim=1) == actions).float().mean())
-        run_loss += float(loss.detach())
-        run_n += 1
-        if bar is not None:
-            bar.update(1)
-        if (config.eval_every > 0 and step % config.eval_every == 0) or step == config.steps:
-            row: dict[str, float] = {
-                "step": float(step),
-                "train/loss": run_loss / run_n,
-                "train/accuracy": run_acc / run_n,
-            }
-            run_loss = run_acc = 0.0
-            run_n = 0
-            policy.set_training_mode(False)
-            if val is not None and len(val):
-                s = score(policy, val)
-                row["val/loss"], row["val/accuracy"] = s["loss"], s["accuracy"]
-            if on_eval is not None:
-                row.update(on_eval(step))
-            policy.set_training_mode(True)
-            history.rows.append(row)
-            if log is not None:
-                log(step, row)
-            if bar is not None:
-                bar.set_postfix(
-                    {k.split("/")[-1]: f"{v:.3f}" for k, v in row.items() if k.startswith("val")}
-                )
-    if bar is not None:
-        bar.close()
-    policy.set_training_mode(False)
-    return history
+    may return more scalars (e.g. the cloned policy's validation JCT).  A bad value is a
+    :class:`ConfigError` naming its key (``bc.<key>``)."""
+    return fit_clone(
+        policy, train, config.clone_config(), val=val, log=log, on_eval=on_eval,
+        progress=progress, prefix="bc.",
+    )  # fmt: skip
 
 
 def build_student(

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,17 +26,15 @@ def run_script(
     )
 
 
-def train_refusal(overrides: list[str], out: Path) -> str:
+def train_in_process(overrides: list[str], out: Path) -> dict[str, Any]:
     """What ``python train.py *overrides`` does, in this process (its key check, then
-    ``training.run.train`` into ``out``), for a run refused before it trains: the message of
-    the :class:`ConfigError` that train.py prints as its one line (and exits 2).  Fails the
-    test if the run is not refused."""
-    import pytest
+    ``training.run.train`` into ``out``, which must exist): the run's summary.  Torch's
+    threads and random state are this process's own again afterwards; a refusal raises its
+    :class:`~envs.sim.errors.ConfigError`."""
     import torch as th
     from hydra import compose, initialize_config_dir
 
     import train
-    from envs.sim.errors import ConfigError
     from training.run import to_train_config
     from training.run import train as run_train
 
@@ -43,9 +42,21 @@ def train_refusal(overrides: list[str], out: Path) -> str:
         cfg = compose("train", overrides=overrides)
     threads = th.get_num_threads()  # a run sets torch's threads and seed: this process's own
     try:
-        with th.random.fork_rng(), pytest.raises(ConfigError) as err:
+        with th.random.fork_rng():
             train._check_keys(cfg)
-            run_train(to_train_config(cfg), out, {})
+            return run_train(to_train_config(cfg), out, {})
     finally:
         th.set_num_threads(threads)
+
+
+def train_refusal(overrides: list[str], out: Path) -> str:
+    """:func:`train_in_process` for a run refused before it trains: the message of the
+    :class:`ConfigError` that train.py prints as its one line (and exits 2).  Fails the test
+    if the run is not refused."""
+    import pytest
+
+    from envs.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        train_in_process(overrides, out)
     return str(err.value)

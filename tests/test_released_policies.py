@@ -6,7 +6,6 @@ one as ``policy:<dir>`` on a trace through ``workload.env.trace``."""
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from agents.checkpoint import load_policy
 from agents.episode_pg import load_episode_pg
 from agents.evaluation import evaluate_allocator, evaluate_policy
 from agents.plan_policy import PlanPolicy
+from agents.policy_file import CLUSTER_ID, read_meta
 from envs.gym.factory import coerce_env_config, make_env
 from envs.gym.plan_env import PLAN_ENV_ID
 from envs.provenance import read_provenance
@@ -23,14 +23,14 @@ from envs.sim.elastic.allocators import DRF, make_allocator
 from tests.cli import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICIES = sorted(p.parent for p in (ROOT / "policies").glob("*/policy.pt"))
+#: every released policy is one file of the one format (agents/policy_file.py): its layout
+#: names the env it acts in
+FILES = {p.parent: read_meta(p) for p in sorted((ROOT / "policies").glob("*/policy.npz"))}
+#: ``dlsched/Cluster-v0`` networks (``train.py``'s SB3-style learners)
+POLICIES = sorted(d for d, m in FILES.items() if m["layout"]["env_id"] == CLUSTER_ID)
 #: ``dlsched/ClusterPlan-v0`` policies (``train.py +agent=plan_pg``); the other ``policy.npz``
 #: files are Contention-v0 policies (tests/evaluation/test_evaluation_contention.py)
-PLAN_POLICIES = sorted(
-    p.parent
-    for p in (ROOT / "policies").glob("*/policy.npz")
-    if load_episode_pg(p)[1]["env"].get("id") == PLAN_ENV_ID
-)
+PLAN_POLICIES = sorted(d for d, m in FILES.items() if m["layout"]["env_id"] == PLAN_ENV_ID)
 TRACE = ROOT / "envs" / "sim" / "data" / "traces" / "philly_vc_6c71a0_public.csv"
 
 
@@ -38,9 +38,9 @@ def test_policies_are_shipped_small_and_documented() -> None:
     assert len(POLICIES) >= 2
     listed = (ROOT / "policies" / "README.md").read_text()
     for path in POLICIES:
-        assert (path / "policy.pt").stat().st_size < 1_000_000
-        meta = json.loads((path / "policy.json").read_text())
-        assert meta["trained_with"]["command"].startswith("python train.py")
+        assert (path / "policy.npz").stat().st_size < 1_000_000
+        meta = FILES[path]
+        assert meta["training"]["command"].startswith("python train.py")
         assert meta["act"] in ("argmax", "sampled")
         assert f"`{path.name}`" in listed
 

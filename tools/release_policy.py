@@ -1,15 +1,24 @@
-"""Release a trained policy as small files: ``policies/<name>/policy.pt`` + ``policy.json``.
+"""Release a trained policy as one small file, ``policies/<name>/policy.npz``, or re-save a
+released policy of an older format in it.
 
     python tools/release_policy.py runs/<run dir> policies/<name> [--act sampled]
+    python tools/release_policy.py --convert policies/<name>
 
-Keeps only what acting needs: the network's weights (``policy.pt``, a torch state dict, no
-optimizer state) and ``policy.json`` with how to rebuild it (the training env and policy
-config, as :func:`agents.checkpoint.load_policy` reads them) and where it comes from (the
-training command, seed, decisions, git commit and package versions of the run's
-``run.json``), and ``act``: how the policy is meant to act (``argmax``, or ``sampled`` for a
-policy whose masked argmax can stall jobs, e.g. one trained from scratch; evaluate it with
-``policy_eval.deterministic=false``).  The result is usable as ``policy:policies/<name>`` in
-``evaluate.py``.
+The first keeps only what acting needs of a run's final checkpoint, in the one policy file
+format (:mod:`agents.policy_file`: ``.npz``, no pickle): the network's weights (no optimizer
+state), how to rebuild it (the training env and policy config), the env layout it acts in,
+``act`` (how the policy is meant to act: ``argmax``, or ``sampled`` for a policy whose masked
+argmax can stall jobs, e.g. one trained from scratch; evaluate it with
+``policy_eval.deterministic=false``) and where it comes from (the training command, seed,
+decisions, git commit and package versions of the run's ``run.json``).  The result is usable
+as ``policy:policies/<name>`` in ``evaluate.py``.  (A ``train.py +agent=plan_pg`` or
+``+agent=contention_pg`` run's ``checkpoints/best/policy.npz`` is already such a file: a
+release is a copy of it.)
+
+``--convert`` re-saves the policy in a directory (an older ``policy.pt`` + ``policy.json``, or
+an EpisodePG ``policy.npz`` of format ``dlsched.episode_pg/1``) as ``policy.npz`` of the one
+format, the same weights bit for bit (:func:`agents.policy_file.convert`), and removes the
+older files.
 """
 
 from __future__ import annotations
@@ -20,13 +29,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from agents.checkpoint import load_policy, save_policy_weights
+from agents.checkpoint import load_policy
+from agents.policy_file import FILE_NAME, convert, load, save_dl2
 from envs.provenance import read_provenance
 from envs.sim.errors import ConfigError
 
 
 def release(run_dir: Path, out: Path, act: str | None = None) -> Path:
-    """Write ``out/policy.pt`` and ``out/policy.json`` from ``run_dir``'s final checkpoint."""
+    """Write ``out/policy.npz`` from ``run_dir``'s final checkpoint."""
     checkpoint = run_dir / "checkpoints" / "final"
     if not (checkpoint / "model.zip").is_file():
         raise ConfigError(f"{run_dir}: no final checkpoint (checkpoints/final/model.zip)")
@@ -37,37 +47,60 @@ def release(run_dir: Path, out: Path, act: str | None = None) -> Path:
     policy, meta = load_policy(checkpoint)
     made = read_provenance(run)  # run.json's provenance, of this or an older version
     argv = [a for a in made["command"] or [] if not a.startswith("hydra.run.dir=")]
-    info = {
-        "env": meta["env"],
-        "policy": meta.get("policy", {}),
+    record = {
+        "command": shlex.join(["python", *argv]),
+        "config": run.get("config"),
+        "seed": run.get("seed"),
+        "git_commit": made["git_commit"],
+        "git_dirty": made["git_dirty"],
+        "versions": made["versions"],
+        "time": run.get("time"),
         "agent": meta.get("agent"),
         "class": meta.get("class"),
         "num_timesteps": meta.get("num_timesteps"),
-        "act": act or meta.get("act", "argmax"),
-        "trained_with": {
-            "command": shlex.join(["python", *argv]),
-            "seed": run.get("seed"),
-            "git_commit": made["git_commit"],
-            "git_dirty": made["git_dirty"],
-            "versions": made["versions"],
-            "time": run.get("time"),
-        },
     }
-    return save_policy_weights(policy, out / "policy.pt", info)
+    return save_dl2(out / FILE_NAME, policy, env=meta["env"], policy_config=meta.get("policy", {}),
+                    record=record, act=act or meta.get("act", "argmax"))  # fmt: skip
+
+
+def convert_release(directory: Path) -> Path:
+    """Re-save the policy of ``directory`` as ``policy.npz`` of the one format and remove
+    its older files (``policy.pt`` + ``policy.json``); the new file is checked to load with
+    the same weights before anything is removed."""
+    old = load(directory)
+    tmp = directory / "policy.converted.npz"
+    convert(old.path, tmp)
+    new = load(tmp)
+    a, b = old.net.state_dict(), new.net.state_dict()
+    if a.keys() != b.keys() or any(not bool((a[k] == b[k]).all()) for k in a):
+        tmp.unlink()
+        raise ConfigError(f"{directory}: the converted weights differ from the old file's")
+    tmp.replace(directory / FILE_NAME)
+    if old.path.suffix == ".pt":
+        old.path.unlink()
+        old.path.with_suffix(".json").unlink(missing_ok=True)
+    return directory / FILE_NAME
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("out", type=Path)
+    ap.add_argument("run_dir", type=Path, help="a run directory (or, with --convert, a policy)")
+    ap.add_argument("out", type=Path, nargs="?", default=None)
     ap.add_argument("--act", choices=["argmax", "sampled"], default=None,
                     help="how it acts (default: as its run validated it)")  # fmt: skip
+    ap.add_argument("--convert", action="store_true",
+                    help="re-save the released policy RUN_DIR in the one format")  # fmt: skip
     args = ap.parse_args(argv)
     try:
-        path = release(args.run_dir, args.out, args.act)
+        if args.convert:
+            path = convert_release(args.run_dir)
+        elif args.out is None:
+            ap.error("the output directory (policies/<name>) is missing")
+        else:
+            path = release(args.run_dir, args.out, args.act)
     except ConfigError as exc:
         sys.exit(f"error: {exc}")
-    print(f"{path} ({path.stat().st_size / 1024:.0f} KiB) and {path.with_suffix('.json').name}")
+    print(f"{path} ({path.stat().st_size / 1024:.0f} KiB)")
 
 
 if __name__ == "__main__":

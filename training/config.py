@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from agents.config import AgentConfig
-from agents.learners import LEARNERS
+from agents.learners import LEARNERS, PLAN, env_for
 from agents.policy import PolicyConfig
 from envs.gym.contention_env import ContentionConfig
 from envs.gym.factory import EnvConfig
@@ -89,7 +89,10 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     federated: FederatedConfig = field(default_factory=FederatedConfig)
     mixture: MixtureConfig = field(default_factory=MixtureConfig)
-    contention: ContentionConfig = field(default_factory=ContentionConfig)  # contention_pg's env
+    contention: ContentionConfig = field(default_factory=ContentionConfig)  # Contention-v0's
+    #: the env the learner trains in (``env=contention`` sets ``dlsched/Contention-v0``); unset:
+    #: the learner's own (:func:`agents.learners.env_for`)
+    env_id: Optional[str] = None  # noqa: UP045 (OmegaConf structured config)
     seed: int = 0
     total_timesteps: int = 60_000  # decisions (env steps); a short run of a few minutes
     n_envs: int = 1
@@ -132,19 +135,18 @@ def check_train_config(cfg: TrainConfig) -> None:
     if not 0 <= int(cfg.eval.window_seed) < 2**63:
         raise ConfigError(f"eval.window_seed must be in [0, 2**63), got {cfg.eval.window_seed}")
     algo = getattr(cfg.agent, "algo", None)
-    entry = LEARNERS.get(str(algo))
-    if cfg.eval.windows and (entry is None or entry.pipeline != "plan"):
-        plan = sorted(a for a, e in LEARNERS.items() if e.pipeline == "plan")
-        raise ConfigError(
-            "eval.windows (trace-window validation) is supported by the plan pipeline only "
-            f"(agent.algo {', '.join(plan)}), got {algo!r}; set eval.windows=0"
-        )
-    if cfg.eval.settings and (entry is None or entry.pipeline != "plan"):
-        plan = sorted(a for a, e in LEARNERS.items() if e.pipeline == "plan")
-        raise ConfigError(
-            "eval.settings (validation on more DL² settings) is supported by the plan pipeline "
-            f"only (agent.algo {', '.join(plan)}), got {algo!r}; set eval.settings=[]"
-        )
+    env_id = env_for(str(algo), cfg.env_id) if str(algo) in LEARNERS else None
+    plan_only = (
+        ("windows", "trace-window validation", "eval.windows=0"),
+        ("settings", "validation on more DL² settings", "eval.settings=[]"),
+    )
+    for key, what, unset in plan_only:
+        if getattr(cfg.eval, key) and env_id != PLAN:
+            plan = sorted(a for a, e in LEARNERS.items() if PLAN in e.envs)
+            raise ConfigError(
+                f"eval.{key} ({what}) is supported in {PLAN} only (agent.algo "
+                f"{', '.join(plan)}), got agent.algo={algo!r} in {env_id}; set {unset}"
+            )
     if cfg.eval.every < 0:
         raise ConfigError(
             f"eval.every must be >= 0 (0: only at start and end), got {cfg.eval.every}"

@@ -1,4 +1,6 @@
-"""``python train.py +agent=contention_pg``: SL + RL in ``dlsched/Contention-v0``.
+"""``dlsched/Contention-v0`` for the ``episodes`` pipeline (:mod:`training.episodes`):
+``python train.py +agent=contention_pg`` (EpisodePG), ``+agent=contention_a2c`` (the
+actor-critic, :mod:`agents.plan_a2c`) or any learner that trains in it with ``env=contention``.
 
 The fixed-demand world of the Ada-SRSF paper (all-reduce jobs, time-shared GPUs, NIC
 contention), one decision per job start: which job of the window starts next and with which
@@ -26,34 +28,32 @@ point) and ``checkpoints/final/policy.npz``, each usable as ``contention:<dir>``
 
 from __future__ import annotations
 
-import copy
-import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-import torch as th
 
-from agents.checkpoint import signals_deferred
-from agents.config import AgentConfig, ContentionPGConfig
-from agents.episode_pg import (
-    EpisodePG,
-    EpisodePGConfig,
-    MaskedMLP,
-    clone,
-    run_episode,
-    save_episode_pg,
-)
-from envs.files import write_json
+from agents.config import ContentionPGConfig
+from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode
+from agents.learners import learner
 from envs.gym.actors import rule_actor
-from envs.gym.contention_env import CONTENTION_TEACHERS, ContentionEnv, teacher
+from envs.gym.contention_env import (
+    CONTENTION_ENV_ID,
+    CONTENTION_TEACHERS,
+    ContentionEnv,
+    teacher,
+)
 from envs.sim.errors import ConfigError, check_number
 from training.config import TrainConfig
-from training.episodes import EpisodeLog, run_iterations
-from training.runinfo import agent_in_use, provenance, run_record, write_run_record
+from training.episodes import EpisodeWorld, Teacher, train_episodes
 
-__all__ = ["check_contention_config", "train_contention", "validate_contention"]
+__all__ = [
+    "ContentionWorld",
+    "check_contention_config",
+    "train_contention",
+    "validate_contention",
+]
 
 #: ``agent.contention.teacher`` that clones nothing (random weights)
 NO_TEACHER = "none"
@@ -79,9 +79,21 @@ def check_contention_config(cfg: TrainConfig) -> None:
         "resume": bool(cfg.resume),
         "eval.windows": bool(cfg.eval.windows),
     }
+    algo = cfg.agent.algo
     for key, used in unsupported.items():
         if used:
-            raise ConfigError(f"{key} is not supported by agent.algo contention_pg; unset it")
+            raise ConfigError(
+                f"{key} is not supported by agent.algo {algo} in {CONTENTION_ENV_ID}; unset it"
+            )
+    if "a2c" in learner(algo).keys:
+        a2c = cfg.agent.a2c
+        a2c.check(int(c.iterations))
+        if float(a2c.explore) > 0:
+            raise ConfigError(
+                f"agent.a2c.explore={a2c.explore} is the job-aware exploration over the slot's "
+                f"plans (starved jobs in ClusterPlan-v0's observation); {CONTENTION_ENV_ID} has "
+                "no such rule: set agent.a2c.explore=0 (as +agent=contention_a2c does)"
+            )
 
 
 def validate_contention(net: MaskedMLP, env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
@@ -109,69 +121,82 @@ def rule_baselines(env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
     return out
 
 
-def train_contention(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
-    """One ``contention_pg`` run into ``out`` (see the module docstring); its summary."""
-    agent: AgentConfig = cfg.agent
-    c: ContentionPGConfig = agent.contention
-    check_contention_config(cfg)
-    th.set_num_threads(max(int(cfg.torch_threads), 1))
-    th.manual_seed(cfg.seed)
-    env, val = cfg.contention.make(), cfg.contention.make()
-    write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
-    net = MaskedMLP(env.obs_size, env.wait_action + 1, c.hidden)
-    summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name}
-    bc_losses: list[float] = []
-    reference = None
-    if c.teacher != NO_TEACHER:
-        rng = np.random.default_rng([cfg.seed, 2])  # (experiments/contention_h2h.py's draws)
+@dataclass
+class ContentionWorld(EpisodeWorld):
+    """``dlsched/Contention-v0`` for the ``episodes`` pipeline (the module docstring's
+    steps): ``train.py``'s ``contention`` env, ``agent.contention``'s network, teacher and
+    schedule, every registered rule as a baseline; times in seconds."""
+
+    env_id: ClassVar[str] = CONTENTION_ENV_ID
+    unit: ClassVar[str] = "s"
+    decision: ClassVar[str] = "decisions"
+    val: Any = None
+    val_key: str = "val_avg_jct_s"
+
+    @property
+    def c(self) -> ContentionPGConfig:
+        return self.cfg.agent.contention
+
+    @property
+    def iterations(self) -> int:
+        return int(self.c.iterations)
+
+    @property
+    def val_every(self) -> int:
+        return int(self.c.val_every)
+
+    def check(self) -> None:
+        check_contention_config(self.cfg)
+
+    def setup(self) -> None:
+        self.env, self.val = self.cfg.contention.make(), self.cfg.contention.make()
+        self.net = MaskedMLP(self.env.obs_size, self.env.wait_action + 1, self.c.hidden)
+
+    def teacher(self) -> Teacher | None:
+        c = self.c
+        if c.teacher == NO_TEACHER:
+            return None
+        rng = np.random.default_rng([self.cfg.seed, 2])  # (experiments/contention_h2h.py's draws)
         seeds = [int(s) for s in rng.integers(10_000, 2**31, size=c.bc_workloads)]
-        t0 = time.perf_counter()
-        loss = clone(net, env, teacher(c.teacher), seeds, epochs=c.bc_epochs, seed=cfg.seed,
-                     smoothing=c.bc_smoothing,
-                     on_epoch=lambda _epoch, x: bc_losses.append(x))  # fmt: skip
-        summary["pretrain"] = {"teacher": c.teacher, "workloads": seeds, "loss": loss}
-        summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
-        reference = copy.deepcopy(net).requires_grad_(False)
-    seeds_val = [int(s) for s in cfg.eval.seeds]
-    t0 = time.perf_counter()
-    baselines = rule_baselines(val, seeds_val)
-    summary["baselines_avg_jct"] = baselines
-    summary["baselines_s"] = round(time.perf_counter() - t0, 1)
-    log = EpisodeLog(out, baselines, tag="contention_pg", unit="s", decision="decisions")
-    log.pretrain(bc_losses)
-    pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=c.groups, group_size=c.group_size,
-                             epsilon=c.epsilon, temperature=c.temperature,
-                             lr=agent.learning_rate, ent_coef=agent.ent_coef, hidden=c.hidden,
-                             workers=c.workers)  # fmt: skip
-    pg = EpisodePG(env, net, pg_cfg)
-    pg.reference = reference  # each iteration's KL to the frozen clone (None: no clone)
-    record = {"config": agent_in_use(resolved), "seed": cfg.seed, **provenance()}
+        return Teacher(teacher(c.teacher), c.teacher, seeds, int(c.bc_epochs),
+                       float(c.bc_smoothing))  # fmt: skip
 
-    def save(name: str, extra: dict[str, Any]) -> Path:
-        with signals_deferred():
-            return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
-                                   {**record, **extra}, act="argmax")  # fmt: skip
+    def baselines(self) -> dict[str, float]:
+        return rule_baselines(self.val, [int(s) for s in self.cfg.eval.seeds])
 
-    hparams = {"seed": int(cfg.seed), "learning_rate": float(agent.learning_rate),
-               "ent_coef": float(agent.ent_coef),
-               **{f"contention.{k}": v for k, v in asdict(c).items()},
-               **{f"env.{k}": str(v) for k, v in asdict(cfg.contention).items()}}  # fmt: skip
-    fields, interrupted = run_iterations(
-        pg, log, lambda: validate_contention(net, val, seeds_val), save, c.iterations,
-        c.val_every, hparams, "val_avg_jct_s",
-    )  # fmt: skip
-    summary.update(
-        {
-            **fields,
-            "best_checkpoint": str(out / "checkpoints" / "best"),
-            "agent_config": asdict(c),
-            "env": asdict(cfg.contention),
+    def pg_config(self) -> EpisodePGConfig:
+        cfg, c = self.cfg, self.c
+        return EpisodePGConfig(seed=cfg.seed, groups=c.groups, group_size=c.group_size,
+                               epsilon=c.epsilon, temperature=c.temperature,
+                               lr=cfg.agent.learning_rate, ent_coef=cfg.agent.ent_coef,
+                               hidden=c.hidden, workers=c.workers)  # fmt: skip
+
+    def measure(self, pg: EpisodePG) -> dict[str, float]:
+        return validate_contention(self.net, self.val, [int(s) for s in self.cfg.eval.seeds])
+
+    def hparams(self) -> dict[str, Any]:
+        cfg, agent = self.cfg, self.cfg.agent
+        blocks = {"contention": asdict(self.c)}
+        if "a2c" in learner(agent.algo).keys:
+            blocks["a2c"] = asdict(agent.a2c)
+        return {"seed": int(cfg.seed), "learning_rate": float(agent.learning_rate),
+                "ent_coef": float(agent.ent_coef),
+                **{f"{b}.{k}": v for b, values in blocks.items() for k, v in values.items()},
+                **{f"env.{k}": str(v) for k, v in asdict(cfg.contention).items()}}  # fmt: skip
+
+    def finish(self, fields: dict[str, Any], out: Path) -> dict[str, Any]:
+        agent = self.cfg.agent
+        return {
+            "agent_config": asdict(self.c)
+            | ({"a2c": asdict(agent.a2c)} if "a2c" in learner(agent.algo).keys else {}),
+            "env": asdict(self.cfg.contention),
             "unit": "s",  # (train.py's report)
             "act": "argmax",
             "decisions_are": "job starts and waits",
         }
-    )
-    write_json(out / "summary.json", summary)
-    if interrupted is not None:
-        raise interrupted
-    return summary
+
+
+def train_contention(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
+    """One run of an ``episodes`` learner in ``dlsched/Contention-v0`` into ``out`` (see the
+    module docstring); its summary."""
+    return train_episodes(cfg, out, resolved, ContentionWorld(cfg))

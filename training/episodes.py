@@ -1,22 +1,39 @@
-"""What the EpisodePG pipelines share (:mod:`training.plan`, :mod:`training.contention`): the
-run's log (:class:`EpisodeLog`: learning curve, TensorBoard, console lines) and its loop
-(:func:`run_iterations`: iterations, validation every so often, the best and the final
-checkpoints, Ctrl-C between iterations)."""
+"""The ``episodes`` pipeline of ``train.py``: one pipeline for every learner that learns from
+whole episodes of a decision-point env (:class:`~agents.episode_pg.EpisodePG` and its
+subclasses: ``plan_pg``, ``plan_a2c``, ``contention_pg``), in any env the learner supports.
+
+:func:`train_episodes` is the run, the same whatever the env: record the run, build the
+network, clone the world's teacher, run the baselines, build the learner through its registry
+entry (:data:`agents.learners.LEARNERS`), then :func:`run_iterations` (iterations, validation
+every so often, the best and the final checkpoints, Ctrl-C between iterations) with
+:class:`EpisodeLog` (learning curve, TensorBoard, console lines), and the summary.  What
+differs between envs is an :class:`EpisodeWorld`: :class:`training.plan.PlanWorld`
+(``dlsched/ClusterPlan-v0``, DL²'s cluster with the slot's plan as the action) and
+:class:`training.contention.ContentionWorld` (``dlsched/Contention-v0``, Ada-SRSF's world).
+"""
 
 from __future__ import annotations
 
+import abc
+import copy
 import csv
 import io
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from agents.episode_pg import EpisodePG
-from envs.files import write_text
+import torch as th
 
-__all__ = ["EpisodeLog", "run_iterations"]
+from agents.checkpoint import signals_deferred
+from agents.episode_pg import EpisodePG, EpisodePGConfig, clone, save_episode_pg
+from agents.learners import learner, resolve
+from envs.files import write_json, write_text
+from training.runinfo import agent_in_use, provenance, run_record, write_run_record
+
+__all__ = ["EpisodeLog", "EpisodeWorld", "Teacher", "run_iterations", "train_episodes"]
 
 
 def _say(line: str) -> None:
@@ -251,3 +268,153 @@ def run_iterations(
         "checkpoint": str(final.parent),
     }
     return fields, interrupted
+
+
+@dataclass
+class Teacher:
+    """What a world's run clones first: ``rule(env) -> action`` on ``workloads``, for
+    ``epochs`` epochs with label smoothing ``smoothing``; ``label`` names it in the summary."""
+
+    rule: Callable[[Any], int]
+    label: str
+    workloads: list[int]
+    epochs: int
+    smoothing: float
+
+
+@dataclass
+class EpisodeWorld(abc.ABC):
+    """One env a learner of the ``episodes`` pipeline trains in: everything
+    :func:`train_episodes` needs that depends on the env.  A subclass sets the class fields
+    and implements the methods; ``setup`` runs after the run's torch seed (the network's
+    initial weights are the run's first draws) and fills ``env`` (the training env, also the
+    one saved with the policy) and ``net``.
+
+    ``env_id``: the Gymnasium id; ``unit``: the avg JCT's (``slots`` or ``s``);
+    ``decision``: what one decision is (for the rate); ``act``: how the saved policy acts and
+    is validated (``argmax`` or ``sampled``); ``val_key``: the best checkpoint's recorded
+    validation figure; ``scored``: whether validation returns a ``score`` (the mean ratio to
+    the best baseline per workload) on which the best checkpoint is chosen."""
+
+    cfg: Any  # training.config.TrainConfig
+    env: Any = None
+    net: Any = None
+    scored: bool = False
+    summary: dict[str, Any] = field(default_factory=dict)
+    env_id: ClassVar[str] = ""
+    unit: ClassVar[str] = "slots"
+    decision: ClassVar[str] = "slots"
+    act: str = "argmax"
+    val_key: str = "val_avg_jct"
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """One clear error per setting this world cannot use, before anything runs."""
+
+    @abc.abstractmethod
+    def setup(self) -> None:
+        """Build ``env`` and ``net`` (after the run's torch seed)."""
+
+    @abc.abstractmethod
+    def teacher(self) -> Teacher | None:
+        """The rule the network clones first (``None``: random weights)."""
+
+    @abc.abstractmethod
+    def baselines(self) -> dict[str, float]:
+        """Each baseline's mean validation avg JCT (run once, before learning)."""
+
+    @abc.abstractmethod
+    def pg_config(self) -> EpisodePGConfig:
+        """The learner's config (its schedule of rollouts and updates)."""
+
+    @property
+    @abc.abstractmethod
+    def iterations(self) -> int:
+        """The learner's iterations."""
+
+    @property
+    @abc.abstractmethod
+    def val_every(self) -> int:
+        """Validate every this many iterations (and after the last)."""
+
+    def attach(self, pg: EpisodePG) -> None:  # noqa: B027 (most worlds need nothing more)
+        """Anything the learner needs from the world beyond its env (e.g. where each group's
+        workload is drawn)."""
+
+    @abc.abstractmethod
+    def measure(self, pg: EpisodePG) -> dict[str, float]:
+        """The network's validation figures (``avg_jct``, ``p95_jct``, ``unfinished``, and
+        ``score`` where ``scored``)."""
+
+    @abc.abstractmethod
+    def hparams(self) -> dict[str, Any]:
+        """The run's hyperparameters for TensorBoard's HPARAMS tab."""
+
+    @abc.abstractmethod
+    def finish(self, fields: dict[str, Any], out: Path) -> dict[str, Any]:
+        """The summary's world-specific fields, once learning has ended (``fields``: the
+        loop's)."""
+
+
+def train_episodes(
+    cfg: Any, out: Path, resolved: dict[str, Any], world: EpisodeWorld
+) -> dict[str, Any]:
+    """One run of an ``episodes``-pipeline learner in ``world`` into ``out`` (module
+    docstring); its summary (``summary.json``)."""
+    agent = cfg.agent
+    world.check()
+    th.set_num_threads(max(int(cfg.torch_threads), 1))
+    th.manual_seed(cfg.seed)
+    write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
+    world.setup()
+    env, net = world.env, world.net
+    summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "env_id": world.env_id}
+    summary.update(world.summary)
+    bc_losses: list[float] = []
+    teacher = world.teacher()
+    if teacher is not None:
+        t0 = time.perf_counter()
+        loss = clone(net, env, teacher.rule, teacher.workloads, epochs=teacher.epochs,
+                     seed=cfg.seed, smoothing=teacher.smoothing,
+                     on_epoch=lambda _epoch, x: bc_losses.append(x))  # fmt: skip
+        summary["pretrain"] = {"teacher": teacher.label, "workloads": teacher.workloads,
+                               "loss": loss}  # fmt: skip
+        summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
+    t0 = time.perf_counter()
+    baselines = world.baselines()
+    summary.update(world.summary)
+    summary["baselines_avg_jct"] = baselines
+    summary["baselines_s"] = round(time.perf_counter() - t0, 1)
+    log = EpisodeLog(out, baselines, tag=agent.name, unit=world.unit, decision=world.decision,
+                     scored=world.scored)  # fmt: skip
+    log.pretrain(bc_losses)
+    build = learner(agent.algo).build  # plan_pg, contention_pg: EpisodePG; plan_a2c: its builder
+    pg_cfg = world.pg_config()
+    pg: EpisodePG = (
+        EpisodePG(env, net, pg_cfg) if build is None else resolve(build)(agent, env, net, pg_cfg)
+    )
+    if teacher is not None:  # the clone, frozen: each iteration's KL to it (no random draw)
+        pg.reference = copy.deepcopy(net).requires_grad_(False)
+    world.attach(pg)
+    record = {"config": agent_in_use(resolved), "seed": cfg.seed, **provenance()}
+
+    def save(name: str, extra: dict[str, Any]) -> Path:
+        """The network's current weights as ``checkpoints/<name>/policy.npz`` (a Ctrl-C
+        during the save takes effect after it)."""
+        with signals_deferred():
+            return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
+                                   {**record, **extra}, act=world.act)  # fmt: skip
+
+    fields, interrupted = run_iterations(
+        pg, log, lambda: world.measure(pg), save, world.iterations, world.val_every,
+        world.hparams(), world.val_key,
+    )  # fmt: skip
+    if teacher is not None:  # iteration 0 is the clone: its figure in train.py's table
+        fields["clone_avg_jct"] = float(fields["initial"]["avg_jct"])
+    summary.update(fields)
+    summary["best_checkpoint"] = str(out / "checkpoints" / "best")
+    summary.update(world.finish(fields, out))
+    write_json(out / "summary.json", summary)
+    if interrupted is not None:  # Ctrl-C or SIGTERM (its name: train.py's message says which)
+        raise interrupted
+    return summary

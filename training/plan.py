@@ -1,4 +1,5 @@
-"""``python train.py +agent=plan_pg``: SL + RL over the slot's plan (``dlsched/ClusterPlan-v0``).
+"""``dlsched/ClusterPlan-v0`` for the ``episodes`` pipeline (:mod:`training.episodes`):
+``python train.py +agent=plan_pg`` (or ``+agent=a2c``): SL + RL over the slot's plan.
 
 Why: in Cluster-v0's per-increment actions RL does not improve on the EfficientSRTF clone;
 with the slot's plan as ONE action (:class:`~envs.gym.plan_env.PlanEnv`: which allocator, or
@@ -31,38 +32,39 @@ rollout workers are stopped however the run ends.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-import torch as th
 
-from agents.checkpoint import signals_deferred
-from agents.config import AgentConfig, PlanPGConfig
+from agents.config import PlanPGConfig
 from agents.episode_pg import (
     EpisodePG,
     EpisodePGConfig,
     MaskedMLP,
     PolicyNet,
-    clone,
-    save_episode_pg,
+    load_episode_pg,
 )
 from agents.evaluation import EpisodeResult, aggregate, run_episode
-from agents.learners import learner, resolve
+from agents.learners import learner
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
 from agents.set_plan import SetPlanNet
-from envs.files import write_json
 from envs.gym.actors import rule_actor
 from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env, setting_of, with_dl2_setting
-from envs.gym.plan_env import GLOBAL_FEATURES, PlanEnv, parse_plan, plan_label, plan_specs
+from envs.gym.plan_env import (
+    GLOBAL_FEATURES,
+    PLAN_ENV_ID,
+    PlanEnv,
+    parse_plan,
+    plan_label,
+    plan_specs,
+)
 from envs.gym.workloads import (
     TRAIN_VCS,
     VALIDATION_DAYS,
@@ -74,10 +76,9 @@ from envs.gym.workloads import (
 from envs.sim.errors import ConfigError
 from training.baselines import baseline_jcts
 from training.config import TrainConfig
-from training.episodes import EpisodeLog, run_iterations
-from training.runinfo import agent_in_use, provenance, run_record, write_run_record
+from training.episodes import EpisodeWorld, Teacher, train_episodes
 
-__all__ = ["check_plan_config", "train_plan", "validate_plan"]
+__all__ = ["PlanWorld", "check_plan_config", "train_plan", "validate_plan"]
 
 
 def check_plan_config(cfg: TrainConfig) -> None:
@@ -305,135 +306,157 @@ def _baseline_runs(
     return out
 
 
-def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
-    """One ``plan_pg`` run into ``out`` (see the module docstring); its summary."""
-    agent: AgentConfig = cfg.agent
-    p: PlanPGConfig = agent.plan
-    check_plan_config(cfg)
-    th.set_num_threads(max(int(cfg.torch_threads), 1))
-    th.manual_seed(cfg.seed)
-    write_run_record(out / "run.json", run_record(resolved, cfg.seed, kind="train"))
-    plans = [str(x) for x in p.plans] or None
-    env, val = PlanEnv(config=cfg.env, plans=plans), PlanEnv(config=cfg.env, plans=plans)
-    net = plan_net(p.arch, env, p.hidden)
-    clusters = federated_clusters(cfg, env, p.arch) if cfg.federated.mode == "local" else []
-    summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "plans": list(env.labels)}
-    bc_losses: list[float] = []
-    if cfg.pretrain.enabled:
-        k = _teacher_plan(str(cfg.pretrain.teacher), env)
-        seeds = [cfg.pretrain.seed_offset + i for i in range(cfg.pretrain.num_workloads)]
-        t0 = time.perf_counter()
-        loss = clone(net, env, lambda _e: k, seeds, epochs=p.bc_epochs, seed=cfg.seed,
-                     smoothing=p.bc_smoothing,
-                     on_epoch=lambda _epoch, x: bc_losses.append(x))  # fmt: skip
-        summary["pretrain"] = {"teacher": env.labels[k], "workloads": seeds, "loss": loss}
-        summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
-    ev = cfg.eval
-    seeds_val = [int(s) for s in ev.seeds]
-    t0 = time.perf_counter()
-    names = [str(b) for b in ev.baselines]
-    windows, window_labels = _validation_windows(cfg)
-    if windows:
-        summary["validation_windows"] = window_labels
+@dataclass
+class PlanWorld(EpisodeWorld):
+    """``dlsched/ClusterPlan-v0`` for the ``episodes`` pipeline (the module docstring's
+    steps): the plan env of ``env``, ``agent.plan``'s network and schedule, the clone of
+    ``pretrain.teacher``'s plan, validation through the Cluster-v0 env as the baselines run
+    (``eval.windows``, ``eval.settings``, ``federated=local``'s clusters), and the per-cluster
+    table of a federated run."""
+
+    env_id: ClassVar[str] = PLAN_ENV_ID
+    val: Any = None
+    clusters: list[PlanEnv] = field(default_factory=list)
+    windows: list[tuple[ClusterEnv, int]] = field(default_factory=list)
     best_per_workload: list[float] | None = None
-    cluster_runs: dict[str, list[float]] = {}
-    if clusters:  # validation on every cluster; the best checkpoint on the ratio to the best
-        val = PlanEnv(env=clusters[0].inner.replica(), plans=env.plans)
-        windows = [(c.inner, s) for c in clusters[1:] for s in seeds_val]
-        cluster_runs = _baseline_runs(names, [(val.inner, s) for s in seeds_val] + windows)
-        best_per_workload = [min(v) for v in zip(*cluster_runs.values(), strict=True)]
-        baselines = {b: float(np.mean(v)) for b, v in cluster_runs.items()}
-    elif ev.settings:  # more settings; the best checkpoint chosen on the ratio to the best
-        windows += _validation_settings(cfg)
-        runs = _baseline_runs(names, [(val.inner, s) for s in seeds_val] + windows)
-        best_per_workload = [min(v) for v in zip(*runs.values(), strict=True)]
-        baselines = {b: float(np.mean(v)) for b, v in runs.items()}
-        summary["validation_settings"] = [str(x) for x in ev.settings]
-    else:
-        baselines = baseline_jcts(names, cfg.env, seeds_val)
-        if windows:  # the mean over generator seeds and windows together
-            sums = {b: sum(v) for b, v in _baseline_runs(names, windows).items()}
-            n = len(seeds_val) + len(windows)
-            baselines = {b: (v * len(seeds_val) + sums[b]) / n for b, v in baselines.items()}
-    summary["baselines_avg_jct"] = baselines
-    summary["baselines_s"] = round(time.perf_counter() - t0, 1)
-    log = EpisodeLog(out, baselines, tag=agent.name, scored=best_per_workload is not None)
-    log.pretrain(bc_losses)
-    # federated: each iteration takes agent.plan.groups groups from every cluster
-    pg_cfg = EpisodePGConfig(seed=cfg.seed, groups=p.groups * max(len(clusters), 1),
-                             group_size=p.group_size,
-                             epsilon=p.epsilon, lr=agent.learning_rate,
-                             ent_coef=agent.ent_coef, hidden=p.hidden,
-                             workers=p.workers, relative=bool(p.relative),
-                             lockstep=bool(p.lockstep), epochs=int(p.epochs))  # fmt: skip
-    build = learner(agent.algo).build  # plan_pg: EpisodePG; plan_a2c: its builder
-    pg: EpisodePG = (
-        EpisodePG(env, net, pg_cfg) if build is None else resolve(build)(agent, env, net, pg_cfg)
-    )
-    if cfg.pretrain.enabled:  # the clone, frozen: each iteration's KL to it (no random draw)
-        pg.reference = copy.deepcopy(net).requires_grad_(False)
-    clone_per_cluster = (
-        _per_cluster(net, clusters, seeds_val, bool(ev.deterministic), ev.sample_seed)
-        if clusters and cfg.pretrain.enabled
-        else None
-    )
-    if clusters:
-        pg.draw_workload = _cluster_draw(clusters)
-    if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
-        pg.draw_workload = _mixture_draw(Mixture(cfg.mixture, cfg.env), cfg.env, env)
-        summary["mixture"] = asdict(cfg.mixture)
-    record = {"config": agent_in_use(resolved), "seed": cfg.seed, **provenance()}
-    act = "argmax" if ev.deterministic else "sampled"
+    cluster_runs: dict[str, list[float]] = field(default_factory=dict)
+    clone_per_cluster: list[float] | None = None
 
-    def save(name: str, extra: dict[str, Any]) -> Path:
-        """The network's current weights as ``checkpoints/<name>/policy.npz`` (a Ctrl-C
-        during the save takes effect after it)."""
-        with signals_deferred():
-            return save_episode_pg(out / "checkpoints" / name / "policy.npz", net, env,
-                                   {**record, **extra}, act=act)  # fmt: skip
+    def __post_init__(self) -> None:
+        self.act = "argmax" if self.cfg.eval.deterministic else "sampled"
 
-    def measure() -> dict[str, float]:
-        return validate_plan(net, val, seeds_val, deterministic=bool(ev.deterministic),
-                             sample_seed=ev.sample_seed, extra=windows,
-                             pool=pg.rollout_pool(), best=best_per_workload)  # fmt: skip
+    @property
+    def p(self) -> PlanPGConfig:
+        return self.cfg.agent.plan
 
-    val_key = "val_avg_jct" if best_per_workload is None else "val_score"
-    fields, interrupted = run_iterations(
-        pg, log, measure, save, p.iterations, p.val_every, _hparams(cfg), val_key
-    )
-    if cfg.pretrain.enabled:  # iteration 0 is the clone: its figure in train.py's table
-        fields["clone_avg_jct"] = float(fields["initial"]["avg_jct"])
-    if clusters:  # per cluster: the clone, the final and best policies, each heuristic
-        from agents.episode_pg import load_episode_pg
+    @property
+    def iterations(self) -> int:
+        return int(self.p.iterations)
 
-        best_net, _ = load_episode_pg(out / "checkpoints" / "best" / "policy.npz")
-        n = len(seeds_val)
-        final = _per_cluster(net, clusters, seeds_val, bool(ev.deterministic), ev.sample_seed)
-        best = _per_cluster(best_net, clusters, seeds_val, bool(ev.deterministic), ev.sample_seed)
-        fields["clusters"] = [
-            {
-                "env": c.config.as_dict() if c.config is not None else None,
-                "final_avg_jct": final[i],
-                "best_avg_jct": best[i],
-                **({"clone_avg_jct": clone_per_cluster[i]} if clone_per_cluster else {}),
-                "baselines_avg_jct": {
-                    b: float(np.mean(v[i * n : (i + 1) * n])) for b, v in cluster_runs.items()
-                },
-            }
-            for i, c in enumerate(clusters)
-        ]
-    summary.update(
-        {
-            **fields,
-            "best_checkpoint": str(out / "checkpoints" / "best"),
-            "agent_config": asdict(p)
-            | ({"a2c": asdict(agent.a2c)} if "a2c" in learner(agent.algo).keys else {}),
-        }
-    )
-    write_json(out / "summary.json", summary)
-    if interrupted is not None:  # Ctrl-C or SIGTERM (its name: train.py's message says which)
-        raise interrupted
-    return summary
+    @property
+    def val_every(self) -> int:
+        return int(self.p.val_every)
+
+    @property
+    def seeds_val(self) -> list[int]:
+        return [int(s) for s in self.cfg.eval.seeds]
+
+    def check(self) -> None:
+        check_plan_config(self.cfg)
+
+    def setup(self) -> None:
+        cfg, p = self.cfg, self.p
+        plans = [str(x) for x in p.plans] or None
+        self.env = PlanEnv(config=cfg.env, plans=plans)
+        self.val = PlanEnv(config=cfg.env, plans=plans)
+        self.net = plan_net(p.arch, self.env, p.hidden)
+        if cfg.federated.mode == "local":
+            self.clusters = federated_clusters(cfg, self.env, p.arch)
+        self.summary["plans"] = list(self.env.labels)
+
+    def teacher(self) -> Teacher | None:
+        cfg = self.cfg
+        if not cfg.pretrain.enabled:
+            return None
+        k = _teacher_plan(str(cfg.pretrain.teacher), self.env)
+        seeds = [cfg.pretrain.seed_offset + i for i in range(cfg.pretrain.num_workloads)]
+        return Teacher(lambda _e: k, self.env.labels[k], seeds, int(self.p.bc_epochs),
+                       float(self.p.bc_smoothing))  # fmt: skip
+
+    def baselines(self) -> dict[str, float]:
+        cfg, ev, seeds_val, val = self.cfg, self.cfg.eval, self.seeds_val, self.val
+        names = [str(b) for b in ev.baselines]
+        windows, window_labels = _validation_windows(cfg)
+        if windows:
+            self.summary["validation_windows"] = window_labels
+        if self.clusters:  # validation on every cluster; the best checkpoint on the ratio
+            self.val = val = PlanEnv(env=self.clusters[0].inner.replica(), plans=self.env.plans)
+            windows = [(c.inner, s) for c in self.clusters[1:] for s in seeds_val]
+            self.cluster_runs = _baseline_runs(names, [(val.inner, s) for s in seeds_val] + windows)
+            self.best_per_workload = [min(v) for v in zip(*self.cluster_runs.values(), strict=True)]
+            baselines = {b: float(np.mean(v)) for b, v in self.cluster_runs.items()}
+        elif ev.settings:  # more settings; the best checkpoint chosen on the ratio to the best
+            windows += _validation_settings(cfg)
+            runs = _baseline_runs(names, [(val.inner, s) for s in seeds_val] + windows)
+            self.best_per_workload = [min(v) for v in zip(*runs.values(), strict=True)]
+            baselines = {b: float(np.mean(v)) for b, v in runs.items()}
+            self.summary["validation_settings"] = [str(x) for x in ev.settings]
+        else:
+            baselines = baseline_jcts(names, cfg.env, seeds_val)
+            if windows:  # the mean over generator seeds and windows together
+                sums = {b: sum(v) for b, v in _baseline_runs(names, windows).items()}
+                n = len(seeds_val) + len(windows)
+                baselines = {b: (v * len(seeds_val) + sums[b]) / n for b, v in baselines.items()}
+        self.windows = windows
+        self.scored = self.best_per_workload is not None
+        self.val_key = "val_avg_jct" if self.best_per_workload is None else "val_score"
+        return baselines
+
+    def pg_config(self) -> EpisodePGConfig:
+        cfg, p = self.cfg, self.p
+        # federated: each iteration takes agent.plan.groups groups from every cluster
+        return EpisodePGConfig(seed=cfg.seed, groups=p.groups * max(len(self.clusters), 1),
+                               group_size=p.group_size,
+                               epsilon=p.epsilon, lr=cfg.agent.learning_rate,
+                               ent_coef=cfg.agent.ent_coef, hidden=p.hidden,
+                               workers=p.workers, relative=bool(p.relative),
+                               lockstep=bool(p.lockstep), epochs=int(p.epochs))  # fmt: skip
+
+    def attach(self, pg: EpisodePG) -> None:
+        cfg, ev = self.cfg, self.cfg.eval
+        if self.clusters and cfg.pretrain.enabled:  # the clone on every cluster
+            self.clone_per_cluster = _per_cluster(
+                self.net, self.clusters, self.seeds_val, bool(ev.deterministic), ev.sample_seed
+            )
+        if self.clusters:
+            pg.draw_workload = _cluster_draw(self.clusters)
+        if cfg.mixture.enabled:  # each group's workload from the mixture, in its own env
+            pg.draw_workload = _mixture_draw(Mixture(cfg.mixture, cfg.env), cfg.env, self.env)
+            self.summary["mixture"] = asdict(cfg.mixture)
+
+    def measure(self, pg: EpisodePG) -> dict[str, float]:
+        ev = self.cfg.eval
+        return validate_plan(self.net, self.val, self.seeds_val,
+                             deterministic=bool(ev.deterministic), sample_seed=ev.sample_seed,
+                             extra=self.windows, pool=pg.rollout_pool(),
+                             best=self.best_per_workload)  # fmt: skip
+
+    def hparams(self) -> dict[str, Any]:
+        return _hparams(self.cfg)
+
+    def finish(self, fields: dict[str, Any], out: Path) -> dict[str, Any]:
+        cfg, ev, clusters = self.cfg, self.cfg.eval, self.clusters
+        extra: dict[str, Any] = dict(self.summary)
+        if clusters:  # per cluster: the clone, the final and best policies, each heuristic
+            best_net, _ = load_episode_pg(out / "checkpoints" / "best" / "policy.npz")
+            seeds, n = self.seeds_val, len(self.seeds_val)
+            det, ss = bool(ev.deterministic), ev.sample_seed
+            final = _per_cluster(self.net, clusters, seeds, det, ss)
+            best = _per_cluster(best_net, clusters, seeds, det, ss)
+            clone_runs = self.clone_per_cluster
+            extra["clusters"] = [
+                {
+                    "env": c.config.as_dict() if c.config is not None else None,
+                    "final_avg_jct": final[i],
+                    "best_avg_jct": best[i],
+                    **({"clone_avg_jct": clone_runs[i]} if clone_runs else {}),
+                    "baselines_avg_jct": {
+                        b: float(np.mean(v[i * n : (i + 1) * n]))
+                        for b, v in self.cluster_runs.items()
+                    },
+                }
+                for i, c in enumerate(clusters)
+            ]
+        extra["agent_config"] = asdict(self.p) | (
+            {"a2c": asdict(cfg.agent.a2c)} if "a2c" in learner(cfg.agent.algo).keys else {}
+        )
+        return extra
+
+
+def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
+    """One run of a plan learner in ``dlsched/ClusterPlan-v0`` into ``out`` (the module
+    docstring); its summary."""
+    return train_episodes(cfg, out, resolved, PlanWorld(cfg))
 
 
 def _hparams(cfg: TrainConfig) -> dict[str, float | int | str | bool]:

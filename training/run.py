@@ -35,7 +35,7 @@ from agents.checkpoint import (
     verify_policy_weights,
 )
 from agents.config import AgentConfig
-from agents.learners import learner
+from agents.learners import env_for, learner
 from agents.vec import make_training_vec_env
 from envs.files import write_json
 from envs.gym.factory import EnvConfig, make_env
@@ -43,12 +43,16 @@ from envs.sim.errors import ConfigError
 from training.baselines import baseline_jcts
 from training.callbacks import CheckpointCallback, ValidationCallback, run_logger
 from training.config import EvalConfig, TrainConfig, check_train_config
-from training.contention import train_contention
-from training.plan import train_plan
+from training.contention import ContentionWorld
+from training.episodes import EpisodeWorld, train_episodes
+from training.plan import PlanWorld
 from training.pretraining import pretrain
 from training.runinfo import run_record, write_run_record
 
-__all__ = ["train"]
+__all__ = ["WORLDS", "train"]
+
+#: the envs of the ``episodes`` pipeline, by id (:func:`agents.learners.env_for` picks one)
+WORLDS: dict[str, type[EpisodeWorld]] = {w.env_id: w for w in (PlanWorld, ContentionWorld)}
 
 
 def to_train_config(cfg: DictConfig) -> TrainConfig:
@@ -122,12 +126,11 @@ def _check_resume(cfg: TrainConfig) -> Path:
 def train(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     """Run one training job into ``out`` by its learner's pipeline
     (:data:`agents.learners.LEARNERS`); its summary."""
-    pipelines = {
-        "sb3": _train_sb3,  # below: SB3-style learners on Cluster-v0 env copies
-        "plan": train_plan,  # one action per slot: training/plan.py
-        "contention": train_contention,  # dlsched/Contention-v0: training/contention.py
-    }
-    return pipelines[learner(cfg.agent.algo).pipeline](cfg, out, resolved)
+    entry = learner(cfg.agent.algo)
+    env_id = env_for(entry.algo, cfg.env_id)  # an unsupported pairing: one clear line
+    if entry.pipeline == "sb3":  # below: SB3-style learners on Cluster-v0 env copies
+        return _train_sb3(cfg, out, resolved)
+    return train_episodes(cfg, out, resolved, WORLDS[env_id](cfg))
 
 
 def _train_sb3(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[str, Any]:

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents.learners import LEARNERS
+from agents.learners import LEARNERS, env_for
 from envs.files import write_json
 from envs.provenance import package_versions, provenance
+from envs.sim.errors import ConfigError
 
 __all__ = [
     "AGENT_KEYS",
@@ -31,13 +32,18 @@ AGENT_KEYS: dict[str, tuple[str, ...]] = {algo: e.keys for algo, e in LEARNERS.i
 
 def agent_in_use(config: Any) -> Any:
     """``config`` (a resolved train config, as a dict) with its ``agent`` block cut to the
-    keys the learner ``agent.algo`` reads (:data:`AGENT_KEYS`); anything else unchanged."""
+    keys the learner ``agent.algo`` reads in the env it trains in (:data:`AGENT_KEYS`,
+    :meth:`~agents.learners.Learner.keys_in`); anything else unchanged."""
     if not isinstance(config, dict) or not isinstance(config.get("agent"), dict):
         return config
     agent = config["agent"]
-    keys = AGENT_KEYS.get(str(agent.get("algo")))
-    if keys is None:  # an algo this table does not know: keep everything
+    entry = LEARNERS.get(str(agent.get("algo")))
+    if entry is None:  # an algo the registry does not know: keep everything
         return config
+    try:  # the blocks of the env it trains in (an episodes learner's plan or contention)
+        keys = entry.keys_in(env_for(entry.algo, config.get("env_id")))
+    except ConfigError:
+        keys = entry.keys
     kept = {k: v for k, v in agent.items() if k in ("name", "algo", *keys)}
     return {**config, "agent": kept}
 

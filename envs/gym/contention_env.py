@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from envs.gym.rewards import CONTENTION, DecisionStep, reward_fn
 from envs.gym.seeds import SEED_LIMIT, check_seed
 from envs.gym.workloads import TraceWindows, contention_window, usable_vcs
 from envs.sim import ClusterSpec, SimConfig
@@ -90,7 +91,9 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
     ``[free memory share, log1p(GPU load s) / 10, NIC tasks / 4, running workers / GPUs]`` and
     ``[log1p(queued beyond the window), running jobs / GPUs, jobs still to arrive / jobs]``.
 
-    **Reward**: ``-(A(t') - A(t)) / (1000 N)`` with ``A(t)`` the time jobs have spent in the
+    **Reward** (``reward``, a ``"contention"`` reward of :mod:`envs.gym.rewards`, computed on
+    every valid step from a :class:`~envs.gym.rewards.DecisionStep`): by default ``"jct"``,
+    ``-(A(t') - A(t)) / (1000 N)`` with ``A(t)`` the time jobs have spent in the
     system up to ``t`` (finished: their JCT; others: ``t - submit``), ``N`` jobs: the episode's
     return is exactly ``-avg JCT`` in seconds (tested).  An invalid action changes nothing, gets
     reward 0 and ``info["invalid_action"]``; ``max_invalid`` in a row truncate the episode
@@ -130,6 +133,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         max_invalid: int = 1000,
         trace: TraceWindows | Mapping[str, Any] | None = None,
         trace_max_iterations: int | None = 200,
+        reward: str = "jct",
         **unknown: Any,
     ) -> None:
         super().__init__()
@@ -180,6 +184,8 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
                 )
             usable_vcs(self.trace, int(self.trace.jobs or num_jobs))  # a clear error now
         self.trace_max_iterations = trace_max_iterations
+        self.reward = reward
+        self._reward_fn = reward_fn(CONTENTION, reward)  # an unknown name: one clear error
         self._windows: dict[int, tuple[Workload, dict[str, Any]]] = {}
         self.scale, self.num_jobs, self.comm = scale, int(num_jobs), comm
         self.placements = tuple(placements)
@@ -241,6 +247,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
         self.n = len(self.sim.jobs)
         self.area = 0.0  # A(t) at the last reward
+        self.area_ms = 0.0  # and its t (A(0) = 0)
         self.decisions = 0
         self.invalid_run = 0
         self.done = False
@@ -368,9 +375,10 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
                 info.update(self._censored_figures())
             return self._obs(), 0.0, False, truncated, info
         self.invalid_run = 0
-        area = self._area()
-        reward = -(area - self.area) / (1000.0 * self.n)
-        self.area = area
+        area, now = self._area(), sim.now
+        step = DecisionStep(self.area_ms, now, self.area, area, self.n, sim.jobs)
+        reward = self._reward_fn(self, step)
+        self.area, self.area_ms = area, now
         if self.done:
             result = sim.result()
             jct = np.array([r.jct_ms for r in result.records]) / 1000.0
@@ -445,7 +453,8 @@ class ContentionConfig:
     workloads, which the env draws per episode seed (generator ``scale`` and ``num_jobs``).
     The defaults are the released ``contention_exclusive_pg``'s env: paper scale, 16 x 4
     GPUs, SRSF(1) communication (so the ``srsf`` rule is exactly LWF-1 + SRSF(1)), LWF-1 / LS /
-    FF placements, a window of 20 jobs, fast fidelity."""
+    FF placements, a window of 20 jobs, fast fidelity, the ``jct`` reward (``reward``: a
+    ``"contention"`` reward of :mod:`envs.gym.rewards`)."""
 
     scale: str = "paper"
     num_jobs: int = 160
@@ -457,6 +466,7 @@ class ContentionConfig:
     J: int = 20
     fidelity: str = "fast"
     max_invalid: int = 1000
+    reward: str = "jct"
 
     def make(self) -> ContentionEnv:
         """A fresh env of these settings (checked by the env: one clear error each)."""

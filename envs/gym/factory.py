@@ -194,9 +194,10 @@ class EnvConfig:
 
     ``setting``: a name in :data:`SETTINGS`; ``overrides``: fields of :class:`DL2Setting` to
     change (``num_nodes``, ``num_jobs``, ``J``, ...); ``reward``: ``"dl2"`` (per-slot sum of
-    normalised epochs) or ``"jct"`` (minus job-slots in the system / ``jct_scale``);
-    ``max_slots``: truncation horizon; ``arrival``: ``"google"``, ``"poisson"`` or
-    ``"uniform"``; ``trace``: a normalised trace CSV instead of the generator (``None``).
+    normalised epochs), ``"jct"`` (minus job-slots in the system / ``jct_scale``) or any
+    other ``"cluster"`` reward of :mod:`envs.gym.rewards`; ``max_slots``: truncation
+    horizon; ``arrival``: ``"google"``, ``"poisson"`` or ``"uniform"``; ``trace``: a
+    normalised trace CSV instead of the generator (``None``).
 
     ``speed``: ``"measured"`` (default) or ``"contention"`` (every slot simulated in the
     contention engine); contention only: ``placer`` (``None``: the env's own task placement;

@@ -127,24 +127,22 @@ def select_scenarios(
 
 
 def _released() -> list[str]:
-    """Every released policy as a scheduler spec: ``policy:`` for the DL² env's,
-    ``contention:`` for ``Contention-v0``'s (a ``policy.npz`` that is not a plan policy)."""
-    from evaluation.kinds import SCHEDULER_KINDS
+    """Every released policy as a scheduler spec, by the env its policy file names
+    (:func:`agents.policy_file.read_meta`): ``contention:`` for ``Contention-v0``'s,
+    ``policy:`` for the others (``Cluster-v0`` networks and ``ClusterPlan-v0`` plan
+    policies, which act in the DL² env)."""
+    from agents.policy_file import CONTENTION_ID, read_meta
 
     out: list[str] = []
     if not POLICIES.is_dir():
         return out
     for d in sorted(p for p in POLICIES.iterdir() if p.is_dir()):
         rel = d.relative_to(POLICIES.parent)
-        if (d / "policy.pt").is_file():
-            out.append(f"policy:{rel}")
-        elif (d / "policy.npz").is_file():
-            try:
-                SCHEDULER_KINDS["policy"].check(str(d), _blank())
-            except ConfigError:
-                out.append(f"contention:{rel}")
-            else:
-                out.append(f"policy:{rel}")
+        try:
+            env_id = read_meta(d)["layout"]["env_id"]
+        except ConfigError:  # no policy file in it
+            continue
+        out.append(f"{'contention' if env_id == CONTENTION_ID else 'policy'}:{rel}")
     return out
 
 

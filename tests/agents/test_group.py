@@ -299,17 +299,18 @@ def test_train_cli_group_ppo_smoke(tmp_path: Path) -> None:
     assert (final / "model.zip").is_file()
 
     # the released files act exactly as the checkpoint's policy
-    import json
-
     from agents.checkpoint import load_policy
+    from agents.policy_file import FORMAT, read_meta
 
     sys.path.insert(0, str(ROOT / "tools"))
     from release_policy import release
 
     path = release(tmp_path / "run", tmp_path / "released")
-    meta = json.loads(path.with_suffix(".json").read_text())
-    assert "+agent=gppo" in meta["trained_with"]["command"]
-    assert "hydra.run.dir" not in meta["trained_with"]["command"]
+    assert path.name == "policy.npz" and not (tmp_path / "released" / "policy.pt").exists()
+    meta = read_meta(path)  # the one policy file format, no pickle
+    assert meta["format"] == FORMAT and meta["layout"]["env_id"] == "dlsched/Cluster-v0"
+    assert "+agent=gppo" in meta["training"]["command"]
+    assert "hydra.run.dir" not in meta["training"]["command"]
     a = NumpyPolicy(load_policy(final)[0])
     b = NumpyPolicy(load_policy(tmp_path / "released")[0])
     env = make_env(TINY, seed=5)

@@ -11,7 +11,18 @@ import yaml
 
 from agents.checkpoint import _agent_classes
 from agents.config import ALGOS, AgentConfig
-from agents.learners import LEARNERS, PIPELINES, learner, resolve
+from agents.learners import (
+    CLUSTER,
+    CONTENTION,
+    ENV_BLOCKS,
+    ENV_IDS,
+    LEARNERS,
+    PIPELINES,
+    PLAN,
+    env_for,
+    learner,
+    resolve,
+)
 from envs.sim.errors import ConfigError
 from training.runinfo import AGENT_KEYS
 
@@ -33,6 +44,28 @@ def test_each_entry_resolves_to_what_it_names(algo: str) -> None:
     else:  # its pipeline builds it, or the entry's builder (plan_a2c's) does
         assert entry.checkpoint_class is None
         assert entry.build is None or callable(resolve(entry.build))
+
+
+def test_every_env_has_two_learners_and_each_pairing_is_decided_by_the_entry() -> None:
+    """``train.py`` trains in each of the three envs with at least two learners; the env a run
+    trains in is the entry's default or the one ``env_id`` names, and any other pairing is one
+    error naming the learners of that env; an episodes learner records only its env's block."""
+    for env_id in ENV_IDS:
+        assert len([a for a, e in LEARNERS.items() if env_id in e.envs]) >= 2, env_id
+    for algo, entry in LEARNERS.items():
+        assert entry.envs and set(entry.envs) <= set(ENV_IDS)
+        assert (entry.pipeline == "sb3") == (entry.envs == (CLUSTER,))
+        assert env_for(algo, None) == entry.envs[0]
+        for env_id in entry.envs:
+            assert env_for(algo, env_id) == env_id
+            blocks = {ENV_BLOCKS[e] for e in entry.envs if e in ENV_BLOCKS}
+            own = {ENV_BLOCKS[env_id]} if env_id in ENV_BLOCKS else set()
+            assert set(entry.keys_in(env_id)) & blocks == own
+    assert env_for("plan_pg", CLUSTER) == PLAN  # DL²'s cluster, through its plan wrapper
+    with pytest.raises(ConfigError, match="learners for dlsched/Contention-v0: contention_pg"):
+        env_for("dl2_a2c", CONTENTION)
+    with pytest.raises(ConfigError, match="unknown env_id 'x'; known: dlsched/Cluster-v0"):
+        env_for("plan_pg", "x")
 
 
 def test_everything_else_is_derived_from_the_registry() -> None:

@@ -9,15 +9,7 @@ import pytest
 import envs.gym  # noqa: F401  (registers the id)
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import (
-    DRF,
-    FIFO,
-    SRTF,
-    EfficientSRTF,
-    LoadAwareESRTF,
-    Optimus,
-    Tetris,
-)
+from envs.sim.elastic.allocators import ALLOCATORS, DRF, Optimus, Tetris
 from envs.sim.elastic.simulator import SlotSimulator
 from envs.sim.elastic.workload import DL2Setting
 
@@ -33,12 +25,13 @@ SMALL = DL2Setting(
     max_workers=6,
     max_ps=6,
 )
-ALLOCATORS = [DRF, FIFO, SRTF, Tetris, Optimus, EfficientSRTF, LoadAwareESRTF]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])
-@pytest.mark.parametrize("alloc_cls", ALLOCATORS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("alloc_cls", list(ALLOCATORS.values()), ids=list(ALLOCATORS))
 def test_driver_reproduces_simulator_jcts(alloc_cls, seed):
+    """Every registered allocator (the registry, not a list kept here) through the env gives
+    the simulator's finish times."""
     env = ClusterEnv(SMALL)
     driver = HeuristicDriver(alloc_cls(), env)
     info = driver.run_episode(seed)

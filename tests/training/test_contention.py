@@ -96,3 +96,79 @@ def test_its_policy_runs_in_evaluate_py(run: Path, tmp_path: Path) -> None:
 )
 def test_bad_settings_are_one_clear_error(override: str, says: str, tmp_path: Path) -> None:
     assert says in train_refusal([*SMALL, override], tmp_path / "r")
+
+
+# ------------------------------------------------- one pipeline, any learner of the env
+
+
+def test_plan_pg_in_contention_is_contention_pg_bit_for_bit(run: Path, tmp_path: Path) -> None:
+    """The ``episodes`` pipeline is one pipeline configured by the env: ``plan_pg`` pointed at
+    Contention-v0 (``env=contention``) with ``contention_pg``'s settings is the same learner
+    in the same world, so its curve and its weights equal the ``contention_pg`` run's."""
+    out = tmp_path / "plan_pg"
+    same = [a.replace("+agent=contention_pg", "+agent=plan_pg") for a in SMALL]
+    proc = run_script("train.py", *same, "env=contention", "agent.ent_coef=0.0",
+                      f"hydra.run.dir={out}", timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env_id"] == "dlsched/Contention-v0" and summary["unit"] == "s"
+    with (
+        open(run / "learning_curve.csv", newline="") as f,
+        open(out / "learning_curve.csv", newline="") as g,
+    ):
+        mine, theirs = list(csv.DictReader(g)), list(csv.DictReader(f))
+    assert [r["avg_jct"] for r in mine] == [r["avg_jct"] for r in theirs]
+    a, _ = load_episode_pg(run / "checkpoints" / "final" / "policy.npz")
+    b, meta = load_episode_pg(out / "checkpoints" / "final" / "policy.npz")
+    pairs = zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    assert all((x == y).all() for x, y in pairs)
+    # the run record holds the block of the env it trained in, not ClusterPlan-v0's
+    agent = meta["training"]["config"]["agent"]
+    assert "contention" in agent and "plan" not in agent
+
+
+def test_the_actor_critic_trains_in_contention(tmp_path: Path) -> None:
+    """The second learner of Contention-v0: ``+agent=contention_a2c`` (PlanA2C, its critic
+    and replay) through the same pipeline; its checkpoints run as ``contention:<dir>``."""
+    out = tmp_path / "a2c"
+    args = [a.replace("+agent=contention_pg", "+agent=contention_a2c") for a in SMALL]
+    proc = run_script("train.py", *args, "agent.a2c.replay=1", f"hydra.run.dir={out}",
+                      timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["agent"] == "contention_a2c" and summary["env_id"] == "dlsched/Contention-v0"
+    assert summary["agent_config"]["a2c"]["critic"] is True
+    net, meta = load_episode_pg(out / "checkpoints" / "best" / "policy.npz")
+    assert meta["training"]["config"]["agent"]["algo"] == "plan_a2c"
+    iteration = summary["best"]["iteration"]
+    curve = {int(r["iteration"]): r for r in csv.DictReader((out / "learning_curve.csv").open())}
+    best = validate_contention(net, _env(), [100, 101])["avg_jct"]
+    assert float(curve[iteration]["avg_jct"]) == pytest.approx(best, rel=1e-12)
+    with (out / "tb").glob("*/events*").__next__().open("rb") as f:
+        assert b"train/value_loss" in f.read()  # the critic's fit is logged
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["+agent=ppo", "env=contention"],
+            "agent.algo=ppo does not train in dlsched/Contention-v0 (it trains in "
+            "dlsched/Cluster-v0); learners for dlsched/Contention-v0: contention_pg, plan_a2c, "
+            "plan_pg",
+        ),
+        (
+            ["+agent=a2c", "env=contention"],
+            "agent.a2c.explore=0.1 is the job-aware exploration over the slot's plans",
+        ),
+        (["+agent=contention_pg", "env_id=dlsched/Nope-v0"], "unknown env_id 'dlsched/Nope-v0'"),
+        (
+            ["+agent=contention_pg", "eval.windows=2"],
+            "eval.windows (trace-window validation) is supported in dlsched/ClusterPlan-v0 only",
+        ),
+    ],
+)
+def test_a_pairing_the_learner_does_not_support_is_one_line(
+    args: list[str], says: str, tmp_path: Path
+) -> None:
+    assert says in train_refusal(args, tmp_path / "r")

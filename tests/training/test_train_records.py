@@ -22,6 +22,7 @@ import torch as th
 import envs.provenance as prov
 from agents.config import ALGOS, AgentConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, masked_kl
+from agents.learners import LEARNERS
 from tests.agents.test_episode_pg import Toy
 from tests.cli import run_script
 from training.callbacks import ValidationCallback
@@ -104,9 +105,10 @@ def test_run_record_keeps_only_the_agent_in_use(algo: str) -> None:
     config = {"agent": agent, "seed": 0, "env": {"setting": "tiny"}}
     kept = run_record(config, 0)["config"]
     assert kept["seed"] == 0 and kept["env"] == {"setting": "tiny"}
-    assert set(kept["agent"]) == {"name", "algo", *AGENT_KEYS[algo]}
+    in_use = LEARNERS[algo].keys_in(LEARNERS[algo].envs[0])  # its default env's blocks
+    assert set(kept["agent"]) == {"name", "algo", *in_use}
     assert all(kept["agent"][k] == agent[k] for k in kept["agent"])
-    others = {"ppo", "group", "plan", "exploration", "replay"} - set(AGENT_KEYS[algo])
+    others = {"ppo", "group", "plan", "contention", "exploration", "replay"} - set(in_use)
     assert not others & set(kept["agent"])
     assert agent_in_use({"no_agent": 1}) == {"no_agent": 1}
 

@@ -4,7 +4,8 @@ part:
 * :mod:`~envs.gym.cluster.contract`: id, constants, spaces, action encoding, ``info``;
 * :mod:`~envs.gym.cluster.observation`: the per-job feature rows;
 * :mod:`~envs.gym.cluster.masks`: the action masks;
-* :mod:`~envs.gym.cluster.rewards`: the rewards by name (add one there);
+* :mod:`~envs.gym.cluster.rewards`: the rewards by name (re-exported from the one reward
+  registry, :mod:`envs.gym.rewards`: add one there);
 * :mod:`~envs.gym.cluster.render`: ``ansi`` and ``rgb_array`` pictures;
 * :mod:`~envs.gym.cluster.env`: :class:`ClusterEnv`, the episode, slots and steps;
 * :mod:`~envs.gym.cluster.contention`: :class:`ContentionClusterEnv` (contention speed mode).

@@ -3,8 +3,8 @@
 The env wraps the elastic layer (:class:`~envs.sim.elastic.simulator.SlotSimulator`,
 measured-speed mode by default) with DL²'s state encoding and incremental actions (the DL²
 reference-code notes §3-5, DL² paper §4.1 and §4.3).  The observation encoding, the masks,
-the rewards and the rendering are in the sibling modules (mixed in, or looked up in
-:data:`~envs.gym.cluster.rewards.REWARDS`); the spaces, the action encoding and ``info`` are
+the rewards and the rendering are in the sibling modules (mixed in, or looked up in the
+reward registry :mod:`envs.gym.rewards`); the spaces, the action encoding and ``info`` are
 in :mod:`envs.gym.cluster.contract`.  Speed: docs/design/envs.md ("Hot path of step").
 """
 
@@ -33,8 +33,8 @@ from envs.gym.cluster.contract import (
 from envs.gym.cluster.masks import MaskMixin
 from envs.gym.cluster.observation import ObservationMixin, _Row
 from envs.gym.cluster.render import RenderMixin
-from envs.gym.cluster.rewards import REWARDS
 from envs.gym.cluster.state import DecisionStateMixin
+from envs.gym.rewards import CLUSTER, SlotStep, reward_fn
 from envs.gym.seeds import check_seed
 from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocators import Allocator, JobState
@@ -86,9 +86,7 @@ def _check_options(
         raise ConfigError(f"J and L must be >= 1, got J={J}, L={L}")
     if features not in ("dl2", "extended"):
         raise ConfigError(f"features must be 'dl2' or 'extended', got {features!r}")
-    if reward not in REWARDS:
-        names = " or ".join(repr(name) for name in REWARDS)
-        raise ConfigError(f"reward must be {names}, got {reward!r}")
+    reward_fn(CLUSTER, reward)  # an unknown name: one error listing the env's rewards
     check_number(jct_scale, "jct_scale", gt=0)
     if max_slots < 1:
         raise ConfigError(f"max_slots must be >= 1, got {max_slots}")
@@ -170,8 +168,8 @@ class ClusterEnv(
 
     Keyword arguments: ``setting`` (``"small"``, ``"large"`` or a :class:`DL2Setting`), ``seed``
     (workload seed of the first unseeded reset), ``J`` (window, default ``setting.J``), ``L``
-    (number of job types, default the type table's length), ``reward`` (a name in
-    :data:`~envs.gym.cluster.rewards.REWARDS`: ``"dl2"`` or ``"jct"``), ``jct_scale``,
+    (number of job types, default the type table's length), ``reward`` (a ``"cluster"``
+    reward of :mod:`envs.gym.rewards`: ``"dl2"``, ``"jct"``, ...), ``jct_scale``,
     ``max_slots`` (truncation horizon), ``jobs`` (a fixed workload instead of the generator),
     ``workload_options`` (other arguments of the generator: ``arrival``, ``fixed_length``,
     errors), ``slot_s`` (default: the setting's cluster), ``speed`` (default
@@ -223,7 +221,7 @@ class ClusterEnv(
         self.max_invalid_per_slot = int(max_invalid_per_slot)
         self._invalid_slot = 0
         self.reward_mode = reward
-        self._reward_fn = REWARDS[reward]
+        self._reward_fn = reward_fn(CLUSTER, reward)
         self.jct_scale = float(jct_scale)
         self.max_slots = int(max_slots)
         self.default_seed = int(seed)
@@ -692,7 +690,7 @@ class ClusterEnv(
         self._slot_open = False
         self._close_mask()
         self._finished += len(record.finished)
-        return self._reward_fn(self, record, self._views, t)
+        return self._reward_fn(self, SlotStep(record, self._views, t))
 
     def _open_next_slot(self) -> int:
         """Begin the next slot with an active job (running empty slots); empty slots run."""

@@ -1,27 +1,34 @@
 """What every elastic allocator shares: the read-only job view (:class:`JobState`), the
-:class:`Allocator` protocol, dominant shares and :class:`AllocatorBase` (the failure switch,
-the counts being built and the decision log).  The allocators themselves and their registry
-are in :mod:`envs.sim.elastic.allocators`."""
+:class:`Allocator` protocol, dominant shares, :class:`AllocatorBase` (the failure switch,
+the counts being built and the decision log), :class:`InTurn` (jobs in a fixed order, each
+up to its caps) and the registry (:data:`ALLOCATORS`, :data:`ALIASES`), filled by
+:func:`register_allocator` where each allocator class is defined.  The allocators themselves
+and the lookups by name are in :mod:`envs.sim.elastic.allocators`."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Self
+from typing import Protocol, Self, TypeVar
 
 from envs.sim.elastic.cluster import Demand, SlotCluster
 from envs.sim.elastic.spec import ElasticJob, SpeedModel
 from envs.sim.errors import ConfigError
 
 __all__ = [
+    "ALIASES",
+    "ALLOCATORS",
     "Allocator",
     "AllocatorBase",
     "Decision",
+    "InTurn",
     "JobState",
     "below_caps",
     "dominant_share",
     "index_jobs",
+    "register_allocator",
 ]
 
 Decision = tuple[int, str, int]  # (job_id, "worker" | "ps" | "bundle", node)
@@ -179,11 +186,15 @@ class AllocatorBase:
         self.last_decisions: list[Decision] = []
 
     def _start(self, jobs: Sequence[JobState]) -> tuple[dict[int, JobState], dict[int, list[int]]]:
+        """Begin a slot: an empty decision log, ``jobs`` by id (a job given twice is a
+        :class:`ConfigError`) and every job's counts ``[workers, ps]`` at 0."""
         self.last_decisions = []
         by_id = index_jobs(jobs)
         return by_id, {jid: [0, 0] for jid in by_id}
 
     def _bundle(self, job: JobState, counts: list[int], cluster: SlotCluster) -> bool:
+        """Place one worker + PS bundle of ``job`` (least-loaded node), count and log it;
+        ``False`` when it does not fit."""
         node = cluster.place_bundle(job.worker_demand, job.ps_demand)
         if node is None:
             return False
@@ -209,7 +220,84 @@ class AllocatorBase:
 
     @staticmethod
     def _result(counts: dict[int, list[int]]) -> dict[int, tuple[int, int]]:
+        """The counts as :meth:`allocate`'s answer, ``job_id -> (workers, ps)``."""
         return {jid: (c[0], c[1]) for jid, c in counts.items()}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(stop_at_first_failure={self.stop_at_first_failure})"
+
+
+class InTurn(AllocatorBase):
+    """Jobs in a fixed order (:meth:`order_key`, smallest first), each given worker + PS bundles up
+    to its caps before the next job; a bundle that does not fit ends the job's turn (with
+    ``stop_at_first_failure``: the slot).  A new in-turn allocator is a subclass with its own
+    ``order_key`` (e.g. :class:`~envs.sim.elastic.allocators.FIFO`, or the toy teacher of
+    ``tests/pretrain/test_toy_teacher.py``)."""
+
+    def order_key(self, job: JobState) -> tuple[float, ...]:
+        """The job's place in the order (ties must be broken, e.g. by arrival and job id)."""
+        raise NotImplementedError
+
+    def allocate(
+        self,
+        jobs: Sequence[JobState],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+        for job in sorted(by_id.values(), key=self.order_key):
+            c = counts[job.job_id]
+            while below_caps(job, c):
+                if not self._bundle(job, c, cluster):
+                    if self.stop_at_first_failure:
+                        return self._result(counts)
+                    break
+        return self._result(counts)
+
+
+#: Every elastic allocator class by registry name, in the order registered (each by
+#: :func:`register_allocator` where it is defined; complete once :mod:`envs.sim.elastic` is
+#: imported).  The table of names is in :mod:`envs.sim.elastic.allocators`.
+ALLOCATORS: dict[str, type[AllocatorBase]] = {}
+#: Other accepted spellings, alias -> registry name (each declared by the class's
+#: :func:`register_allocator`; kept for the configs and runs that use them).
+ALIASES: dict[str, str] = {}
+
+_NAME = re.compile(r"[a-z_][a-z0-9_-]*")
+_Cls = TypeVar("_Cls", bound=type[AllocatorBase])
+
+
+def register_allocator(name: str, *, aliases: Sequence[str] = ()) -> Callable[[_Cls], _Cls]:
+    """Register the decorated allocator class under ``name`` (its ``name`` attribute is set to
+    it) and the other spellings ``aliases``: lower-case letters, digits, ``_`` and ``-``
+    (lookups are case-insensitive).  A name or alias registered twice is one
+    :class:`ConfigError`.  Every consumer of an allocator name then builds it
+    (:func:`~envs.sim.elastic.allocators.make_allocator`): ``evaluate.py``'s
+    ``elastic:<name>``, the behaviour-cloning teacher, ``train.py``'s ``eval.baselines`` and
+    ``env.backlog``."""
+    names = (name, *aliases)
+    bad = [n for n in names if not isinstance(n, str) or _NAME.fullmatch(n) is None]
+    if bad:
+        raise ConfigError(
+            f"allocator names {bad}: lower-case letters, digits, '_' and '-' only "
+            "(starting with a letter or '_')"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"allocator {name!r}: a name given twice in {list(names)}")
+
+    def register(cls: _Cls) -> _Cls:
+        taken = [n for n in names if n in ALLOCATORS or n in ALIASES]
+        if taken:
+            owners = sorted({ALLOCATORS[ALIASES.get(n, n)].__name__ for n in taken})
+            raise ConfigError(
+                f"allocator {cls.__name__}: names {taken} are registered twice "
+                f"(already by {', '.join(owners)})"
+            )
+        cls.name = name
+        ALLOCATORS[name] = cls
+        for alias in aliases:
+            ALIASES[alias] = name
+        return cls
+
+    return register

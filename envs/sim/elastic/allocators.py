@@ -14,7 +14,11 @@ reference code with its flaws fixed by default; switches reproduce each flaw
 (``Cls.reference()`` turns them all on; see
 :class:`~envs.sim.elastic.allocator_base.AllocatorBase` and :class:`Tetris`).  Standard
 library + numpy only.  The job view, the protocol and the shared base class are in
-:mod:`envs.sim.elastic.allocator_base` (re-exported here).
+:mod:`envs.sim.elastic.allocator_base` (re-exported here), with the registry itself.
+
+A new allocator is one class decorated ``@register_allocator("<name>", aliases=(...))`` in
+any module imported by :mod:`envs.sim.elastic` (or by the code that uses it, e.g. a test):
+nothing else lists it (docs/index.md, newcomer path (b)).
 
 Details: docs/design/elastic.md#one-registry-of-allocators
 """
@@ -32,31 +36,20 @@ import numpy as np
 
 from envs.sim.elastic import native_alloc
 from envs.sim.elastic.allocator_base import (
+    ALIASES,
+    ALLOCATORS,
     Allocator,
     AllocatorBase,
     Decision,
+    InTurn,
     JobState,
     below_caps,
     dominant_share,
     index_jobs,
+    register_allocator,
 )
 from envs.sim.elastic.cluster import SlotCluster
-from envs.sim.elastic.fixed_demand import (
-    DEFAULT_FIXED_WORKERS,
-    AdaSRSF,
-    FixedDemand,
-    OneBundleEach,
-    TiresiasLAS,
-    UniformDemand,
-)
 from envs.sim.elastic.spec import SpeedModel
-from envs.sim.elastic.speed_aware import (
-    EfficientSRTF,
-    LoadAwareESRTF,
-    Optimus,
-    optimus_utility,
-    slots_to_finish,
-)
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -73,6 +66,7 @@ __all__ = [
     "Decision",
     "EfficientSRTF",
     "FixedDemand",
+    "InTurn",
     "JobState",
     "LoadAwareESRTF",
     "OneBundleEach",
@@ -89,18 +83,18 @@ __all__ = [
     "make_allocator",
     "optimus_utility",
     "parse_allocator_label",
+    "register_allocator",
     "slots_to_finish",
 ]
 
 
+@register_allocator("drf")
 class DRF(AllocatorBase):
     """Dominant Resource Fairness by progressive filling in 1 worker + 1 PS bundles.
 
     Repeatedly the job with the smallest dominant share (ties: arrival, job id) gets one
     bundle on the least-loaded node; it stays in the queue while below both caps.
     """
-
-    name = "drf"
 
     def allocate(
         self,
@@ -155,40 +149,16 @@ class DRF(AllocatorBase):
         return self._result(counts)
 
 
-class _InTurn(AllocatorBase):
-    """Jobs in a fixed order, each given bundles up to its caps before the next job."""
-
-    def _key(self, job: JobState) -> tuple[float, ...]:
-        raise NotImplementedError
-
-    def allocate(
-        self,
-        jobs: Sequence[JobState],
-        cluster: SlotCluster,
-        speed: SpeedModel,
-        slot_s: float,
-    ) -> dict[int, tuple[int, int]]:
-        by_id, counts = self._start(jobs)
-        for job in sorted(by_id.values(), key=self._key):
-            c = counts[job.job_id]
-            while below_caps(job, c):
-                if not self._bundle(job, c, cluster):
-                    if self.stop_at_first_failure:
-                        return self._result(counts)
-                    break
-        return self._result(counts)
-
-
-class FIFO(_InTurn):
+@register_allocator("fifo")
+class FIFO(InTurn):
     """First in, first out: by arrival slot (then job id), each job up to its caps."""
 
-    name = "fifo"
-
-    def _key(self, job: JobState) -> tuple[float, ...]:
+    def order_key(self, job: JobState) -> tuple[float, ...]:
         return (job.arrival, job.job_id)
 
 
-class SRTF(_InTurn):
+@register_allocator("srtf", aliases=("srsf",))
+class SRTF(InTurn):
     """Shortest remaining first by DL²'s *remaining fraction* ``1 - progress/num_epochs``
     (not remaining time), ties by arrival then job id; each job up to its caps.
 
@@ -200,12 +170,11 @@ class SRTF(_InTurn):
     ``medium`` they differ, e.g. 127.4 vs 124.9 slots on seed 0
     (``tests/sim/elastic/test_allocators.py``)."""
 
-    name = "srtf"
-
-    def _key(self, job: JobState) -> tuple[float, ...]:
+    def order_key(self, job: JobState) -> tuple[float, ...]:
         return (job.remaining_fraction, job.arrival, job.job_id)
 
 
+@register_allocator("tetris")
 class Tetris(AllocatorBase):
     """Tetris-style packing, node by node in index order, in bundles.
 
@@ -226,8 +195,6 @@ class Tetris(AllocatorBase):
     this node after its best-scoring job does not fit there"; by default the next-best job that
     fits is tried before moving on.
     """
-
-    name = "tetris"
 
     def __init__(self, *, reference_sign: bool = False, stop_at_first_failure: bool = False):
         super().__init__(stop_at_first_failure=stop_at_first_failure)
@@ -297,7 +264,7 @@ class Tetris(AllocatorBase):
         return self._result(counts)
 
 
-#: Every elastic allocator by name (each class's ``name``):
+#: Every elastic allocator of :data:`ALLOCATORS` by name (each class's ``name``):
 #:
 #: =============  ==========================================================================
 #: ``drf``        :class:`DRF` progressive filling (DL²'s default teacher)
@@ -322,27 +289,35 @@ class Tetris(AllocatorBase):
 #: ``tiresias``   :class:`~envs.sim.elastic.fixed_demand.TiresiasLAS`: the same demand, least
 #:                attained service first (2D-LAS, undiscretised)
 #: =============  ==========================================================================
-ALLOCATORS: dict[str, type[AllocatorBase]] = {
-    cls.name: cls
-    for cls in (
-        DRF,
-        FIFO,
-        SRTF,
-        Tetris,
-        Optimus,
-        EfficientSRTF,
-        LoadAwareESRTF,
-        FixedDemand,
-        OneBundleEach,
-        AdaSRSF,
-        TiresiasLAS,
-    )
-}
+#:
+#: Each class is registered where it is defined (:func:`register_allocator`, with its
+#: aliases); the classes of the two sibling modules are imported here, after this module's
+#: own, so that the registry lists DL²'s heuristics first, in the order above (the order
+#: ``evaluation.bench`` and the experiments iterate it in).
+from envs.sim.elastic.speed_aware import (  # noqa: E402
+    EfficientSRTF,
+    LoadAwareESRTF,
+    Optimus,
+    optimus_utility,
+    slots_to_finish,
+)
+
+# registration order: the speed-aware allocators, then the fixed-demand ones
+# isort: split
+from envs.sim.elastic.fixed_demand import (  # noqa: E402
+    DEFAULT_FIXED_WORKERS,
+    AdaSRSF,
+    FixedDemand,
+    OneBundleEach,
+    TiresiasLAS,
+    UniformDemand,
+)
+
 #: The five heuristics that follow DL²'s reference code (each with ``reference()``).
 DL2_HEURISTICS: tuple[str, ...] = ("drf", "fifo", "srtf", "tetris", "optimus")
-#: Other accepted names, kept for the configs and runs that use them: ``srsf`` is the name
-#: the behaviour-cloning teachers gave SRTF (``conf/pretrain/srsf.yaml``).
-ALIASES: dict[str, str] = {"srsf": "srtf", "ada_srsf": "adasrsf", "ada-srsf": "adasrsf"}
+#: :data:`ALIASES` (from :func:`register_allocator`) are the other accepted names, kept for
+#: the configs and runs that use them: ``srsf`` is the name the behaviour-cloning teachers
+#: gave SRTF (``conf/pretrain/srsf.yaml``).
 
 
 def allocator_name(name: str, *, role: str = "allocator") -> str:

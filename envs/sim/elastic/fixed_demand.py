@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from envs.sim.elastic import native_alloc
-from envs.sim.elastic.allocator_base import AllocatorBase, Decision, JobState
+from envs.sim.elastic.allocator_base import AllocatorBase, Decision, JobState, register_allocator
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.spec import SpeedModel
 from envs.sim.errors import ConfigError
@@ -27,6 +27,7 @@ __all__ = [
 DEFAULT_FIXED_WORKERS = 4
 
 
+@register_allocator("fixed")
 class FixedDemand(AllocatorBase):
     """A fixed-demand (gang) scheduler in the elastic world.
 
@@ -39,7 +40,6 @@ class FixedDemand(AllocatorBase):
     after the first job that does not fit); default: backfill with later jobs that fit.
     """
 
-    name = "fixed"
     #: Job orders: ``"fifo"`` arrival (then id); ``"srsf"`` least remaining service first
     #: (remaining declared epochs x requested workers, ties by arrival, id; Ada-SRSF's order);
     #: ``"las"`` least attained service first (slots run x requested workers = GPU-slots
@@ -151,12 +151,11 @@ class UniformDemand(FixedDemand):
         return f"UniformDemand(workers={self.workers}, order={self.order!r})"
 
 
+@register_allocator("bundle")
 class OneBundleEach(UniformDemand):
     """Every job one worker and one PS on one node (DL²'s ``ASSIGN_BUNDLE``), in arrival
     order (then id), while bundles fit (a job whose bundle does not fit gets nothing; later
     ones are still tried).  Used for the jobs beyond the env's window (``env.backlog``)."""
-
-    name = "bundle"
 
     def __init__(self, *, stop_at_first_failure: bool = False) -> None:
         super().__init__(1, order="fifo", stop_at_first_failure=stop_at_first_failure)
@@ -165,6 +164,7 @@ class OneBundleEach(UniformDemand):
         return f"OneBundleEach(stop_at_first_failure={self.stop_at_first_failure})"
 
 
+@register_allocator("adasrsf", aliases=("ada_srsf", "ada-srsf"))
 class AdaSRSF(UniformDemand):
     """The fixed-demand Ada-SRSF stack in the elastic world: every job asks for ``workers``
     workers (and as many PS, bundled), all or nothing, least remaining service first
@@ -172,20 +172,17 @@ class AdaSRSF(UniformDemand):
     core's LWF placement and AdaDUAL have no counterpart in the slot world (one placement
     rule, no NIC model)."""
 
-    name = "adasrsf"
-
     def __init__(
         self, workers: int = DEFAULT_FIXED_WORKERS, *, stop_at_first_failure: bool = False
     ) -> None:
         super().__init__(workers, order="srsf", stop_at_first_failure=stop_at_first_failure)
 
 
+@register_allocator("tiresias")
 class TiresiasLAS(UniformDemand):
     """The fixed-demand Tiresias stack in the elastic world: the same demand as
     :class:`AdaSRSF`, least attained service first (2D-LAS on GPU-slots attained,
     undiscretised)."""
-
-    name = "tiresias"
 
     def __init__(
         self, workers: int = DEFAULT_FIXED_WORKERS, *, stop_at_first_failure: bool = False

@@ -1,8 +1,8 @@
 """Elastic allocators that plan with the speed model: :class:`Optimus` (DL²'s reference
 ``optimus_env.py``) and dlsched's :class:`EfficientSRTF`, with the slot arithmetic they share
 (:func:`slots_to_finish`, :func:`optimus_utility`), and :class:`LoadAwareESRTF`, EfficientSRTF
-with an efficiency that depends on the number of active jobs.  Registered by name in
-:mod:`envs.sim.elastic.allocators`."""
+with an efficiency that depends on the number of active jobs.  Each registered by name where
+it is defined (:func:`~envs.sim.elastic.allocator_base.register_allocator`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from envs.sim.elastic import native_alloc
-from envs.sim.elastic.allocator_base import AllocatorBase, Decision, JobState
+from envs.sim.elastic.allocator_base import AllocatorBase, Decision, JobState, register_allocator
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.spec import SpeedModel
 from envs.sim.errors import ConfigError
@@ -67,6 +67,7 @@ def _check_job_count(owner: str, key: str, value: object) -> None:
         raise ConfigError(f"{owner}: {key} must be an integer >= 0 (a job count), got {value!r}")
 
 
+@register_allocator("optimus")
 class Optimus(AllocatorBase):
     """Optimus' marginal-gain greedy on the speed model (DL² reference ``optimus_env.py``).
 
@@ -87,8 +88,6 @@ class Optimus(AllocatorBase):
     is dropped for this job and the others go on; if it was the job's first worker or first
     PS the job cannot run, so its tasks are released and it is dropped.
     """
-
-    name = "optimus"
 
     def __init__(self, *, oracle_speed_factor: bool = False, stop_at_first_failure: bool = False):
         super().__init__(stop_at_first_failure=stop_at_first_failure)
@@ -198,6 +197,7 @@ class Optimus(AllocatorBase):
             push(job)
 
 
+@register_allocator("esrtf")
 class EfficientSRTF(AllocatorBase):
     """Shortest remaining time first at an efficient allocation (dlsched's own heuristic, not
     from the literature; added as a stronger baseline than Optimus on DL²'s settings).
@@ -225,8 +225,6 @@ class EfficientSRTF(AllocatorBase):
     (seeds 1000-1005, through the env: 0.80 / 0.85 / 0.90 / 0.92 / 0.95 / 0.97 give avg JCT
     92.4 / 88.8 / 85.4 / 82.6 / 86.6 / 91.3 slots; DRF 134.6, Optimus 99.8).
     """
-
-    name = "esrtf"
 
     def __init__(
         self,
@@ -356,6 +354,7 @@ class EfficientSRTF(AllocatorBase):
         return self._result(counts)
 
 
+@register_allocator("esrtf_load")
 class LoadAwareESRTF(AllocatorBase):
     """:class:`EfficientSRTF` whose efficiency depends on how many jobs it allocates for.
 
@@ -372,8 +371,6 @@ class LoadAwareESRTF(AllocatorBase):
     to ``medium``'s cluster: on other settings they are untuned
     (docs/experiments/against-heuristics.md, headroom section).
     """
-
-    name = "esrtf_load"
 
     def __init__(
         self,

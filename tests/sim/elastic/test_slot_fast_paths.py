@@ -129,19 +129,19 @@ def test_jct_reward_shortcut_is_the_loop() -> None:
     from envs.gym.cluster import rewards
     from envs.gym.plan_env import PlanEnv
 
-    def loop(env, record, active, t):  # the plain statement
+    def loop(env, step):  # the plain statement
         in_system = 0.0
-        for view in active:
+        for view in step.active:
             finish = env.sim.finish_time(view.job_id)
-            in_system += 1.0 if finish is None else finish - t
+            in_system += 1.0 if finish is None else finish - step.t
         return -in_system / env.jct_scale
 
     seen = []
 
-    def both(env, record, active, t):
-        fast = rewards.jct_reward(env, record, active, t)
-        plain = loop(env, record, active, t)
-        seen.append((fast, plain, bool(record.finished)))
+    def both(env, step):
+        fast = rewards.jct_reward(env, step)
+        plain = loop(env, step)
+        seen.append((fast, plain, bool(step.record.finished)))
         return fast
 
     env = PlanEnv(config={"setting": "small", "reward": "jct", "jct_scale": 3.0})

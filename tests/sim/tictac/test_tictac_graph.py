@@ -15,7 +15,7 @@ from envs.sim.models import PAPER_MODELS, REFERENCE_MODELS
 from envs.sim.tictac import ListScheduler, OpGraph, OpGraphError, available_graphs, graph_for
 from envs.sim.tictac.graph import graph_from_data, load_raw
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_cycle_is_an_error() -> None:

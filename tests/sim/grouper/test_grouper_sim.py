@@ -23,7 +23,7 @@ from envs.sim.grouper import (
     simulate_cojobs,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_single_job_alone_hand_oracle() -> None:

@@ -28,7 +28,7 @@ from envs.sim.traces import (
     select,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "envs" / "sim" / "data" / "traces"
+DATA = Path(__file__).resolve().parents[3] / "envs" / "sim" / "data" / "traces"
 
 
 def _w(tmp_path: Path, name: str, lines: list[str]) -> Path:
