@@ -78,7 +78,8 @@ class ContentionPGConfig:
     rollouts that mix in ``epsilon`` uniform at ``temperature``; validation every
     ``val_every`` iterations; ``hidden``: the MLP's widths; ``workers``: rollout processes
     (the same numbers for any count).  The defaults are those that made the released
-    ``contention_exclusive_pg`` (``experiments/contention_h2h.py``)."""
+    ``contention_exclusive_pg`` but ``bc_epochs`` (20 there: ``policies/README.md`` gives the
+    one ``train.py`` command that re-makes it)."""
 
     teacher: str = "exclusive"
     bc_workloads: int = 40

@@ -43,6 +43,9 @@ from agents.policy_format import load_weights, save_episode_net
 from agents.policy_format import read as read_policy_file
 from agents.rollout_pool import RolloutPool, replicas
 from agents.set_plan import SetPlanNet
+from envs.gym.actors import RuleActor
+from envs.gym.episode import Actor, Recorder, collect_decisions, step
+from envs.gym.episode import run_episode as play
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -275,18 +278,70 @@ def _epsilon_at(epsilon: Epsilon, obs: npt.NDArray[np.float32]) -> float:
     return float(epsilon) if isinstance(epsilon, int | float) else float(epsilon.at(obs))
 
 
-def _advance(env: Any, ep: Episode, a: int, t: float) -> tuple[Any, bool]:
-    """Step ``env`` with action ``a`` (decided at time ``t``), recording the reward in
-    ``ep``; the next observation and whether the episode ended (its ``info`` then kept)."""
-    obs, r, term, trunc, info = env.step(a)
-    if info.get("invalid_action"):
-        raise ConfigError(f"action {a} was refused at t={t} ms (the mask allowed it)")
-    ep.rewards.append(float(r))
+def _outcome(ep: Episode, reward: float, done: bool, info: dict[str, Any], env: Any) -> None:
+    """Record a step's reward and the time it arrived in ``ep`` (and, at the end, its
+    ``info``)."""
+    ep.rewards.append(float(reward))
     ep.reward_times.append(float(env.sim.now))
-    if term or trunc:
+    if done:
         ep.info = info
-        return obs, True
-    return obs, False
+
+
+def _advance(env: Any, ep: Episode, a: int) -> tuple[Any, bool]:
+    """Step ``env`` with action ``a`` (:func:`envs.gym.episode.step`: a refused action is an
+    error naming it and the decision time), recording the reward in ``ep``; the next
+    observation and whether the episode ended (its ``info`` then kept)."""
+    obs, r, term, trunc, info = step(env, a, env)
+    done = bool(term or trunc)
+    _outcome(ep, r, done, info, env)
+    return obs, done
+
+
+class _Rewards(Recorder):
+    """:func:`run_episode`'s recorder: every step's reward into the :class:`Episode`."""
+
+    def __init__(self, ep: Episode) -> None:
+        self.ep = ep
+
+    def after(self, reward: float, done: bool, info: dict[str, Any], view: Any) -> None:
+        _outcome(self.ep, reward, done, info, view)
+
+
+class _Sampler:
+    """The net as an :class:`~envs.gym.episode.Actor` of one rollout: sampled with ``rng``
+    (``temperature``, ``epsilon``), or its argmax without ``rng``; every decision recorded in
+    ``ep`` (observation, mask, action, both log-probabilities, time)."""
+
+    def __init__(
+        self,
+        ep: Episode,
+        net: PolicyNet,
+        rng: np.random.Generator | None,
+        temperature: float,
+        epsilon: Epsilon,
+    ) -> None:
+        self.ep, self.net, self.rng = ep, net, rng
+        self.temperature, self.epsilon = temperature, epsilon
+
+    def reset(self, seed: int | None) -> None:
+        """Nothing: the rollout's generator is the caller's."""
+
+    def act(self, obs: npt.NDArray[np.float32], view: Any) -> int:
+        mask = view.action_masks()
+        t = float(view.sim.now)
+        logits = self.net.logits_one(obs, mask).double()
+        logp = th.log_softmax(logits, -1).numpy()
+        if self.rng is None:
+            a = int(np.argmax(logp))
+            lmu = 0.0
+        else:
+            # (x / 1.0 is x, bit for bit: the division is skipped at temperature 1)
+            temperature = self.temperature
+            scaled = logits if temperature == 1.0 else logits / temperature
+            eps = _epsilon_at(self.epsilon, obs)
+            a, lmu = _draw(th.softmax(scaled, -1).numpy(), mask, eps, self.rng)
+        self.ep.record(obs, mask, a, lmu, float(logp[a]), t)
+        return a
 
 
 def run_episode(
@@ -296,34 +351,22 @@ def run_episode(
     rng: np.random.Generator | None = None,
     temperature: float = 1.0,
     epsilon: Epsilon = 0.0,
-    act: Callable[[Any, npt.NDArray[np.float32]], int] | None = None,
+    act: Callable[[Any, npt.NDArray[np.float32]], int] | Actor | None = None,
 ) -> Episode:
     """One episode on ``workload_seed``: sampled from ``net`` with ``rng`` (a rollout),
-    ``net``'s argmax without ``rng``, or ``act(env, obs)`` (a heuristic).  ``epsilon``: the
-    uniform share of the sampling, a number or per decision (:data:`Epsilon`)."""
+    ``net``'s argmax without ``rng``, or ``act(env, obs)`` (a heuristic; any
+    :class:`~envs.gym.episode.Actor` too).  ``epsilon``: the uniform share of the sampling, a
+    number or per decision (:data:`Epsilon`).  The loop is
+    :func:`envs.gym.episode.run_episode`'s."""
     ep = Episode()
-    obs, _ = env.reset(seed=workload_seed, options={"workload_seed": workload_seed})
-    while True:
-        mask = env.action_masks()
-        t = float(env.sim.now)
-        if act is not None:
-            a = act(env, obs)
-        else:
-            assert net is not None
-            logits = net.logits_one(obs, mask).double()
-            logp = th.log_softmax(logits, -1).numpy()
-            if rng is None:
-                a = int(np.argmax(logp))
-                lmu = 0.0
-            else:
-                # (x / 1.0 is x, bit for bit: the division is skipped at temperature 1)
-                scaled = logits if temperature == 1.0 else logits / temperature
-                eps = _epsilon_at(epsilon, obs)
-                a, lmu = _draw(th.softmax(scaled, -1).numpy(), mask, eps, rng)
-            ep.record(obs, mask, a, lmu, float(logp[a]), t)
-        obs, done = _advance(env, ep, a, t)
-        if done:
-            return ep
+    if act is not None:
+        actor: Any = act
+    else:
+        assert net is not None
+        actor = _Sampler(ep, net, rng, temperature, epsilon)
+    options = {"workload_seed": int(workload_seed)}
+    play(env, actor, workload_seed, options=options, on_step=_Rewards(ep))
+    return ep
 
 
 def run_lockstep(
@@ -337,7 +380,8 @@ def run_lockstep(
     """Rollouts side by side: episode ``i`` in ``envs[i]`` on ``workload_seeds[i]``, sampled
     with ``rngs[i]`` as :func:`run_episode` samples; one policy forward per step over every
     episode still running (the batch shrinks as episodes end).  Each episode's draws are its
-    own generator's, in its own order, whatever the others do."""
+    own generator's, in its own order, whatever the others do.  Each env steps by
+    :func:`envs.gym.episode.step`, as :func:`run_episode`'s do."""
     eps = [Episode() for _ in envs]
     obs: list[Any] = [None] * len(envs)
     for i, (env, s) in enumerate(zip(envs, workload_seeds, strict=True)):
@@ -354,9 +398,8 @@ def run_lockstep(
         for row, i in enumerate(live):
             env, ep, mask, logp = envs[i], eps[i], masks[row], logp_all[row]
             a, lmu = _draw(p_all[row], mask, _epsilon_at(epsilon, obs[i]), rngs[i])
-            t = float(env.sim.now)
-            ep.record(obs[i], mask, a, lmu, float(logp[a]), t)
-            obs[i], done = _advance(env, ep, a, t)
+            ep.record(obs[i], mask, a, lmu, float(logp[a]), float(env.sim.now))
+            obs[i], done = _advance(env, ep, a)
             if not done:
                 still.append(i)
         live = still
@@ -365,25 +408,19 @@ def run_lockstep(
 
 def teacher_data(
     env: Any,
-    teacher: Callable[[Any], int],
+    teacher: Callable[[Any], int] | Actor,
     workload_seeds: Sequence[int],
     stack: Callable[[Sequence[npt.NDArray[np.float32]]], npt.NDArray[np.float32]] = np.array,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
     """``teacher``'s episodes on the given workloads: per decision the observation, the mask
-    and the teacher's action (the behaviour-cloning dataset); ``stack`` makes the observations
-    one array (a network's :meth:`~SetPlanNet.stack` for observations of several windows)."""
-    obs, masks, acts = [], [], []
-    for s in workload_seeds:
-        o, _ = env.reset(seed=int(s), options={"workload_seed": int(s)})
-        while True:
-            a = teacher(env)
-            obs.append(o)
-            masks.append(env.action_masks())
-            acts.append(a)
-            o, _, term, trunc, _ = env.step(a)
-            if term or trunc:
-                break
-    return stack(obs), np.array(masks), np.array(acts, dtype=np.int64)
+    and the teacher's action (the behaviour-cloning dataset,
+    :func:`envs.gym.episode.collect_decisions`); ``teacher`` is a rule ``(env) -> action``
+    or an :class:`~envs.gym.episode.Actor`; ``stack`` makes the observations one array (a
+    network's :meth:`~SetPlanNet.stack` for observations of several windows)."""
+    actor = teacher if isinstance(teacher, Actor) else RuleActor(teacher)
+    log, _ = collect_decisions(((env, actor, int(s)) for s in workload_seeds),
+                               workload_options=True)  # fmt: skip
+    return stack(log.obs), np.array(log.masks), np.array(log.actions, dtype=np.int64)
 
 
 def clone(

@@ -15,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from envs.gym.actors import AllocatorActor, DriverActor
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.episode import Actor as EnvActor
+from envs.gym.episode import run_episode as play
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim.elastic.allocators import Allocator
@@ -34,8 +37,9 @@ __all__ = [
     "run_episode_detailed",
 ]
 
-#: A decision rule: ``(env, obs) -> action``.
-Actor = Callable[[ClusterEnv, np.ndarray], int]
+#: A decision rule: an :class:`envs.gym.episode.Actor` (``reset(seed)``, ``act(obs, view)``),
+#: or the older ``(env, obs) -> action`` callable.
+Actor = EnvActor | Callable[[ClusterEnv, np.ndarray], int]
 
 
 @dataclass(frozen=True)
@@ -83,47 +87,19 @@ def _play(
     seed: int,
     on_reset: Callable[[ClusterEnv], None] | None = None,
 ) -> int:
-    """Reset ``env`` with workload ``seed`` and let ``actor`` decide until the episode ends;
-    the env steps taken.  An actor that plans whole slots (``allocator_for(env, obs)``: a
-    :class:`DriverActor`, a :class:`~envs.gym.plan_env.PlanActor`) has each slot applied in
-    one call (``ClusterEnv.plan_slot``: the same episode as its increments one step at a
-    time, step count included, tested bit for bit).  ``on_reset(env)`` runs after the
-    reset."""
-    obs, _ = env.reset(seed=int(seed))
-    if on_reset is not None:
-        on_reset(env)
-    n = 0
-    allocator_for = getattr(actor, "allocator_for", None)
-    if allocator_for is not None:
-        while True:
-            obs, _, term, trunc, _, steps = env.plan_slot(allocator_for(env, obs))
-            n += steps
-            if term or trunc:
-                return n
-    while True:
-        obs, _, term, trunc, _ = env.step(actor(env, obs))
-        n += 1
-        if term or trunc:
-            return n
+    """Reset ``env`` with workload ``seed`` and let ``actor`` decide until the episode ends
+    (:func:`envs.gym.episode.run_episode`; an invalid action is a counted no-op, reported in
+    :attr:`EpisodeResult.invalid_actions`); the env steps taken.  An actor that plans whole
+    slots (a :class:`DriverActor`, a :class:`~envs.gym.plan_env.PlanActor`) has each slot
+    applied in one call (``ClusterEnv.plan_slot``: the same episode as its increments one
+    step at a time, step count included, tested bit for bit).  ``on_reset(env)`` runs after
+    the reset."""
+    return play(env, actor, seed, on_reset=on_reset, strict=False).steps
 
 
 def run_episode(env: ClusterEnv, actor: Actor, seed: int) -> EpisodeResult:
     """Reset ``env`` with workload ``seed`` and let ``actor`` decide until the episode ends."""
     return _result(env, seed, _play(env, actor, seed))
-
-
-class DriverActor:
-    """An actor that lets ``driver`` (a heuristic on the same env) pick every increment; as
-    a slot planner (:meth:`allocator_for`) its allocator plans each slot whole."""
-
-    def __init__(self, driver: HeuristicDriver) -> None:
-        self.driver = driver
-
-    def __call__(self, _env: ClusterEnv, _obs: np.ndarray) -> int:
-        return self.driver.act()
-
-    def allocator_for(self, _env: ClusterEnv, _obs: np.ndarray) -> Allocator:
-        return self.driver.allocator
 
 
 def driver_actor(driver: HeuristicDriver) -> Actor:
@@ -136,11 +112,7 @@ def evaluate_allocator(
 ) -> list[EpisodeResult]:
     """A heuristic driven through the env (:class:`HeuristicDriver`) on each seed."""
     env = make_env(env_config)
-    out = []
-    for seed in seeds:
-        driver = HeuristicDriver(allocator_factory(), env)
-        out.append(run_episode(env, driver_actor(driver), seed))
-    return out
+    return [run_episode(env, AllocatorActor(env, allocator_factory), seed) for seed in seeds]
 
 
 def evaluate_policy(

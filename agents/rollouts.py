@@ -12,6 +12,9 @@ Because every episode samples from its own generator (seeded by the caller), an 
 trajectory depends on its workload seed, its sampling seed and the policy only, never on how
 many envs run beside it: ``N`` envs in lockstep reproduce ``N`` runs of one env (a test).
 
+Each env steps by :func:`envs.gym.episode.step` (the step of every episode loop; an invalid
+action is the env's counted no-op here, as in :func:`agents.evaluation.run_episode`).
+
 With ``record=True`` the result keeps every decision (observation, mask, action, behaviour
 log-probability, simulated time) and every reward with its time, episode by episode, which is
 what the group learner (:mod:`agents.group`) trains on.
@@ -27,6 +30,7 @@ import numpy.typing as npt
 
 from agents.policy import NumpyPolicy
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.episode import step
 from envs.sim.errors import ConfigError
 
 __all__ = ["Batch", "Episode", "run_batched"]
@@ -183,7 +187,7 @@ def run_batched(
         still: list[int] = []
         for k, i in enumerate(active):
             env = envs[i]
-            o, r, term, trunc, info = env.step(int(actions[k]))
+            o, r, term, trunc, info = step(env, int(actions[k]), env, strict=False)
             counts[i] += 1
             if info["slot_ended"]:
                 r_times[i].append(float(info["closed_slot"]))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ from evaluation.workloads import Prepared, sim_config
 if TYPE_CHECKING:
     from agents.episode_pg import MaskedMLP
     from envs.gym.contention_env import ContentionEnv
+    from envs.gym.episode import Actor
 
 __all__ = [
     "SOLO_PLACEMENTS",
@@ -191,14 +192,18 @@ class ContentionKind:
         if workloads:
             _make_env(f"{self.name}:{arg}", _layout(arg), cluster, "fast", workloads)
 
-    def _actor(self, arg: str) -> tuple[Callable[[Any, Any], int], dict[str, Any]]:
+    def _actor(self, arg: str) -> tuple[Actor, dict[str, Any]]:
+        """The rule (:class:`~envs.gym.actors.RuleActor`) or the saved network's masked
+        argmax (:class:`~agents.actors.NetActor`) as an actor, and its record."""
+        from agents.actors import NetActor
+        from envs.gym.actors import RuleActor
         from envs.gym.contention_env import CONTENTION_TEACHERS
 
         rule = CONTENTION_TEACHERS.get(arg)
         if rule is not None:
-            return (lambda e, _: rule(e)), {"teacher": getattr(rule, "__name__", arg)}
+            return RuleActor(rule), {"teacher": getattr(rule, "__name__", arg)}
         net, meta = _load(arg)
-        return net.act, {"path": arg, "act": "argmax", "meta": meta}
+        return NetActor(net), {"path": arg, "act": "argmax", "meta": meta}
 
     def run(self, task: RunTask) -> RunOutput:
         p = task.prepared
@@ -208,26 +213,24 @@ class ContentionKind:
         env = _make_env(task.scheduler, layout, task.cluster, fidelity, [p.workload])
         act, policy = self._actor(task.arg)
         t0 = time.perf_counter()
+        from envs.gym.episode import run_episode
+
         with _one_torch_thread(not _is_teacher(task.arg)):
-            obs, _ = env.reset(seed=p.seed, options={"workload_seed": p.seed})
-            ret, steps = 0.0, 0
-            while True:
-                obs, r, term, trunc, info = env.step(act(env, obs))
-                ret, steps = ret + r, steps + 1
-                if trunc:
-                    raise SimulationError(
-                        f"{task.scheduler} seed {p.seed}: the policy got stuck ({steps} steps, "
-                        f"{env.max_invalid} invalid actions in a row)"
-                    )
-                if term:
-                    break
+            # invalid actions: the env's no-ops, until max_invalid in a row truncate
+            run = run_episode(env, act, p.seed, options={"workload_seed": p.seed}, strict=False)
+        if run.truncated:
+            raise SimulationError(
+                f"{task.scheduler} seed {p.seed}: the policy got stuck ({run.steps} steps, "
+                f"{env.max_invalid} invalid actions in a row)"
+            )
         wall = time.perf_counter() - t0
+        info = run.info
         res = info["result"]
         episode = {
-            "return": ret,
+            "return": run.ret,
             "avg_jct_s": info["avg_jct_s"],
             "decisions": info["decisions"],
-            "steps": steps,
+            "steps": run.steps,
             "stops": info["stops"],
         }
         env_record = {

@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 from hydra.utils import to_absolute_path
 
-from agents.evaluation import Actor, DriverActor, run_episode_detailed
+from agents.evaluation import Actor, run_episode_detailed
+from envs.gym.actors import AllocatorActor
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.episode import SlotPlanningActor, as_actor
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env, setting_of
-from envs.gym.heuristic import HeuristicDriver
 from envs.sim import ConfigError
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.simulator import Heartbeat
@@ -206,10 +207,10 @@ def prepare_env_workloads(cfg: EvaluateConfig, env_config: EnvConfig) -> list[Pr
 
 
 def allocator_actor(allocator: Callable[[], Allocator]) -> ActorFactory:
-    """A fresh :class:`HeuristicDriver` of a fresh allocator per episode."""
+    """A fresh allocator per episode, driven through the env (:class:`AllocatorActor`)."""
 
     def make(env: ClusterEnv, seed: int) -> Actor:
-        return DriverActor(HeuristicDriver(allocator(), env))
+        return AllocatorActor(env, allocator)
 
     return make
 
@@ -219,33 +220,37 @@ class _Watched:
     decision (a reset builds a new simulator; the heartbeat's clock runs on)."""
 
     def __init__(self, actor: Actor, heartbeat: Heartbeat) -> None:
-        self.actor, self.heartbeat = actor, heartbeat
+        self.actor, self.heartbeat = as_actor(actor), heartbeat
 
     def attach(self, env: ClusterEnv) -> None:
         sim = env.sim
         if sim is not None and sim.heartbeat is not self.heartbeat:
             sim.heartbeat = self.heartbeat
 
-    def __call__(self, env: ClusterEnv, obs: np.ndarray) -> int:
-        self.attach(env)
-        return self.actor(env, obs)
+    def reset(self, seed: int | None) -> None:
+        self.actor.reset(seed)
+
+    def act(self, obs: np.ndarray, view: ClusterEnv) -> int:
+        self.attach(view)
+        return self.actor.act(obs, view)
 
 
 class _WatchedPlanner(_Watched):
-    """:class:`_Watched` of a slot planner (an actor with ``allocator_for``)."""
+    """:class:`_Watched` of a slot planner (an actor with ``slot_allocator``)."""
 
-    def allocator_for(self, env: ClusterEnv, obs: np.ndarray) -> Allocator:
-        self.attach(env)
-        return self.actor.allocator_for(env, obs)  # type: ignore[attr-defined]
+    def slot_allocator(self, obs: np.ndarray, view: ClusterEnv) -> Allocator:
+        self.attach(view)
+        return self.actor.slot_allocator(obs, view)  # type: ignore[attr-defined]
 
 
 def with_heartbeat(actor: Actor, heartbeat: Heartbeat | None) -> Actor:
     """``actor`` driving an env whose slot simulator keeps ``heartbeat`` (its progress lines
     and wall-clock budget) from the first decision on; ``actor`` itself if ``None``.  A slot
-    planner stays one (``allocator_for``), so the episode is the same, decision for decision."""
+    planner stays one (``slot_allocator``), so the episode is the same, decision for
+    decision."""
     if heartbeat is None:
         return actor
-    if getattr(actor, "allocator_for", None) is not None:
+    if isinstance(as_actor(actor), SlotPlanningActor):
         return _WatchedPlanner(actor, heartbeat)
     return _Watched(actor, heartbeat)
 

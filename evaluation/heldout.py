@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluation import driver_actor, run_episode
+from agents.evaluation import run_episode
+from envs.gym.actors import AllocatorActor
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
-from envs.gym.heuristic import HeuristicDriver
 from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, window_scenarios
 from envs.sim.elastic.allocators import allocator_from_label
 from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds
@@ -105,9 +105,7 @@ class Table:
     p95_jct: dict[str, np.ndarray]
 
 
-def _run(
-    env: ClusterEnv, actor: Callable[[ClusterEnv, np.ndarray], int], seed: int
-) -> tuple[float, int, float]:
+def _run(env: ClusterEnv, actor: Any, seed: int) -> tuple[float, int, float]:
     r = run_episode(env, actor, seed)
     return r.avg_jct, r.unfinished, r.p95_jct
 
@@ -189,8 +187,7 @@ def run_schedulers(
         vals = []
         for w in workloads:
             env = w.env(config)
-            driver = HeuristicDriver(factory(), env)
-            vals.append(_run(env, driver_actor(driver), w.scenario.seed))
+            vals.append(_run(env, AllocatorActor(env, factory), w.scenario.seed))
         out.avg_jct[name] = np.asarray([v[0] for v in vals])
         out.p95_jct[name] = np.asarray([v[2] for v in vals])
         out.unfinished[name] = sum(v[1] for v in vals)

@@ -235,8 +235,9 @@ def network_actor(
                 f"{spec}: the policy takes observations of shape {shape}, the env gives "
                 f"{env.observation_space.shape} (window J={env.J}, L={env.L})"
             )
-        rng = np.random.default_rng([sample_seed, seed])
-        return lambda e, o: fast.act(o, e.action_masks(), deterministic=deterministic, rng=rng)
+        from agents.actors import PolicyActor
+
+        return PolicyActor(fast, deterministic, sample_seed, seed)
 
     return make
 

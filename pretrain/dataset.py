@@ -2,7 +2,8 @@
 
 :func:`collect` rolls a teacher (any allocator of
 :data:`~envs.sim.elastic.allocators.ALLOCATORS`, by name) through
-:class:`~envs.gym.cluster_env.ClusterEnv` with :class:`~envs.gym.heuristic.HeuristicDriver`
+:class:`~envs.gym.cluster_env.ClusterEnv` as an actor (:class:`~envs.gym.actors.AllocatorActor`:
+a :class:`~envs.gym.heuristic.HeuristicDriver`), by :func:`envs.gym.episode.collect_decisions`,
 and records, for **every** decision, the observation, the action mask and the action, including
 the void action that closes each slot.  *Difference from DL²*: its recorder labels only the
 teacher's increments and never the skip action (reference-code notes §7.2), so its cloned
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,10 @@ import numpy as np
 import numpy.typing as npt
 
 from envs.files import atomic_path, write_json
+from envs.gym.actors import AllocatorActor
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.episode import collect_decisions
 from envs.gym.factory import EnvConfig, make_env
-from envs.gym.heuristic import HeuristicDriver
 from envs.sim.elastic.allocators import allocator_name, make_allocator
 from envs.sim.errors import ConfigError
 
@@ -183,43 +185,30 @@ def collect(
     name = allocator_name(teacher, role="teacher")
     options = dict(teacher_options or {})
     env = make_env(env_config)
-    obs_l: list[np.ndarray] = []
-    mask_l: list[np.ndarray] = []
-    act_l: list[int] = []
-    ep_l: list[int] = []
-    ret_l: list[float] = []
+    actors: list[AllocatorActor] = []
+
+    def episodes() -> Iterator[tuple[ClusterEnv, AllocatorActor, int]]:
+        nonlocal env
+        for seed in seeds:
+            if env_for is not None:
+                env = env_for(int(seed))
+            actor = AllocatorActor(env, lambda: make_allocator(name, options, role="teacher"))
+            actors.append(actor)
+            yield env, actor, int(seed)
+
+    log, runs = collect_decisions(episodes())
     results = []
-    for e, seed in enumerate(seeds):
-        if env_for is not None:
-            env = env_for(int(seed))
-        driver = HeuristicDriver(make_allocator(name, options, role="teacher"), env)
-        obs, _ = env.reset(seed=int(seed))
-        pending = 0  # decisions of the open slot, waiting for its reward
-        decisions = 0
-        while True:
-            mask = env.action_masks()
-            a = driver.act()
-            obs_l.append(obs)
-            mask_l.append(mask)
-            act_l.append(a)
-            ep_l.append(e)
-            pending += 1
-            decisions += 1
-            obs, reward, term, trunc, info = env.step(a)
-            if info["slot_ended"] or term or trunc:  # the slot's reward, credited to its decisions
-                ret_l.extend([float(reward)] * pending)
-                pending = 0
-            if term or trunc:
-                break
+    for run, actor in zip(runs, actors, strict=True):
+        info = run.info
         results.append(
             {
-                "seed": int(seed),
+                "seed": run.seed,
                 # a truncated episode's figure is a lower bound: recorded as None
                 "avg_jct_slots": None if info.get("unfinished_jobs") else info.get("avg_jct_slots"),
                 "makespan_slots": info.get("makespan_slots"),
-                "decisions": decisions,
-                "shortfalls": driver.shortfalls,
-                "truncated": bool(trunc and not term),
+                "decisions": run.steps,
+                "shortfalls": actor.driver.shortfalls,
+                "truncated": run.truncated and not run.terminated,
             }
         )
     meta = {
@@ -232,10 +221,10 @@ def collect(
         "teacher_results": results,
     }
     return TeacherDataset(
-        np.asarray(obs_l, dtype=np.float32),
-        np.asarray(mask_l, dtype=bool),
-        np.asarray(act_l, dtype=np.int64),
-        np.asarray(ep_l, dtype=np.int32),
-        np.asarray(ret_l, dtype=np.float32),
+        np.asarray(log.obs, dtype=np.float32),
+        np.asarray(log.masks, dtype=bool),
+        np.asarray(log.actions, dtype=np.int64),
+        np.asarray(log.episodes, dtype=np.int32),
+        np.asarray(log.returns, dtype=np.float32),
         meta=meta,
     )

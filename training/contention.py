@@ -29,7 +29,6 @@ seconds (the engine's), not slots.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,6 +38,7 @@ import numpy as np
 from agents.config import ContentionPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode
 from agents.learners import learner
+from envs.gym.actors import rule_actor
 from envs.gym.contention_env import (
     CONTENTION_ENV_ID,
     CONTENTION_TEACHERS,
@@ -115,12 +115,9 @@ def _metrics(infos: list[dict[str, Any]]) -> dict[str, float]:
 def rule_baselines(env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
     """Mean avg JCT (s) of every registered rule through ``env`` on ``seeds``."""
     out = {}
-    for name, rule in CONTENTION_TEACHERS.items():
-
-        def act(e: Any, _obs: Any, rule: Callable[[ContentionEnv], int] = rule) -> int:
-            return rule(e)
-
-        infos = [run_episode(env, int(s), act=act).info for s in seeds]
+    for name in CONTENTION_TEACHERS:
+        actor = rule_actor(env, name, role="baseline")  # (RuleActor: the rule of the view)
+        infos = [run_episode(env, int(s), act=actor).info for s in seeds]
         out[name] = _metrics(infos)["avg_jct"]
     return out
 

@@ -49,15 +49,15 @@ from agents.episode_pg import (
     PolicyNet,
     load_episode_pg,
 )
-from agents.evaluation import EpisodeResult, aggregate, driver_actor, run_episode
+from agents.evaluation import EpisodeResult, aggregate, run_episode
 from agents.learners import learner
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
 from agents.set_plan import SetPlanNet
+from envs.gym.actors import rule_actor
 from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env, setting_of, with_dl2_setting
-from envs.gym.heuristic import HeuristicDriver
 from envs.gym.plan_env import (
     GLOBAL_FEATURES,
     PLAN_ENV_ID,
@@ -74,7 +74,6 @@ from envs.gym.workloads import (
     scenario_envs,
     window_scenarios,
 )
-from envs.sim.elastic.allocators import make_allocator
 from envs.sim.errors import ConfigError
 from training.baselines import baseline_jcts
 from training.config import TrainConfig
@@ -301,11 +300,10 @@ def _baseline_runs(
     :mod:`evaluation.heldout` runs heuristics; a fresh allocator per episode)."""
     out: dict[str, list[float]] = {}
     for name in names:
-        label = parse_plan(str(name))
         out[str(name)] = []
         for env, seed in pairs:
-            driver = HeuristicDriver(make_allocator(*label), env)
-            out[str(name)].append(run_episode(env, driver_actor(driver), seed).avg_jct)
+            actor = rule_actor(env, str(name), role="plan")
+            out[str(name)].append(run_episode(env, actor, seed).avg_jct)
     return out
 
 

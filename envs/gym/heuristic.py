@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from envs.gym.cluster.contract import ROLE_OFFSET
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.episode import play_on, run_episode
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.simulator import SlotSimulator
@@ -33,8 +34,9 @@ __all__ = ["ROLE_OFFSET", "HeuristicDriver"]
 class HeuristicDriver:
     """Drives ``env`` (a :class:`ClusterEnv`, possibly wrapped) with ``allocator``.
 
-    ``act()`` returns the next action for the env's current state; ``predict(obs, ...)`` is the
-    SB3-style adapter (the observation is not needed: the driver reads the env's state).
+    ``act()`` returns the next action for the env's current state (an
+    :class:`~envs.gym.episode.Actor`); ``predict(obs, ...)`` is the SB3-style adapter (the
+    observation is not needed: the driver reads the env's state).
 
     At the start of every slot it runs the allocator on a *scratch copy* of the slot (the same
     active-job views, an empty :class:`~envs.sim.elastic.cluster.SlotCluster` of the same spec and
@@ -101,8 +103,13 @@ class HeuristicDriver:
         self._plan_sim = sim
         self._plan_t = sim.t
 
-    def act(self) -> int:
-        """The next action: the slot plan's next placeable increment, else void."""
+    def reset(self, seed: int | None = None) -> None:
+        """Nothing (:class:`~envs.gym.episode.Actor`): each new slot, of a new episode too, is
+        planned afresh."""
+
+    def act(self, _obs: Any = None, _view: Any = None) -> int:
+        """The next action: the slot plan's next placeable increment, else void (the driver
+        reads its env, not ``obs`` and ``view``: an :class:`~envs.gym.episode.Actor`)."""
         env = self.env
         if not env._slot_open:
             return env.void_action
@@ -139,13 +146,11 @@ class HeuristicDriver:
         return np.asarray(a, dtype=np.int64), state
 
     def run_episode(self, seed: int | None = None) -> dict[str, Any]:
-        """Reset the env (``seed``) and drive it to the end; the last step's ``info``."""
-        self.env.reset(seed=seed)
-        return self.finish()
+        """Reset the env (``seed``) and drive it to the end, increment by increment
+        (:func:`envs.gym.episode.run_episode`); the last step's ``info``."""
+        return run_episode(self.env, self, seed, strict=False).info
 
     def finish(self) -> dict[str, Any]:
-        """Drive the env from where it is to the end of its episode; the last step's ``info``."""
-        while True:
-            _, _, term, trunc, info = self.env.step(self.act())
-            if term or trunc:
-                return info
+        """Drive the env from where it is to the end of its episode, increment by increment
+        (:func:`envs.gym.episode.play_on`); the last step's ``info``."""
+        return play_on(self.env, self, None, strict=False).info

@@ -183,8 +183,9 @@ class SlotPlanner:
 class PlanActor:
     """A plan policy acting in the plain :class:`ClusterEnv` (one inner step per call):
     at each slot's start ``choose(plan observation)`` picks the plan, whose driver then acts
-    until the slot closes, exactly as :class:`PlanEnv` steps.  ``(env, obs) -> action``, the
-    actor signature of :mod:`agents.evaluation`; make one per episode."""
+    until the slot closes, exactly as :class:`PlanEnv` steps.  An
+    :class:`~envs.gym.episode.Actor` (a slot planner), also in the older ``(env, obs) ->
+    action`` form; make one per episode."""
 
     def __init__(
         self,
@@ -196,6 +197,20 @@ class PlanActor:
         self.choose = choose
         self.chosen: list[int] = []  # the plan of every slot so far
         self._slot: tuple[Any, int] | None = None
+
+    def reset(self, seed: int | None) -> None:
+        """A new episode (:class:`~envs.gym.episode.Actor`): its first decision chooses a plan
+        (:attr:`chosen` keeps every episode's choices)."""
+        self._slot = None
+
+    def act(self, obs: npt.NDArray[np.float32], view: ClusterEnv) -> int:
+        """:class:`~envs.gym.episode.Actor`'s form of ``self(view, obs)``."""
+        return self(view, obs)
+
+    def slot_allocator(self, obs: npt.NDArray[np.float32], view: ClusterEnv) -> Allocator:
+        """:class:`~envs.gym.episode.SlotPlanningActor`'s form of
+        ``self.allocator_for(view, obs)``."""
+        return self.allocator_for(view, obs)
 
     def allocator_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
         """As a slot planner (the slot applied in one call, ``ClusterEnv.plan_slot``): the
