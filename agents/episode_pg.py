@@ -46,10 +46,12 @@ from agents.set_plan import SetPlanNet
 from envs.gym.actors import RuleActor
 from envs.gym.episode import Actor, Recorder, collect_decisions, step
 from envs.gym.episode import run_episode as play
+from envs.gym.plan_env import GLOBAL_FEATURES
 from envs.sim.errors import ConfigError
 
 __all__ = [
     "NETS",
+    "PLAN_ARCHS",
     "Episode",
     "EpisodePG",
     "EpisodePGConfig",
@@ -62,6 +64,7 @@ __all__ = [
     "load_episode_pg",
     "masked_kl",
     "net_from_file",
+    "plan_net",
     "replicas",
     "run_episode",
     "run_lockstep",
@@ -194,6 +197,19 @@ PolicyNet = MaskedMLP | SetPlanNet
 
 #: ``describe()["arch"]`` -> the network's class (how a saved policy is rebuilt)
 NETS: dict[str, type[MaskedMLP] | type[SetPlanNet]] = {"mlp": MaskedMLP, "set": SetPlanNet}
+
+
+#: ``agent.plan.arch`` -> how the network is built for a plan env (:func:`plan_net`)
+PLAN_ARCHS = ("mlp", "set")
+
+
+def plan_net(arch: str, env: Any, hidden: int) -> PolicyNet:
+    """The plan network ``arch`` for a plan env's (:class:`~envs.gym.plan_env.PlanEnv`)
+    observations and plans: the flat MLP of its observation size, or the set network of its
+    job rows (any window)."""
+    if arch == "set":
+        return SetPlanNet(env.row_width, len(GLOBAL_FEATURES), env.K, hidden)
+    return MaskedMLP(env.obs_size, env.K, hidden)
 
 
 def build_net(description: dict[str, Any]) -> PolicyNet:

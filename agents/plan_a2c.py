@@ -37,7 +37,8 @@ from torch import nn
 
 from agents.episode_pg import Episode, EpisodePG, EpisodePGConfig, PolicyNet, Samples, build_net
 from agents.exploration import StarvedJobExploration
-from envs.gym.plan_env import GLOBAL_FEATURES
+from envs.gym.contention_env import CONTENTION_ENV_ID, ContentionEnv
+from envs.gym.plan_env import GLOBAL_FEATURES, PlanEnv
 from envs.sim.errors import ConfigError
 
 __all__ = ["PlanA2C", "PlanA2CConfig", "build_plan_a2c", "starved_job_exploration"]
@@ -79,10 +80,22 @@ class PlanA2CConfig:
             )
 
 
+def no_starved_jobs(explore: float, env_id: str) -> ConfigError:
+    """The error of job-aware exploration asked for in an env other than ClusterPlan-v0."""
+    return ConfigError(
+        f"agent.a2c.explore={explore} is the job-aware exploration over the slot's plans "
+        f"(starved jobs in ClusterPlan-v0's observation); {env_id} has no such rule: set "
+        "agent.a2c.explore=0 (as +agent=contention_a2c does)"
+    )
+
+
 def starved_job_exploration(cfg: PlanA2CConfig, env: Any) -> StarvedJobExploration | None:
     """``cfg``'s job-aware exploration for plan env ``env`` (``None`` when ``explore`` is 0)."""
     if cfg.explore <= 0:
         return None
+    if not isinstance(env, PlanEnv):
+        where = CONTENTION_ENV_ID if isinstance(env, ContentionEnv) else type(env).__name__
+        raise no_starved_jobs(cfg.explore, where)
     return StarvedJobExploration(float(cfg.explore), env.row_width, int(env.inner.L),
                                  len(GLOBAL_FEATURES), stay=float(cfg.starve_stay))  # fmt: skip
 

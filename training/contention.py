@@ -38,6 +38,7 @@ import numpy as np
 from agents.config import ContentionPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode
 from agents.learners import learner
+from agents.plan_a2c import no_starved_jobs
 from envs.gym.actors import rule_actor
 from envs.gym.contention_env import (
     CONTENTION_ENV_ID,
@@ -90,11 +91,7 @@ def check_contention_config(cfg: TrainConfig) -> None:
         a2c = cfg.agent.a2c
         a2c.check(int(c.iterations))
         if float(a2c.explore) > 0:
-            raise ConfigError(
-                f"agent.a2c.explore={a2c.explore} is the job-aware exploration over the slot's "
-                f"plans (starved jobs in ClusterPlan-v0's observation); {CONTENTION_ENV_ID} has "
-                "no such rule: set agent.a2c.explore=0 (as +agent=contention_a2c does)"
-            )
+            raise no_starved_jobs(a2c.explore, CONTENTION_ENV_ID)
 
 
 def validate_contention(net: MaskedMLP, env: ContentionEnv, seeds: list[int]) -> dict[str, float]:

@@ -43,23 +43,22 @@ import numpy as np
 
 from agents.config import PlanPGConfig
 from agents.episode_pg import (
+    PLAN_ARCHS,
     EpisodePG,
     EpisodePGConfig,
-    MaskedMLP,
     PolicyNet,
     load_episode_pg,
+    plan_net,
 )
 from agents.evaluation import EpisodeResult, aggregate, run_episode
 from agents.learners import learner
 from agents.plan_policy import PlanPolicy
 from agents.rollout_pool import RolloutPool
-from agents.set_plan import SetPlanNet
 from envs.gym.actors import rule_actor
 from envs.gym.cluster.rewards import JCT_RETURN
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env, setting_of, with_dl2_setting
 from envs.gym.plan_env import (
-    GLOBAL_FEATURES,
     PLAN_ENV_ID,
     PlanEnv,
     parse_plan,
@@ -142,18 +141,6 @@ def check_plan_config(cfg: TrainConfig) -> None:
             raise ConfigError(
                 f"the clone's workloads (pretrain.seed_offset..) include validation seeds {overlap}"
             )
-
-
-#: ``agent.plan.arch`` -> how the network is built for a plan env (:func:`plan_net`)
-PLAN_ARCHS = ("mlp", "set")
-
-
-def plan_net(arch: str, env: PlanEnv, hidden: int) -> PolicyNet:
-    """The plan network ``arch`` for ``env``'s observations and plans: the flat MLP of its
-    observation size, or the set network of its job rows (any window)."""
-    if arch == "set":
-        return SetPlanNet(env.row_width, len(GLOBAL_FEATURES), env.K, hidden)
-    return MaskedMLP(env.obs_size, env.K, hidden)
 
 
 def _teacher_plan(teacher: str, env: PlanEnv) -> int:
