@@ -39,6 +39,7 @@ from agents.config import ContentionPGConfig
 from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode
 from agents.learners import learner
 from agents.plan_a2c import no_starved_jobs
+from agents.protocol import episode_pg_config
 from envs.gym.actors import rule_actor
 from envs.gym.contention_env import (
     CONTENTION_ENV_ID,
@@ -168,11 +169,7 @@ class ContentionWorld(EpisodeWorld):
         return rule_baselines(self.val, [int(s) for s in self.cfg.eval.seeds])
 
     def pg_config(self) -> EpisodePGConfig:
-        cfg, c = self.cfg, self.c
-        return EpisodePGConfig(seed=cfg.seed, groups=c.groups, group_size=c.group_size,
-                               epsilon=c.epsilon, temperature=c.temperature,
-                               lr=cfg.agent.learning_rate, ent_coef=cfg.agent.ent_coef,
-                               hidden=c.hidden, workers=c.workers)  # fmt: skip
+        return episode_pg_config(self.cfg.agent, CONTENTION_ENV_ID, self.cfg.seed)
 
     def measure(self, pg: EpisodePG) -> dict[str, float]:
         return validate_contention(self.net, self.val, [int(s) for s in self.cfg.eval.seeds])

@@ -53,6 +53,7 @@ from agents.episode_pg import (
 from agents.evaluation import EpisodeResult, aggregate, run_episode
 from agents.learners import learner
 from agents.plan_policy import PlanPolicy
+from agents.protocol import episode_pg_config
 from agents.rollout_pool import RolloutPool
 from envs.gym.actors import rule_actor
 from envs.gym.cluster.rewards import JCT_RETURN
@@ -381,14 +382,9 @@ class PlanWorld(EpisodeWorld):
         return baselines
 
     def pg_config(self) -> EpisodePGConfig:
-        cfg, p = self.cfg, self.p
         # federated: each iteration takes agent.plan.groups groups from every cluster
-        return EpisodePGConfig(seed=cfg.seed, groups=p.groups * max(len(self.clusters), 1),
-                               group_size=p.group_size,
-                               epsilon=p.epsilon, lr=cfg.agent.learning_rate,
-                               ent_coef=cfg.agent.ent_coef, hidden=p.hidden,
-                               workers=p.workers, relative=bool(p.relative),
-                               lockstep=bool(p.lockstep), epochs=int(p.epochs))  # fmt: skip
+        cfg = episode_pg_config(self.cfg.agent, PLAN_ENV_ID, self.cfg.seed)
+        return dataclasses.replace(cfg, groups=cfg.groups * max(len(self.clusters), 1))
 
     def attach(self, pg: EpisodePG) -> None:
         cfg, ev = self.cfg, self.cfg.eval
