@@ -8,7 +8,7 @@ training vec env, and ``env_configs[i]``, normally the same clusters; ``labels[i
   logger's mean over the episodes since its last dump;
 * ``federated/cluster{i}/val_avg_jct`` (and ``val_p95_jct``, ``val_unfinished``): the policy
   evaluated on cluster ``i``'s own env config on the fixed validation ``seeds``
-  (:func:`agents.evaluation.evaluate_policy`) at the start of training, at the first update
+  (:func:`agents.episode_results.evaluate_policy`) at the start of training, at the first update
   boundary after every ``every`` decisions, and at the end; ``federated/val_avg_jct_mean``
   averages the clusters.
 
@@ -28,7 +28,7 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.evaluation import aggregate, evaluate_policy
+from agents.episode_results import aggregate, evaluate_policy
 from envs.gym.factory import EnvConfig
 
 __all__ = ["FederatedMetricsCallback", "cluster_label"]

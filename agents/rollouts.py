@@ -13,7 +13,7 @@ trajectory depends on its workload seed, its sampling seed and the policy only, 
 many envs run beside it: ``N`` envs in lockstep reproduce ``N`` runs of one env (a test).
 
 Each env steps by :func:`envs.gym.episode.step` (the step of every episode loop; an invalid
-action is the env's counted no-op here, as in :func:`agents.evaluation.run_episode`).
+action is the env's counted no-op here, as in :func:`agents.episode_results.run_episode`).
 
 With ``record=True`` the result keeps every decision (observation, mask, action, behaviour
 log-probability, simulated time) and every reward with its time, episode by episode, which is

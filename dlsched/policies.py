@@ -183,7 +183,7 @@ class Policy:
         """A fresh ``(env, obs) -> action`` actor for one episode of workload ``seed`` in a
         ``dlsched/Cluster-v0`` env: the one ``evaluate.py``'s ``policy:<path>`` makes (sampling
         seeded by ``[sample_seed, seed]``; a plan policy picks each slot's plan), for
-        :func:`agents.evaluation.run_episode`."""
+        :func:`agents.episode_results.run_episode`."""
         from envs.gym.cluster_env import ClusterEnv
         from envs.sim.errors import ConfigError
         from evaluation.policy import act_deterministic, network_actor, plan_actor

@@ -5,7 +5,7 @@ placement rule, whereas ``elastic:<allocator>`` on the slot simulator sees every
 fair head-to-head, when a ``policy:`` scheduler is present, when ``elastic.through_env`` is
 set, or with workload kind ``env``, every ``elastic:`` scheduler is driven through the same
 env (:class:`~envs.gym.heuristic.HeuristicDriver`, as
-:func:`agents.evaluation.evaluate_allocator` does) on the same workload seeds.
+:func:`agents.episode_results.evaluate_allocator` does) on the same workload seeds.
 ``max_wall_s`` / ``progress_s`` hold there as in the contention engine: the env's slot
 simulator keeps the run's :class:`~envs.sim.elastic.simulator.Heartbeat` (:func:`with_heartbeat`).
 
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from hydra.utils import to_absolute_path
 
-from agents.evaluation import Actor, run_episode_detailed
+from agents.episode_results import Actor, run_episode_detailed
 from envs.gym.actors import AllocatorActor
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.episode import SlotPlanningActor, as_actor
@@ -261,7 +261,7 @@ def run_in_env(task: RunTask, make_actor: ActorFactory, info: dict[str, Any]) ->
     As :class:`~evaluation.kinds.ElasticKind`: ``submit = arrival_slot x slot_s``, ``start`` =
     the first slot with a worker, ``finish`` = fractional completion slot x ``slot_s``.  A job
     unfinished at the horizon counts as finishing there (and, if it never ran, as starting
-    there), as in :class:`agents.evaluation.EpisodeResult`.  ``task.sim_config.run``'s
+    there), as in :class:`agents.episode_results.EpisodeResult`.  ``task.sim_config.run``'s
     ``max_wall_s`` / ``progress_s`` hold for the episode (:func:`with_heartbeat`)."""
     assert task.env_config is not None
     env = make_env(task.env_config)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluation import run_episode
+from agents.episode_results import run_episode
 from envs.gym.actors import AllocatorActor
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
@@ -180,7 +180,7 @@ def run_schedulers(
     ``policies`` (name -> one policy per training seed; the array is training seeds x
     workloads; a :class:`~agents.plan_policy.PlanPolicy` acts through
     :class:`~envs.gym.plan_env.PlanActor`).  Unfinished jobs count as finishing at the
-    horizon (as everywhere in :mod:`agents.evaluation`); callers flag truncated runs."""
+    horizon (as everywhere in :mod:`agents.episode_results`); callers flag truncated runs."""
     out = Table({}, {}, {})
     for name in heuristics:
         factory = functools.partial(allocator_from_label, name)

@@ -46,7 +46,7 @@ from evaluation.config import EvaluateConfig
 from evaluation.runs import RunOutput, RunTask
 
 if TYPE_CHECKING:
-    from agents.evaluation import Actor
+    from agents.episode_results import Actor
     from agents.plan_policy import PlanPolicy
     from agents.policy import NumpyPolicy, TorchPolicy
     from envs.gym.cluster_env import ClusterEnv

@@ -36,7 +36,7 @@ import torch as th
 from _common import markdown_table, seed_list
 
 from agents.checkpoint import load_policy
-from agents.evaluation import evaluate_policy
+from agents.episode_results import evaluate_policy
 from agents.policy import PolicyConfig
 from envs.gym.factory import AdaSetting, EnvConfig, contention_config, make_env, setting_of
 from envs.gym.heuristic import HeuristicDriver

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 from _common import markdown_table  # noqa: E402
 
 from agents.checkpoint import load_policy  # noqa: E402
-from agents.evaluation import (  # noqa: E402
+from agents.episode_results import (  # noqa: E402
     EpisodeResult,
     evaluate_allocator,
     evaluate_policy,

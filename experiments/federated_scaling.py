@@ -33,7 +33,7 @@ from _common import markdown_table
 
 from agents.build import build_agent
 from agents.config import AgentConfig
-from agents.evaluation import aggregate, evaluate_allocator
+from agents.episode_results import aggregate, evaluate_allocator
 from agents.federated import federated_vec_env, init_ray
 from agents.federated_callbacks import FederatedMetricsCallback, cluster_label
 from envs.gym.factory import EnvConfig

@@ -295,7 +295,7 @@ def test_a_released_network_acts_as_the_evaluation_loads_it() -> None:
 def test_a_released_plan_policy_runs_as_evaluate_py_runs_it() -> None:
     """A whole episode through ``policy.actor`` = ``simulate("policy:<path>")`` (the
     evaluation's path); its own ClusterPlan-v0 env acts with the network's argmax."""
-    from agents.evaluation import run_episode
+    from agents.episode_results import run_episode
     from agents.plan_policy import PlanPolicy
     from envs.gym.factory import make_env
 

@@ -16,8 +16,8 @@ import pytest
 import torch as th
 
 from agents.episode_pg import MaskedMLP, load_episode_pg, run_episode, save_episode_pg
-from agents.evaluation import evaluate_allocator
-from agents.evaluation import run_episode as run_cluster_episode
+from agents.episode_results import evaluate_allocator
+from agents.episode_results import run_episode as run_cluster_episode
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.plan_env import PLAN_ENV_ID, PlanActor, PlanEnv, plan_label
 from envs.sim import ConfigError

@@ -13,7 +13,7 @@ import pytest
 
 from agents.checkpoint import load_policy
 from agents.episode_pg import load_episode_pg
-from agents.evaluation import evaluate_allocator, evaluate_policy
+from agents.episode_results import evaluate_allocator, evaluate_policy
 from agents.plan_policy import PlanPolicy
 from agents.policy_file import CLUSTER_ID, read_meta
 from envs.gym.factory import coerce_env_config, make_env
@@ -76,7 +76,7 @@ def test_plan_policies_are_shipped_small_and_documented() -> None:
 def test_released_plan_policy_acts_and_beats_drf_and_optimus(path: Path) -> None:
     """On a validation workload (never a test one), argmax as released: every job finishes,
     and the policy is below DRF and Optimus through the same env."""
-    from agents.evaluation import run_episode
+    from agents.episode_results import run_episode
 
     policy = PlanPolicy.load(path / "policy.npz")
     assert policy.env is not None
@@ -132,7 +132,7 @@ def test_the_general_policy_acts_on_every_setting_and_another_cluster_size() -> 
     and large settings (windows J = 8, 20, 12, 40) and on medium at 3x its nodes, through each
     env as the heuristics run, on a validation workload: every job finishes and it is below
     DRF there."""
-    from agents.evaluation import run_episode
+    from agents.episode_results import run_episode
 
     policy = PlanPolicy.load(ROOT / "policies" / "general" / "policy.npz")
     assert policy.any_window and policy.env is not None

@@ -17,7 +17,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 import envs.gym  # noqa: F401  (registers the ids)
-from agents.evaluation import run_episode_detailed
+from agents.episode_results import run_episode_detailed
 from envs.gym.contention_env import CONTENTION_ENV_ID
 from envs.gym.factory import EnvConfig, check_seed, make_env
 from envs.gym.plan_env import PLAN_ENV_ID

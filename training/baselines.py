@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from agents.evaluation import aggregate, evaluate_allocator
+from agents.episode_results import aggregate, evaluate_allocator
 from envs.gym.factory import EnvConfig
 from envs.sim.elastic.allocators import make_allocator, parse_allocator_label
 

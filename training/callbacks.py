@@ -20,7 +20,7 @@ from stable_baselines3.common.logger import (
 )
 
 from agents.checkpoint import save_checkpoint
-from agents.evaluation import aggregate, evaluate_policy
+from agents.episode_results import aggregate, evaluate_policy
 from envs.files import write_text
 from envs.gym.factory import EnvConfig
 

@@ -50,7 +50,7 @@ from agents.episode_pg import (
     load_episode_pg,
     plan_net,
 )
-from agents.evaluation import EpisodeResult, aggregate, run_episode
+from agents.episode_results import EpisodeResult, aggregate, run_episode
 from agents.learners import learner
 from agents.plan_policy import PlanPolicy
 from agents.protocol import episode_pg_config
@@ -174,7 +174,7 @@ def validate_plan(
 ) -> dict[str, float]:
     """The plan policy on ``seeds`` through ``env``'s inner Cluster-v0 env, as the baselines
     run, then on each ``(env, seed)`` of ``extra`` (e.g. the trace windows of ``eval.windows``,
-    each env holding its window's jobs): :func:`agents.evaluation.aggregate` of all the
+    each env holding its window's jobs): :func:`agents.episode_results.aggregate` of all the
     episodes (``avg_jct``, ``unfinished``...); with ``pool``, the episodes run in its
     worker processes (the same episodes: each is a function of the weights, env and seed).
     ``best``: per workload (in that order) the best baseline's avg JCT; then ``score`` is the

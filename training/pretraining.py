@@ -30,7 +30,7 @@ import numpy as np
 import torch as th
 
 from agents.checkpoint import save_policy_weights, signals_deferred, verify_policy_weights
-from agents.evaluation import aggregate, evaluate_allocator, evaluate_policy
+from agents.episode_results import aggregate, evaluate_allocator, evaluate_policy
 from agents.policy import PolicyConfig, policy_kwargs
 from envs.files import atomic_path, write_json, write_text
 from envs.gym.factory import EnvConfig, make_env

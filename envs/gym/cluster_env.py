@@ -17,7 +17,7 @@ from envs.gym.cluster import (
     REMAINING_SCALE,
     STAY_SCALE,
     ClusterEnv,
-    ContentionClusterEnv,
+    EngineClusterEnv,
 )
 
 __all__ = [
@@ -30,5 +30,5 @@ __all__ = [
     "REMAINING_SCALE",
     "STAY_SCALE",
     "ClusterEnv",
-    "ContentionClusterEnv",
+    "EngineClusterEnv",
 ]

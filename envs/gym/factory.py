@@ -14,7 +14,7 @@ a few thousand decisions, for quick experiments).
 elastic world, as ``experiments/dl2_speed_models.py --ada`` runs it (details: :class:`AdaSetting`).
 
 **Speed modes** (``speed``): ``measured`` (DL²'s table, :class:`SlotSimulator`; the default)
-or ``contention`` (:class:`~envs.gym.cluster_env.ContentionClusterEnv`: every slot simulated
+or ``contention`` (:class:`~envs.gym.cluster_env.EngineClusterEnv`: every slot simulated
 in the contention engine; ``placer``: ``None`` = the env's own task placement, or a core
 placement token such as ``lwf1``; ``comm``: the engine's communication scheduler, ``fs``
 fair share or ``adasrsf``; ``min_steps``: time compression, 0 = every iteration).
@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Optional
 
-from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
+from envs.gym.cluster_env import ClusterEnv, EngineClusterEnv
 from envs.gym.seeds import SEED_LIMIT, check_seed
 from envs.sim.elastic.allocators import ALIASES, ALLOCATORS, make_allocator
 from envs.sim.elastic.engine_slots import ContentionConfig, ContentionSpeed
@@ -375,7 +375,7 @@ def make_env(config: EnvConfig | dict[str, Any], seed: int = 0) -> ClusterEnv:
         config = coerce_env_config(config)
     kwargs = env_kwargs(config, seed)
     if config.speed == "contention":
-        return ContentionClusterEnv(**kwargs)
+        return EngineClusterEnv(**kwargs)
     return ClusterEnv(**kwargs)
 
 

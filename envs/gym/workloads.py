@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
+from envs.gym.cluster_env import ClusterEnv, EngineClusterEnv
 from envs.gym.factory import EnvConfig, env_kwargs, setting_of, with_dl2_setting
 from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.types import dl2_job_types
@@ -434,5 +434,5 @@ def scenario_envs(env: EnvConfig, scenario: Scenario, k: int) -> list[ClusterEnv
         kwargs.pop("workload_options", None)
         kwargs.pop("trace", None)
         kwargs["jobs"] = scenario.jobs
-    cls = ContentionClusterEnv if env.speed == "contention" else ClusterEnv
+    cls = EngineClusterEnv if env.speed == "contention" else ClusterEnv
     return [cls(**kwargs) for _ in range(k)]

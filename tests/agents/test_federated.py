@@ -20,7 +20,7 @@ from stable_baselines3.common.monitor import Monitor
 from agents.build import build_agent
 from agents.checkpoint import save_checkpoint
 from agents.config import AgentConfig
-from agents.evaluation import evaluate_policy
+from agents.episode_results import evaluate_policy
 from agents.federated import (
     FederatedVecEnv,
     RayVecEnv,

@@ -13,7 +13,7 @@ import pytest
 import torch as th
 
 from agents.baselines import RewardCurve, group_advantages
-from agents.evaluation import evaluate_policy
+from agents.episode_results import evaluate_policy
 from agents.group import GroupConfig, GroupPPO, anchor_kl
 from agents.policy import DL2Policy, NumpyPolicy, PolicyConfig, policy_kwargs
 from agents.rollouts import Batch, run_batched
@@ -228,7 +228,7 @@ def test_batched_jct_rewards_sum_to_minus_total_jct() -> None:
 
 @pytest.mark.parametrize("arch", ["mlp", "per_job"])
 def test_batched_argmax_evaluation_matches_one_at_a_time(arch: str) -> None:
-    from agents.evaluation import run_episode
+    from agents.episode_results import run_episode
 
     # a 500-slot horizon (2000 by default): untrained, these policies finish no episode within
     # either (every one is cut at the horizon), so the shorter one runs the same paths

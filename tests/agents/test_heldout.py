@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import pytest
 
-from agents.evaluation import evaluate_allocator, evaluate_policy
+from agents.episode_results import evaluate_allocator, evaluate_policy
 from agents.policy import DL2Policy, PolicyConfig, policy_kwargs
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.workloads import TEST_VCS

@@ -328,7 +328,7 @@ def test_numpy_copy_acts_on_another_window_as_the_network_built_for_it() -> None
 def test_released_per_job_policy_runs_on_another_setting(tmp_path) -> None:
     """``evaluate.py`` runs ``small_esrtf_gppo`` (trained at J = 20) on medium (J = 12) with
     no extra keys; each seed's figure is its numpy copy's argmax episode through medium."""
-    from agents.evaluation import run_episode
+    from agents.episode_results import run_episode
     from evaluation.config import EnvSection, EvaluateConfig, WorkloadConfig
     from evaluation.pipeline import evaluate
     from tests.cli import ROOT

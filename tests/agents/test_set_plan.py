@@ -15,7 +15,7 @@ import pytest
 import torch as th
 
 from agents.episode_pg import build_net, clone, load_episode_pg, save_episode_pg
-from agents.evaluation import run_episode as run_cluster_episode
+from agents.episode_results import run_episode as run_cluster_episode
 from agents.plan_policy import PlanPolicy
 from agents.set_plan import SetPlanNet
 from envs.gym.factory import EnvConfig

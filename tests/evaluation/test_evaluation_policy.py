@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from agents.checkpoint import load_policy, save_policy_weights
-from agents.evaluation import evaluate_allocator, evaluate_policy, run_episode, run_episode_detailed
+from agents.episode_results import (
+    evaluate_allocator,
+    evaluate_policy,
+    run_episode,
+    run_episode_detailed,
+)
 from agents.policy import DL2Policy, policy_kwargs
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver

@@ -1,5 +1,5 @@
 """The Ada-SRSF workload family in the env's contention speed mode (envs/gym/factory.py
-``AdaSetting``, envs/gym/cluster_env.py ``ContentionClusterEnv``).  Reduced job counts keep
+``AdaSetting``, envs/gym/cluster_env.py ``EngineClusterEnv``).  Reduced job counts keep
 every episode well under a second."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from envs.gym.cluster_env import ClusterEnv, ContentionClusterEnv
+from envs.gym.cluster_env import ClusterEnv, EngineClusterEnv
 from envs.gym.factory import ADA_SETTING, EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
 from envs.sim.elastic.allocators import DRF, Allocator, FixedDemand
@@ -58,7 +58,7 @@ def test_defaults_unchanged() -> None:
 
 def test_setting_matches_the_experiment_world() -> None:
     env = make_env(ada())
-    assert isinstance(env, ContentionClusterEnv)
+    assert isinstance(env, EngineClusterEnv)
     spec = env.cluster_spec
     assert (spec.num_nodes, spec.cpu_slots, spec.gpu_slots, spec.slot_s) == (16, 16, 16, 60.0)
     assert env.J == 64 and env.void_action == 3 * 64
@@ -102,7 +102,7 @@ def test_reset_step_valid_masks() -> None:
 def test_env_placement_log_matches_the_cluster() -> None:
     """The engine gets the env's own placements: the log's nodes are the cluster's tasks."""
     env = make_env(ada(), seed=1)
-    assert isinstance(env, ContentionClusterEnv)
+    assert isinstance(env, EngineClusterEnv)
     env.reset(seed=1)
     driver = HeuristicDriver(DRF(), env)
     checked = 0
@@ -220,8 +220,8 @@ def test_bad_runtime_options() -> None:
     with pytest.raises(ConfigError, match="seeds 0-2"):
         env.reset(seed=5)
     with pytest.raises(ConfigError, match="allocator_for_unused needs a core placer"):
-        ContentionClusterEnv(ADA_SETTING, allocator_for_unused=DRF())
-    ContentionClusterEnv(ADA_SETTING, placer="lwf1", allocator_for_unused=DRF())  # fine
+        EngineClusterEnv(ADA_SETTING, allocator_for_unused=DRF())
+    EngineClusterEnv(ADA_SETTING, placer="lwf1", allocator_for_unused=DRF())  # fine
 
 
 def test_config_records_round_trip() -> None:

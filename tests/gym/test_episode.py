@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from agents.episode_pg import teacher_data
-from agents.evaluation import evaluate_allocator
+from agents.episode_results import evaluate_allocator
 from envs.gym import contention_env as ce
 from envs.gym.actors import AllocatorActor, PlanRuleActor, RuleActor, rule_actor
 from envs.gym.contention_env import ContentionEnv

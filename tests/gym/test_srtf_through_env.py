@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-from agents.evaluation import DriverActor, _play
+from agents.episode_results import DriverActor, _play
 from envs.gym.cluster.env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver

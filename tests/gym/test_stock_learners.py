@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import envs.gym  # noqa: F401 - registers the id
-from envs.gym.cluster_env import ContentionClusterEnv
+from envs.gym.cluster_env import EngineClusterEnv
 from envs.sim.errors import ConfigError
 
 ID = "dlsched/Cluster-v0"
@@ -48,7 +48,7 @@ def test_gym_make_takes_the_hydra_env_keys(kwargs: dict) -> None:  # type: ignor
     assert info["unfinished_jobs"] == 0 and not info["stuck"]
     assert ret == pytest.approx(-info["avg_jct_slots"] * info["num_jobs"], rel=1e-9)
     if kwargs.get("speed") == "contention":
-        assert isinstance(env.unwrapped, ContentionClusterEnv)
+        assert isinstance(env.unwrapped, EngineClusterEnv)
 
 
 @pytest.mark.parametrize(

@@ -163,14 +163,14 @@ def test_pretraining_on_the_mixture(tmp_path) -> None:
 
 def test_scenario_envs_keep_the_speed_mode() -> None:
     """A contention-mode config gives contention envs (same results as make_env's)."""
-    from envs.gym.cluster_env import ContentionClusterEnv
+    from envs.gym.cluster_env import EngineClusterEnv
     from envs.gym.heuristic import HeuristicDriver
     from envs.sim.elastic.allocators import DRF
 
     config = EnvConfig(setting="tiny", speed="contention", placer="lwf1", reward="jct")
     base = setting_of(config)
     (env,) = scenario_envs(config, Scenario(base, 7, None, "seed 7"), 1)
-    assert isinstance(env, ContentionClusterEnv)
+    assert isinstance(env, EngineClusterEnv)
     direct = make_env(config, seed=7)
     a = HeuristicDriver(DRF(), env).run_episode(seed=7)["avg_jct_slots"]
     b = HeuristicDriver(DRF(), direct).run_episode(seed=7)["avg_jct_slots"]

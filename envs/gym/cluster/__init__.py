@@ -8,7 +8,7 @@ part:
   registry, :mod:`envs.gym.rewards`: add one there);
 * :mod:`~envs.gym.cluster.render`: ``ansi`` and ``rgb_array`` pictures;
 * :mod:`~envs.gym.cluster.env`: :class:`ClusterEnv`, the episode, slots and steps;
-* :mod:`~envs.gym.cluster.contention`: :class:`ContentionClusterEnv` (contention speed mode).
+* :mod:`~envs.gym.cluster.engine`: :class:`EngineClusterEnv` (contention speed mode).
 
 :mod:`envs.gym.cluster_env` re-exports the public names (the historical import path).
 Design notes: docs/design/envs.md.
@@ -16,7 +16,6 @@ Design notes: docs/design/envs.md.
 
 from __future__ import annotations
 
-from envs.gym.cluster.contention import ContentionClusterEnv
 from envs.gym.cluster.contract import (
     ACTION_ROLES,
     DEFAULT_MAX_SLOTS,
@@ -24,6 +23,7 @@ from envs.gym.cluster.contract import (
     EXTENDED_FEATURES_PER_JOB,
     FEATURES_PER_JOB,
 )
+from envs.gym.cluster.engine import EngineClusterEnv
 from envs.gym.cluster.env import ClusterEnv
 from envs.gym.cluster.observation import REMAINING_SCALE, STAY_SCALE
 from envs.gym.cluster.render import CELL_PX
@@ -40,5 +40,5 @@ __all__ = [
     "REWARDS",
     "STAY_SCALE",
     "ClusterEnv",
-    "ContentionClusterEnv",
+    "EngineClusterEnv",
 ]

@@ -117,7 +117,7 @@ def step_info(
     ``censored``: a truncated episode's figures with every unfinished job counted as
     finishing at the episode's end (slot ``slot``; a job that had not arrived yet, at its
     arrival): lower bounds, finite, the convention of ``evaluate.py`` and
-    :class:`agents.evaluation.EpisodeResult`, and with ``reward="jct"`` the episode's return
+    :class:`agents.episode_results.EpisodeResult`, and with ``reward="jct"`` the episode's return
     is still exactly ``-avg_jct_slots * num_jobs / jct_scale``; then ``invalid_action``
     (this step's action was invalid); at the episode's end (``unfinished_jobs`` given):
     ``unfinished_jobs`` (jobs unfinished: 0 when terminated, else how many of the figures

@@ -570,7 +570,7 @@ class ClusterEnv(
         unfinished job counts as finishing at slot ``sim.t`` (one not yet arrived, at its
         arrival: JCT 0), so while jobs are unfinished the figures are lower bounds (the
         censored figures of a truncated episode's ``info``, and of
-        :func:`agents.evaluation.evaluate_policy`'s results)."""
+        :func:`agents.episode_results.evaluate_policy`'s results)."""
         sim = self._require_sim()
         end = float(sim.t)
         jcts: list[float] = []

@@ -1,4 +1,4 @@
-"""``ContentionClusterEnv``: ``dlsched/Cluster-v0`` with its slots simulated in the contention
+"""``EngineClusterEnv``: ``dlsched/Cluster-v0`` with its slots simulated in the contention
 engine (:class:`~envs.sim.elastic.engine_slots.ContentionSlotSimulator`) instead of the
 measured table; built by :func:`envs.gym.factory.make_env` for ``speed="contention"``.
 
@@ -22,7 +22,7 @@ from envs.sim.elastic.spec import SpeedModel
 from envs.sim.elastic.workload import DL2Setting
 from envs.sim.errors import ConfigError
 
-__all__ = ["ContentionClusterEnv"]
+__all__ = ["EngineClusterEnv"]
 
 
 class _EnvDecisions:
@@ -39,7 +39,7 @@ class _EnvDecisions:
         raise ConfigError("the env's decisions are made by its actions, not by allocate()")
 
 
-class ContentionClusterEnv(ClusterEnv):
+class EngineClusterEnv(ClusterEnv):
     """:class:`ClusterEnv` whose slots are simulated in the contention engine
     (:class:`~envs.sim.elastic.engine_slots.ContentionSlotSimulator`, the ``contention``
     speed mode of the elastic world) instead of the measured table.
