@@ -110,9 +110,14 @@ def train_maskable_ppo(
         act = policy_actor(model)
         return float(np.mean([episode_jcts(val, s, act).mean() for s in validation_seeds]))
 
+    def weights() -> dict[str, Any]:
+        """A copy of the policy's weights now (``state_dict`` alone holds the live tensors,
+        which PPO goes on updating: the clone and best rows showed the final model)."""
+        return {k: v.clone() for k, v in model.policy.state_dict().items()}
+
     curve = [(0, validate())]
-    best = (curve[0][1], model.policy.state_dict())
-    bc_state = model.policy.state_dict()
+    bc_state = weights()
+    best = (curve[0][1], bc_state)
     done = 0
     while done < decisions:
         model.learn(every, reset_num_timesteps=False)
@@ -120,5 +125,5 @@ def train_maskable_ppo(
         curve.append((done, validate()))
         log(f"  seed {seed}: {done} decisions, validation avg JCT {curve[-1][1]:.1f} s")
         if curve[-1][1] < best[0]:
-            best = (curve[-1][1], {k: v.clone() for k, v in model.policy.state_dict().items()})
+            best = (curve[-1][1], weights())
     return {"model": model, "bc_state": bc_state, "best_state": best[1], "curve": curve}

@@ -60,3 +60,10 @@ def test_train_maskable_ppo_validates_after_each_block() -> None:
     model = out["model"]  # after the last block: its figure is the curve's last point
     last = float(np.mean([episode_jcts(val, s, policy_actor(model)).mean() for s in (500, 501)]))
     assert last == pytest.approx(out["curve"][-1][1], rel=1e-12)
+    # the clone's weights are a copy taken before PPO (they once were the live tensors, so the
+    # clone's row showed the final model): PPO moved the network away from them
+    live = model.policy.state_dict()
+    assert any(not (out["bc_state"][k] == v).all() for k, v in live.items())
+    assert all(out["bc_state"][k] is not v for k, v in live.items())
+    if out["curve"][-1][1] >= out["curve"][0][1]:  # no better point: the best is the clone
+        assert all((out["best_state"][k] == out["bc_state"][k]).all() for k in live)
