@@ -1,6 +1,6 @@
 """``python -m pretrain teacher=drf``: behaviour cloning of a heuristic into the RL policy.
 
-Writes ``runs/<time>_pretrain_<teacher>/`` (dataset, ``policy.pt`` + ``.json``, history,
+Writes ``runs/<time>_pretrain_<teacher>/`` (dataset, ``policy.npz``: the one policy file, history,
 summary, TensorBoard events under ``tb/``, ``run.json``).  Config: ``conf/pretrain_run.yaml``
 (schema :class:`training.config.PretrainRunConfig`); e.g. ``python -m pretrain teacher=srsf
 env=tiny bc.steps=500``.

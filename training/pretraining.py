@@ -4,14 +4,17 @@
 ``seed_offset ..``), optionally adds job-order-shuffled copies, splits whole workloads off for
 validation, clones them into a fresh :data:`~agents.policy.DL2Policy` and scores the clone's
 average JCT against the teacher's on held-out workloads (``eval_seeds``).  It writes into
-``out_dir``: ``dataset.npz``/``.json``, ``policy.pt``/``.json`` (the weights ``train.py``
-loads), ``history.csv`` and ``summary.json``; TensorBoard scalars go to ``out_dir/tb``.
+``out_dir``: ``dataset.npz``/``.json``, ``policy.npz`` (the clone in the one policy file
+format, :mod:`agents.policy_file`: the weights ``train.py`` loads, and a policy ``evaluate.py``
+runs as ``policy:<out_dir>``), ``history.csv`` and ``summary.json``; TensorBoard scalars go to
+``out_dir/tb``.
 
 With ``cache_dir``, a stage with the same config (hash of every field that changes the result)
 is loaded from the cache instead of recomputed.  Every file is written atomically
 (:mod:`envs.files`), the cache's ``summary.json`` last, so a stage killed half-way leaves no
-half-written file and no cache entry that looks complete; ``policy.json`` records the
-weights' SHA-256, checked before the weights are used.
+half-written file and no cache entry that looks complete.  A cache entry of an earlier
+version (``policy.pt`` + ``policy.json``, whose recorded SHA-256 is checked before the weights
+are used) still loads.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from typing import Any, Optional
 import numpy as np
 import torch as th
 
-from agents.checkpoint import save_policy_weights, signals_deferred, verify_policy_weights
+from agents.checkpoint import signals_deferred, verify_policy_weights
 from agents.episode_results import aggregate, evaluate_allocator, evaluate_policy
 from agents.policy import PolicyConfig, policy_kwargs
+from agents.policy_file import save_dl2
 from envs.files import atomic_path, write_json, write_text
 from envs.gym.factory import EnvConfig, make_env
+from envs.provenance import provenance
 from envs.sim.elastic.allocators import allocator_name, make_allocator
 from envs.sim.errors import ConfigError
 from pretrain.bc import BCConfig, behaviour_clone, build_student
@@ -175,10 +180,12 @@ def pretrain(
         if writer is not None:
             writer.close()
     _write_history(out / "history.csv", history.rows)
-    weights = save_policy_weights(
+    weights = save_dl2(
+        out / "policy.npz",
         student,
-        out / "policy.pt",
-        {"env": env_config.as_dict(), "policy": asdict(policy_config), "teacher": teacher},
+        env=env_config.as_dict(),
+        policy_config=asdict(policy_config),
+        record={"teacher": teacher, "bc": asdict(config.bc), "key": key, **provenance()},
     )
     summary = {
         "teacher": teacher,
@@ -207,7 +214,9 @@ def pretrain(
 
 #: the files of a pretraining stage its cache keeps (``summary.json``, which marks a complete
 #: entry, last)
-_CACHED = ("policy.pt", "policy.json", "history.csv", "summary.json")
+_CACHED = ("policy.npz", "history.csv", "summary.json")
+#: an entry of an earlier version: its weights as ``policy.pt`` + ``policy.json``
+_CACHED_PT = ("policy.pt", "policy.json", "history.csv", "summary.json")
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -219,12 +228,16 @@ def _copy(src: Path, dst: Path) -> None:
 def _from_cache(cached: Path, out: Path) -> dict[str, Any]:
     """A cached stage's files copied into ``out`` (the weights checked against their recorded
     SHA-256 first); its summary."""
-    verify_policy_weights(cached / "policy.pt")
-    for name in _CACHED:
+    names: tuple[str, ...] = _CACHED
+    weights = "policy.npz"
+    if not (cached / weights).is_file():  # an entry written before the one policy file
+        names, weights = _CACHED_PT, "policy.pt"
+        verify_policy_weights(cached / weights)
+    for name in names:
         if (cached / name).is_file():
             _copy(cached / name, out / name)
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
-    summary.update({"policy_path": str(out / "policy.pt"), "cached_from": str(cached)})
+    summary.update({"policy_path": str(out / weights), "cached_from": str(cached)})
     return summary
 
 

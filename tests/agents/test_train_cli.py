@@ -189,7 +189,7 @@ def test_pretrain_command(tmp_path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["teacher"] == "srtf" and summary["bc_steps"] == 40
-    assert (tmp_path / "policy.pt").is_file() and (tmp_path / "dataset.npz").is_file()
+    assert (tmp_path / "policy.npz").is_file() and (tmp_path / "dataset.npz").is_file()
     assert any((tmp_path / "tb").rglob("events.out.tfevents.*"))
     bad = run(["-m", "pretrain", "teacher=sjf", "env=tiny"], tmp_path / "bad")
     assert bad.returncode == 2 and "unknown teacher 'sjf'" in bad.stderr

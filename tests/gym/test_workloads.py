@@ -149,7 +149,7 @@ def test_pretraining_on_the_mixture(tmp_path) -> None:
         pretrain(cfg, tiny, PolicyConfig(), tmp_path / "a")
     mix = MixtureConfig(enabled=True, trace_share=1.0, nodes=[3, 5])
     out = pretrain(cfg, tiny, PolicyConfig(), tmp_path / "b", cache_dir=tmp_path / "c", mixture=mix)
-    assert (tmp_path / "b" / "policy.pt").is_file()
+    assert (tmp_path / "b" / "policy.npz").is_file()
     import json
 
     meta = json.loads((tmp_path / "b" / "dataset.json").read_text())

@@ -156,7 +156,7 @@ def test_pretrain_stage_writes_weights_and_uses_the_cache(tmp_path) -> None:
         eval_seeds=[100],
     )
     first = pretrain(cfg, TINY, PolicyConfig(), tmp_path / "a", cache_dir=tmp_path / "cache")
-    assert (tmp_path / "a" / "policy.pt").is_file()
+    assert (tmp_path / "a" / "policy.npz").is_file()
     assert (tmp_path / "a" / "dataset.npz").is_file()
     assert first["val_accuracy"] > 0.5
     assert first["clone_avg_jct"] > 0 and first["teacher_avg_jct"] > 0
@@ -183,7 +183,7 @@ def test_pretrain_stage_with_the_per_job_network(tmp_path) -> None:
     assert "cached_from" not in out and out["key"] != mlp["key"]
     assert out["val_accuracy"] > 0.5
     loaded, meta = load_policy(out["policy_path"])
-    assert meta["policy"]["arch"] == "per_job"
+    assert meta["net"]["policy"]["arch"] == "per_job"  # (the one policy file: its network)
     assert isinstance(loaded.mlp_extractor, PerJobNetwork)
     model = DL2A2C(
         env=make_training_vec_env([TINY], [0]),

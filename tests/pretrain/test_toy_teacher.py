@@ -105,7 +105,7 @@ def test_a_registered_allocator_is_a_teacher(toy: type[InTurn], tmp_path: Path) 
     )  # fmt: skip
     with th.random.fork_rng():
         out = pretrain(cfg, TINY, PolicyConfig(), tmp_path / "p", cache_dir=tmp_path / "cache")
-    assert (tmp_path / "p" / "policy.pt").is_file()
+    assert (tmp_path / "p" / "policy.npz").is_file()
     assert out["clone_avg_jct"] > 0 and out["teacher_avg_jct"] > 0
 
 
