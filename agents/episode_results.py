@@ -65,8 +65,7 @@ def _result(env: ClusterEnv, seed: int, decisions: int) -> EpisodeResult:
     sim = env.simulator
     jcts, makespan, unfinished = env.episode_jcts()  # unfinished jobs censored at the horizon
     arr = np.asarray(jcts, dtype=float)
-    cpu = sim._cpu_util if hasattr(sim, "_cpu_util") else []
-    gpu = sim._gpu_util if hasattr(sim, "_gpu_util") else []
+    cpu, gpu = sim.utilisation if hasattr(sim, "utilisation") else ([], [])
     return EpisodeResult(
         seed=int(seed),
         avg_jct=float(arr.mean()),

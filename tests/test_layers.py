@@ -324,8 +324,9 @@ OUTSIDE_ENVS = (
 
 def private_env_reads(root: Path, folders: Sequence[str] = OUTSIDE_ENVS) -> list[str]:
     """Each read of a private attribute (``_name``, not a dunder) of an env-like object —
-    a name containing ``env`` (``env``, ``val_env``, ``envs[i]``) or ``e`` — in ``folders``:
-    the env's state is read through its public contract (``envs/gym/cluster/state.py``)."""
+    rooted at a name containing ``env`` or ``sim`` (``env``, ``val_env``, ``envs[i]``,
+    ``env.simulator``, ``sim``) or ``e`` — in ``folders``: the env's and its simulator's state
+    are read through their public contracts (``envs/gym/cluster/state.py``)."""
     found = []
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
@@ -334,8 +335,12 @@ def private_env_reads(root: Path, folders: Sequence[str] = OUTSIDE_ENVS) -> list
                     continue
                 if node.attr.startswith("__"):
                     continue
-                base = node.value.value if isinstance(node.value, ast.Subscript) else node.value
-                if isinstance(base, ast.Name) and ("env" in base.id or base.id == "e"):
+                base = node.value
+                while isinstance(base, ast.Subscript | ast.Attribute):  # to the chain's root
+                    base = base.value
+                if isinstance(base, ast.Name) and (
+                    "env" in base.id or "sim" in base.id or base.id == "e"
+                ):
                     found.append(f"{path.relative_to(root)}:{node.lineno} {base.id}.{node.attr}")
     return found
 
@@ -347,13 +352,17 @@ def test_no_private_env_attribute_is_read_outside_envs() -> None:
 def test_private_env_reads_finds_them(tmp_path: Path) -> None:
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "a.py").write_text(
-        "def f(env, envs, e, other):\n"
+        "def f(env, envs, e, other, sim):\n"
         "    return env._mask, envs[0]._t, e._obs(), other._x, env.__class__, env.live_mask\n"
+        "def g(env, sim):\n"
+        "    return env.simulator._cpu_util, sim._gpu_util, sim.utilisation\n"
     )
-    assert private_env_reads(tmp_path, ["agents"]) == [
+    assert sorted(private_env_reads(tmp_path, ["agents"])) == [
+        "agents/a.py:2 e._obs",
         "agents/a.py:2 env._mask",
         "agents/a.py:2 envs._t",
-        "agents/a.py:2 e._obs",
+        "agents/a.py:4 env._cpu_util",
+        "agents/a.py:4 sim._gpu_util",
     ]
 
 

@@ -375,6 +375,11 @@ class SlotSimulator:
             self.heartbeat.restart()
 
     @property
+    def utilisation(self) -> tuple[list[float], list[float]]:
+        """Per slot simulated so far, the CPU and the GPU utilisation (copies)."""
+        return list(self._cpu_util), list(self._gpu_util)
+
+    @property
     def last_utilisation(self) -> tuple[float, float] | None:
         """``(cpu, gpu)`` utilisation of the last simulated slot (``None`` before the first)."""
         if not self._cpu_util:
