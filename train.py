@@ -156,7 +156,7 @@ def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInter
     again = shlex.join(["python", "train.py", *task])
     from agents.learners import CONTENTION, env_for, learner
 
-    if learner(cfg.agent.algo).pipeline == "episodes":  # policy files, no resume
+    if learner(cfg.agent.algo).pipeline == "episodes":  # policy files; the state at the end
         final = out / "checkpoints" / "final" / "policy.npz"
         best = out / "checkpoints" / "best" / "policy.npz"
         # evaluate.py's scheduler kind for it: contention:<dir> in Contention-v0
@@ -167,15 +167,22 @@ def _interrupted(out: Path, cfg: DictConfig, task: list[str], exc: KeyboardInter
                 iterations = json.loads((out / "summary.json").read_text())["iterations"]
             except (OSError, ValueError, KeyError):
                 iterations = "?"
+            if (final.parent / "state.json").is_file():  # its training state: resumable
+                task_on = [a for a in task if not a.startswith("resume=")]
+                resume = shlex.join(["python", "train.py", *task_on, f"resume={out}"])
+                return (
+                    f"train.py: {how}; saved {final} (the policy after {iterations} "
+                    f"iteration(s), with its training state) and {best} (the best validation "
+                    f"point); evaluate with {kind}:{final.parent}, or resume with: {resume}"
+                )
             return (
                 f"train.py: {how}; saved {final} (the policy after {iterations} iteration(s)) "
-                f"and {best} (the best validation point); episode runs do not resume: evaluate "
-                f"with {kind}:{final.parent}, or start again with: {again}"
+                f"and {best} (the best validation point); evaluate with {kind}:{final.parent}, "
+                f"or start again with: {again}"
             )
         if best.is_file():
             return (
-                f"train.py: {how}; saved {best} (the policy before RL); episode runs do not "
-                f"resume: start again with: {again}"
+                f"train.py: {how}; saved {best} (the policy before RL); start again with: {again}"
             )
         return f"train.py: {how}; nothing was saved; start again with: {again}"
     try:

@@ -524,6 +524,29 @@ class EpisodePG:
             )
         return self._rollouts
 
+    def training_state(self) -> dict[str, Any]:
+        """What a resumed run needs to go on bit for bit: the weights, the optimiser, both
+        generators (their states), the iteration and the frozen clone's weights."""
+        return {
+            "net": self.net.state_dict(),
+            "opt": self.opt.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "gen": self.gen.get_state(),
+            "iteration": self.iteration,
+            "reference": None if self.reference is None else self.reference.state_dict(),
+        }
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        """Back to :meth:`training_state`'s point (a learner built with the same config)."""
+        self.net.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        self.rng.bit_generator.state = state["rng"]
+        self.gen.set_state(state["gen"])
+        self.iteration = int(state["iteration"])
+        if state.get("reference") is not None:
+            self.reference = build_net(self.net.describe()).requires_grad_(False)
+            self.reference.load_state_dict(state["reference"])
+
     def close(self) -> None:
         """Stop the rollout workers, if any were started (idempotent)."""
         if self._rollouts is not None:

@@ -126,6 +126,24 @@ class PlanA2C(EpisodePG):
         self.buffer: collections.deque[Samples] = collections.deque(maxlen=max(a2c.replay, 1))
         self.replay_rng = np.random.default_rng([config.seed, 2])
 
+    def training_state(self) -> dict[str, Any]:
+        """EpisodePG's, plus the critic, its optimiser, the replay buffer and its generator."""
+        out = super().training_state()
+        out["replay_rng"] = self.replay_rng.bit_generator.state
+        out["buffer"] = list(self.buffer)
+        if self.critic is not None:
+            out["critic"], out["vf_opt"] = self.critic.state_dict(), self.vf_opt.state_dict()
+        return out
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        super().load_training_state(state)
+        self.replay_rng.bit_generator.state = state["replay_rng"]
+        self.buffer.clear()
+        self.buffer.extend(state["buffer"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.vf_opt.load_state_dict(state["vf_opt"])
+
     def _values(self, obs_t: th.Tensor) -> th.Tensor:
         assert self.critic is not None
         ones = th.ones((obs_t.shape[0], 1), dtype=th.bool)

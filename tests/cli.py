@@ -33,6 +33,7 @@ def train_in_process(overrides: list[str], out: Path) -> dict[str, Any]:
     :class:`~envs.sim.errors.ConfigError`."""
     import torch as th
     from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
 
     import train
     from training.run import to_train_config
@@ -44,7 +45,8 @@ def train_in_process(overrides: list[str], out: Path) -> dict[str, Any]:
     try:
         with th.random.fork_rng():
             train._check_keys(cfg)
-            return run_train(to_train_config(cfg), out, {})
+            resolved = OmegaConf.to_container(cfg, resolve=True)  # as train.py records it
+            return run_train(to_train_config(cfg), out, resolved)  # type: ignore[arg-type]
     finally:
         th.set_num_threads(threads)
 

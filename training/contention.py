@@ -79,7 +79,6 @@ def check_contention_config(cfg: TrainConfig) -> None:
     unsupported = {
         "mixture": cfg.mixture.enabled,
         "federated": cfg.federated.mode != "none",
-        "resume": bool(cfg.resume),
         "eval.windows": bool(cfg.eval.windows),
     }
     algo = cfg.agent.algo

@@ -18,6 +18,8 @@ import abc
 import copy
 import csv
 import io
+import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,10 +32,27 @@ import torch as th
 from agents.checkpoint import signals_deferred
 from agents.episode_pg import EpisodePG, EpisodePGConfig, clone, save_episode_pg
 from agents.learners import learner, resolve
-from envs.files import write_json, write_text
+from envs.files import atomic_path, sha256_file, write_json, write_text
+from envs.sim.errors import ConfigError
 from training.runinfo import agent_in_use, provenance, run_record, write_run_record
 
-__all__ = ["EpisodeLog", "EpisodeWorld", "Teacher", "run_iterations", "train_episodes"]
+__all__ = [
+    "EpisodeLog",
+    "EpisodeWorld",
+    "Teacher",
+    "load_state",
+    "run_iterations",
+    "save_state",
+    "train_episodes",
+]
+
+#: a run's training state (:meth:`~agents.episode_pg.EpisodePG.training_state`, torch's
+#: format) and its description (``state.json``: the run's config, the curve so far, the best
+#: point, the decisions, the state file's SHA-256), in ``checkpoints/final``
+STATE, STATE_META = "state.pt", "state.json"
+#: the resolved config's keys a resumed run must keep (its ``agent`` block too, but for the
+#: iteration counts, which a resumed run raises)
+RESUME_KEYS = ("seed", "env_id", "env", "contention", "pretrain", "eval", "mixture", "federated")
 
 
 def _say(line: str) -> None:
@@ -105,6 +124,13 @@ class EpisodeLog:
         self._csv = self._line(self.cols)
         write_text(self.curve_path, self._csv)
         self.rows: list[dict[str, float]] = []
+
+    def restore(self, rows: Sequence[dict[str, float]]) -> None:
+        """The validation rows of the run this one resumes (its curve goes on from them)."""
+        self.rows = [dict(r) for r in rows]
+        for row in self.rows:
+            self._csv += self._line([row[c] for c in self.cols])
+        write_text(self.curve_path, self._csv)
 
     @staticmethod
     def _line(values: Sequence[Any]) -> str:
@@ -197,16 +223,18 @@ def run_iterations(
     val_every: int,
     hparams: dict[str, Any],
     val_key: str,
+    resumed: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], KeyboardInterrupt | None]:
     """Validate (``measure()``: ``avg_jct``, ``p95_jct``, ``unfinished``, and maybe
-    ``score``), save ``best``, then
-    ``iterations`` of ``pg`` validating every ``val_every`` (and after the last), saving
-    ``best`` whenever the validation ``score`` (where measured, else the avg JCT) improves
-    (recorded as ``val_key``); ``final`` at
-    the end, however the learning ended (Ctrl-C stops between iterations).  The rollout
-    workers are closed.  Returns the summary's fields and the interrupt to re-raise once the
-    caller has written its summary (``None``: it ran to the end)."""
-    decisions = 0
+    ``score``), save ``best``, then ``iterations`` of ``pg`` validating every ``val_every`` (and
+    after the last), saving ``best`` whenever the validation ``score`` (where measured, else the
+    avg JCT) improves (recorded as ``val_key``); ``final`` at the end, however the learning
+    ended (Ctrl-C stops between iterations).  The rollout workers are closed.  ``resumed``
+    (``decisions``, ``best``: ``[value, iteration]``, from the state of the run this one
+    continues; the log already holds its rows): no first validation, and the learner goes on
+    from its iteration to ``iterations``.  Returns the summary's fields and the interrupt to
+    re-raise once the caller has written its summary (``None``: it ran to the end)."""
+    decisions = 0 if resumed is None else int(resumed["decisions"])
     t_train = time.perf_counter()
     t_iteration = t_train  # when the running iteration started (after the last validation)
 
@@ -234,11 +262,14 @@ def run_iterations(
 
     interrupted: KeyboardInterrupt | None = None
     try:
-        best = (validate(0), 0)
-        save("best", {"iteration": 0, val_key: best[0]})
+        if resumed is None:
+            best = (validate(0), 0)
+            save("best", {"iteration": 0, val_key: best[0]})
+        else:
+            best = (float(resumed["best"][0]), int(resumed["best"][1]))
         t_iteration = time.perf_counter()
         try:
-            pg.learn(iterations, on_iteration)
+            pg.learn(iterations - pg.iteration, on_iteration)
         except KeyboardInterrupt as exc:  # stop between iterations; train.py says what was saved
             interrupted = exc
     finally:
@@ -255,6 +286,7 @@ def run_iterations(
     )
     log.writer.close()
     fields = {
+        "best_point": [best[0], best[1]],  # (what a resumed run continues from)
         "timesteps": decisions,
         "iterations": pg.iteration,
         "interrupted": interrupted is not None,
@@ -371,7 +403,8 @@ def train_episodes(
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "env_id": world.env_id}
     summary.update(world.summary)
     bc_losses: list[float] = []
-    teacher = world.teacher()
+    resumed = load_state(cfg.resume, resolved) if cfg.resume else None
+    teacher = world.teacher() if resumed is None else None  # (a resumed run has its clone)
     if teacher is not None:
         t0 = time.perf_counter()
         loss = clone(net, env, teacher.rule, teacher.workloads, epochs=teacher.epochs,
@@ -395,6 +428,15 @@ def train_episodes(
     )
     if teacher is not None:  # the clone, frozen: each iteration's KL to it (no random draw)
         pg.reference = copy.deepcopy(net).requires_grad_(False)
+    if resumed is not None:  # weights, optimiser, generators, iteration, clone: as they were
+        pg.load_training_state(resumed["state"])
+        log.restore(resumed["meta"]["curve"])
+        summary["resumed_from"] = str(resumed["dir"])
+        for name in ("best", "clone"):  # the resumed run's policies, so far
+            src = resumed["dir"].parent / name / "policy.npz"
+            if src.is_file():
+                with atomic_path(out / "checkpoints" / name / "policy.npz") as tmp:
+                    shutil.copy2(src, tmp)
     world.attach(pg)
     record = {"config": agent_in_use(resolved), "seed": cfg.seed, **provenance()}
 
@@ -407,11 +449,18 @@ def train_episodes(
 
     if teacher is not None:
         save("clone", {"iteration": 0})  # the clone itself, whatever RL makes of it
+    if resumed is not None and world.iterations <= pg.iteration:
+        raise ConfigError(
+            f"resume={cfg.resume} is at iteration {pg.iteration}: set the world's iterations "
+            f"(now {world.iterations}) above it to go on"
+        )
     fields, interrupted = run_iterations(
         pg, log, lambda: world.measure(pg), save, world.iterations, world.val_every,
-        world.hparams(), world.val_key,
+        world.hparams(), world.val_key, resumed=None if resumed is None else resumed["meta"],
     )  # fmt: skip
-    if teacher is not None:  # iteration 0 is the clone: its figure in train.py's table
+    with signals_deferred():  # what resume= continues from (a Ctrl-C waits for it)
+        save_state(out / "checkpoints" / "final", pg, resolved, log.rows, fields)
+    if pg.reference is not None:  # iteration 0 is the clone: its figure in train.py's table
         fields["clone_avg_jct"] = float(fields["initial"]["avg_jct"])
     summary.update(fields)
     summary["best_checkpoint"] = str(out / "checkpoints" / "best")
@@ -420,3 +469,58 @@ def train_episodes(
     if interrupted is not None:  # Ctrl-C or SIGTERM (its name: train.py's message says which)
         raise interrupted
     return summary
+
+
+def _resume_key(resolved: dict[str, Any]) -> dict[str, Any]:
+    """What of the resolved config a resumed run must keep (:data:`RESUME_KEYS`)."""
+    agent = dict(agent_in_use(resolved).get("agent") or {})
+    for block in ("plan", "contention"):
+        if isinstance(agent.get(block), dict):
+            agent[block] = {k: v for k, v in agent[block].items() if k != "iterations"}
+    return {"agent": agent, **{k: resolved.get(k) for k in RESUME_KEYS}}
+
+
+def save_state(
+    d: Path, pg: EpisodePG, resolved: dict[str, Any], rows: Sequence[dict[str, float]],
+    fields: dict[str, Any],
+) -> None:  # fmt: skip
+    """``pg``'s training state into ``d`` (``state.pt``, then ``state.json`` last: a state
+    without its description is never read), each written atomically."""
+    with atomic_path(d / STATE) as tmp:
+        th.save(pg.training_state(), tmp)
+        digest = sha256_file(tmp)
+    meta = {"key": _resume_key(resolved), "curve": list(rows), "best": fields["best_point"],
+            "decisions": fields["timesteps"], "iteration": pg.iteration,
+            "sha256": digest}  # fmt: skip
+    write_json(d / STATE_META, meta)
+
+
+def load_state(resume: str, resolved: dict[str, Any]) -> dict[str, Any]:
+    """The training state ``resume=`` names (a run directory, or the ``checkpoints/final`` of
+    one), checked: complete, its SHA-256, and the same config but for the iteration counts
+    (one :class:`ConfigError` listing what differs)."""
+    d = Path(resume)
+    if not (d / STATE_META).is_file() and (d / "checkpoints" / "final" / STATE_META).is_file():
+        d = d / "checkpoints" / "final"
+    try:
+        meta = json.loads((d / STATE_META).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"resume={resume}: no training state there ({STATE_META} of a run's "
+            f"checkpoints/final, written when a run of this pipeline ends or is stopped): {exc}"
+        ) from None
+    try:
+        digest = sha256_file(d / STATE)
+    except OSError as exc:
+        raise ConfigError(f"resume={resume}: {d / STATE} unreadable: {exc}") from None
+    if digest != meta.get("sha256"):
+        raise ConfigError(f"resume={resume}: {d / STATE} is corrupt (SHA-256 mismatch)")
+    then, now = meta.get("key", {}), _resume_key(resolved)
+    if then != now:
+        diff = sorted(k for k in {*then, *now} if then.get(k) != now.get(k))
+        raise ConfigError(
+            f"resume={resume} was trained with other settings ({', '.join(diff)} differ); a "
+            "resumed run keeps its config and may only raise the iterations"
+        )
+    state = th.load(d / STATE, weights_only=False)  # (our own file, its SHA-256 checked)
+    return {"dir": d, "meta": meta, "state": state}

@@ -117,6 +117,11 @@ def check_plan_config(cfg: TrainConfig) -> None:
             f"{cfg.agent.algo}); federated=local trains one policy over the clusters, their "
             "rollouts spread over agent.plan.workers processes"
         )
+    if cfg.federated.mode == "local" and cfg.resume:
+        raise ConfigError(
+            "resume= is not available to federated=local runs (the clusters' turn is not "
+            "saved); start the run again"
+        )
     if cfg.federated.mode == "local" and (
         cfg.mixture.enabled or cfg.eval.settings or cfg.eval.windows
     ):
@@ -125,7 +130,6 @@ def check_plan_config(cfg: TrainConfig) -> None:
             "them: leave mixture, eval.settings and eval.windows at their defaults"
         )
     unsupported = {
-        "resume": bool(cfg.resume),
         "pretrain.on_mixture": bool(cfg.pretrain.on_mixture),
     }
     bad = [k for k, v in unsupported.items() if v]
