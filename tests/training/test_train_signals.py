@@ -159,9 +159,11 @@ def test_plan_pg_stops_cleanly_with_its_workers(
     assert len(below) >= 2, below  # the rollout workers were running
     final = r.out / "checkpoints" / "final" / "policy.npz"
     line = _assert_clean_stop(r, rc, below, f"train.py: {how}; saved {final}")
-    assert "start again with: python train.py +agent=plan_pg" in line
+    assert "resume with: python train.py +agent=plan_pg" in line and f"resume={r.out}" in line
     summary = json.loads((r.out / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["iterations"] >= 2
+    state = json.loads((final.parent / "state.json").read_text())  # what resume= goes on from
+    assert state["iteration"] == summary["iterations"]
     from agents.episode_pg import load_episode_pg
 
     _, meta = load_episode_pg(final)
