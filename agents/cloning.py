@@ -179,7 +179,7 @@ class Clonable(Protocol):
     value_head: bool
 
     @property
-    def n_actions(self) -> int:
+    def n_actions(self) -> int | None:
         """Actions per decision (the dataset's mask width must match)."""
         ...
 
@@ -209,8 +209,10 @@ class NetClone:
         self.net = net
 
     @property
-    def n_actions(self) -> int:
-        return int(self.net.n_actions)  # type: ignore[arg-type]
+    def n_actions(self) -> int | None:
+        """The network's action count (``None``: any, read off the masks)."""
+        n = getattr(self.net, "n_actions", None)
+        return None if n is None else int(n)
 
     def parameters(self) -> Iterator[nn.Parameter]:
         return self.net.parameters()
@@ -306,7 +308,7 @@ def _check(model: Clonable, data: Demonstrations, config: CloneConfig, prefix: s
             f"got {config.value_coef!r}"
         )
     expected = model.n_actions
-    if data.masks.shape[1] != expected:
+    if expected is not None and data.masks.shape[1] != expected:
         raise ConfigError(
             f"dataset has {data.masks.shape[1]} actions per decision, the policy {expected} "
             "(different window J)"

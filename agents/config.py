@@ -76,8 +76,11 @@ class ContentionPGConfig:
     ``bc_workloads`` workloads drawn from [10,000, 2^31) for ``bc_epochs`` epochs with label
     smoothing ``bc_smoothing``; then ``iterations`` of ``groups`` workloads x ``group_size``
     rollouts that mix in ``epsilon`` uniform at ``temperature``; validation every
-    ``val_every`` iterations; ``hidden``: the MLP's widths; ``workers``: rollout processes
-    (the same numbers for any count).  The defaults are those that made the released
+    ``val_every`` iterations; ``hidden``: the network's widths; ``workers``: rollout
+    processes (the same numbers for any count); ``arch``: ``mlp`` (the flat
+    :class:`~agents.episode_pg.MaskedMLP`, welded to the training cluster and window) or
+    ``set`` (:class:`~agents.set_contention.SetContentionNet`: one set of weights for any
+    cluster and window).  The defaults are those that made the released
     ``contention_exclusive_pg`` but ``bc_epochs`` (20 there: ``policies/README.md`` gives the
     one ``train.py`` command that re-makes it)."""
 
@@ -93,6 +96,7 @@ class ContentionPGConfig:
     val_every: int = 3
     hidden: int = 128
     workers: int = 1
+    arch: str = "mlp"
 
 
 @dataclass

@@ -42,14 +42,17 @@ from agents.cloning import CloneConfig, CloneData, fit_clone
 from agents.policy_format import load_weights, save_episode_net
 from agents.policy_format import read as read_policy_file
 from agents.rollout_pool import RolloutPool, replicas
+from agents.set_contention import SetContentionNet
 from agents.set_plan import SetPlanNet
 from envs.gym.actors import RuleActor
+from envs.gym.contention_env import OBS_WIDTHS
 from envs.gym.episode import Actor, Recorder, collect_decisions, step
 from envs.gym.episode import run_episode as play
 from envs.gym.plan_env import GLOBAL_FEATURES
 from envs.sim.errors import ConfigError
 
 __all__ = [
+    "CONTENTION_ARCHS",
     "NETS",
     "PLAN_ARCHS",
     "Episode",
@@ -61,6 +64,7 @@ __all__ = [
     "build_net",
     "clone",
     "contention_env_layout",
+    "contention_net",
     "load_episode_pg",
     "masked_kl",
     "net_from_file",
@@ -193,10 +197,14 @@ class MaskedMLP(nn.Module):
 
 #: The networks EpisodePG trains and saves: the flat MLP, or the size-agnostic set network
 #: (:mod:`agents.set_plan`) of plan observations.
-PolicyNet = MaskedMLP | SetPlanNet
+PolicyNet = MaskedMLP | SetPlanNet | SetContentionNet
 
 #: ``describe()["arch"]`` -> the network's class (how a saved policy is rebuilt)
-NETS: dict[str, type[MaskedMLP] | type[SetPlanNet]] = {"mlp": MaskedMLP, "set": SetPlanNet}
+NETS: dict[str, type[MaskedMLP] | type[SetPlanNet] | type[SetContentionNet]] = {
+    "mlp": MaskedMLP,
+    "set": SetPlanNet,
+    "contention_set": SetContentionNet,
+}
 
 
 #: ``agent.plan.arch`` -> how the network is built for a plan env (:func:`plan_net`)
@@ -210,6 +218,24 @@ def plan_net(arch: str, env: Any, hidden: int) -> PolicyNet:
     if arch == "set":
         return SetPlanNet(env.row_width, len(GLOBAL_FEATURES), env.K, hidden)
     return MaskedMLP(env.obs_size, env.K, hidden)
+
+
+#: ``agent.contention.arch`` -> how the network is built for Contention-v0 (:func:`contention_net`)
+CONTENTION_ARCHS = ("mlp", "set")
+
+
+def contention_net(arch: str, env: Any, hidden: int) -> PolicyNet:
+    """The network ``arch`` for a ``ContentionEnv``: the flat MLP of its observation size
+    (welded to its cluster and window), or the set network of its job and server rows (any
+    cluster, any window: :class:`~agents.set_contention.SetContentionNet`)."""
+    if arch not in CONTENTION_ARCHS:
+        raise ConfigError(
+            f"agent.contention.arch must be one of {list(CONTENTION_ARCHS)}, got {arch!r}"
+        )
+    if arch == "set":
+        job, server, globs = OBS_WIDTHS
+        return SetContentionNet(job, server, globs, len(env.placements), hidden)
+    return MaskedMLP(env.obs_size, env.wait_action + 1, hidden)
 
 
 def build_net(description: dict[str, Any]) -> PolicyNet:

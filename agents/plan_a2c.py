@@ -119,6 +119,12 @@ class PlanA2C(EpisodePG):
         a2c.check()
         self.a2c = a2c
         self.critic: PolicyNet | None = None
+        if a2c.critic and getattr(net, "arch", "mlp") == "contention_set":
+            raise ConfigError(
+                "agent.a2c.critic needs a network of one output per observation; the "
+                "size-agnostic Contention-v0 network (agent.contention.arch=set) has none yet: "
+                "set agent.a2c.critic=false"
+            )
         if a2c.critic:
             described = {**net.describe(), "n_actions": 1}
             self.critic = build_net(described)

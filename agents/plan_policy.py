@@ -62,7 +62,7 @@ class PlanPolicy:
         if not deterministic and rng is None:
             raise ConfigError("a sampling plan policy needs a seeded generator (rng)")
         net = self.net
-        every: npt.NDArray[np.bool_] = np.ones(net.n_actions, dtype=np.bool_)
+        every: npt.NDArray[np.bool_] = np.ones(len(self.plans), dtype=np.bool_)  # (one a plan)
 
         def choose(obs: npt.NDArray[np.float32]) -> int:
             # the network's layers on one observation (the same torch operations as

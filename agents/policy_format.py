@@ -142,7 +142,10 @@ def episode_layout(
     from agents.set_plan import SetPlanNet
 
     n_actions = int(env.action_space.n)
-    if isinstance(net, SetPlanNet):
+    if getattr(net, "arch", "mlp") == "contention_set":
+        net.layout(env.obs_size, n_actions)  # a ConfigError if the rows do not fit
+        fits = True
+    elif isinstance(net, SetPlanNet):
         net.window_of(env.obs_size)  # a ConfigError if the rows do not fit
         fits = net.n_actions == n_actions
     else:
@@ -189,12 +192,13 @@ def _window_of(config: dict[str, Any]) -> int | None:
 
 def _contention_layout(net: Any, env: dict[str, Any]) -> dict[str, Any]:
     J, places = int(env["J"]), [str(x) for x in env["placements"]]
+    anywhere = getattr(net, "arch", "mlp") == "contention_set"  # any cluster, any window
     return {
         "env_id": CONTENTION_ID,
-        "obs_size": int(net.obs_size),
+        "obs_size": "any" if anywhere else int(net.obs_size),
         "row_width": None,
-        "J": J,
-        "n_actions": int(net.n_actions),
+        "J": "any" if anywhere else J,
+        "n_actions": "any" if anywhere else int(net.n_actions),
         "actions": {
             "placements": places,
             "encoding": f"a = j * {len(places)} + c places window job j (of {J}) with "

@@ -44,8 +44,8 @@ from agents.config import AgentConfig
 from agents.episode_pg import (
     EpisodePG,
     EpisodePGConfig,
-    MaskedMLP,
     PolicyNet,
+    contention_net,
     load_episode_pg,
     plan_net,
 )
@@ -214,7 +214,7 @@ def build_learner(
     net: PolicyNet
     if isinstance(spec, ContentionConfig):
         gym_env = spec.make()
-        net = MaskedMLP(gym_env.obs_size, gym_env.wait_action + 1, agent.contention.hidden)
+        net = contention_net(agent.contention.arch, gym_env, agent.contention.hidden)
     else:
         gym_env = PlanEnv(config=spec, plans=[str(x) for x in agent.plan.plans] or None)
         net = plan_net(agent.plan.arch, gym_env, agent.plan.hidden)

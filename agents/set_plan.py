@@ -45,7 +45,20 @@ __all__ = ["COUNT_SCALE", "SetPlanNet"]
 COUNT_SCALE = 64
 
 
-class SetPlanNet(nn.Module):
+class OneObservation(nn.Module):
+    """What the set networks share: the logits of one observation and the masked argmax."""
+
+    def logits_one(self, obs: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> th.Tensor:
+        """The logits of one observation, without gradients."""
+        with th.no_grad():
+            return self(th.as_tensor(obs)[None], th.as_tensor(mask)[None])[0]
+
+    def act(self, env: Any, obs: npt.NDArray[np.float32]) -> int:
+        """The masked argmax (the deterministic policy)."""
+        return int(self.logits_one(obs, env.action_masks()).argmax())
+
+
+class SetPlanNet(OneObservation):
     """Plan observation of any window ``J`` -> one logit per plan (see the module docstring);
     impossible actions get -1e9, as :class:`~agents.episode_pg.MaskedMLP`'s."""
 
@@ -127,12 +140,3 @@ class SetPlanNet(nn.Module):
         count = th.log1p(n) / math.log1p(COUNT_SCALE)
         logits = self.rho(th.cat([mean, top, count, glob], -1))
         return logits.masked_fill(~masks, -1e9)
-
-    def logits_one(self, obs: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> th.Tensor:
-        """The logits of one observation, without gradients."""
-        with th.no_grad():
-            return self(th.as_tensor(obs)[None], th.as_tensor(mask)[None])[0]
-
-    def act(self, env: Any, obs: npt.NDArray[np.float32]) -> int:
-        """The masked argmax (the deterministic policy)."""
-        return int(self.logits_one(obs, env.action_masks()).argmax())

@@ -40,6 +40,7 @@ from evaluation.workloads import Prepared, sim_config
 
 if TYPE_CHECKING:
     from agents.episode_pg import MaskedMLP
+    from agents.set_contention import SetContentionNet
     from envs.gym.contention_env import ContentionEnv
     from envs.gym.episode import Actor
 
@@ -74,11 +75,12 @@ def _policy_file(arg: str) -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str) -> tuple[MaskedMLP, dict[str, Any]]:
+def _load(path: str) -> tuple[MaskedMLP | SetContentionNet, dict[str, Any]]:
     from agents.episode_pg import MaskedMLP, load_episode_pg
+    from agents.set_contention import SetContentionNet
 
     net, meta = load_episode_pg(path)
-    if not isinstance(net, MaskedMLP):
+    if not isinstance(net, MaskedMLP | SetContentionNet):
         raise ConfigError(
             f"{path}: a {net.arch!r} network acts on plan observations "
             "(dlsched/ClusterPlan-v0), not in dlsched/Contention-v0: evaluate it as policy:<path>"
@@ -170,7 +172,15 @@ class ContentionKind:
 
     @staticmethod
     def _check_sizes(spec: str, arg: str, env: ContentionEnv) -> None:
-        _, meta = _load(str(_policy_file(arg)))
+        from agents.set_contention import SetContentionNet
+
+        net, meta = _load(str(_policy_file(arg)))
+        if isinstance(net, SetContentionNet):  # any cluster and window
+            try:
+                net.layout(env.obs_size, env.wait_action + 1)
+            except ConfigError as exc:
+                raise ConfigError(f"{spec}: {exc}") from None
+            return
         want = (int(meta["obs_size"]), int(meta["n_actions"]))
         got = (env.obs_size, env.wait_action + 1)
         if want != got:

@@ -36,7 +36,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.config import ContentionPGConfig
-from agents.episode_pg import EpisodePG, EpisodePGConfig, MaskedMLP, run_episode
+from agents.episode_pg import (
+    CONTENTION_ARCHS,
+    EpisodePG,
+    EpisodePGConfig,
+    PolicyNet,
+    contention_net,
+    run_episode,
+)
 from agents.learners import learner
 from agents.plan_a2c import no_starved_jobs
 from agents.protocol import episode_pg_config
@@ -76,6 +83,10 @@ def check_contention_config(cfg: TrainConfig) -> None:
         if not 0.0 <= check_number(value, f"agent.contention.{key}", ge=0.0) < hi:
             raise ConfigError(f"agent.contention.{key} must be in [0, 1), got {value!r}")
     check_number(c.temperature, "agent.contention.temperature", ge=1.0)
+    if c.arch not in CONTENTION_ARCHS:
+        raise ConfigError(
+            f"agent.contention.arch must be one of {list(CONTENTION_ARCHS)}, got {c.arch!r}"
+        )
     unsupported = {
         "mixture": cfg.mixture.enabled,
         "federated": cfg.federated.mode != "none",
@@ -94,7 +105,7 @@ def check_contention_config(cfg: TrainConfig) -> None:
             raise no_starved_jobs(a2c.explore, CONTENTION_ENV_ID)
 
 
-def validate_contention(net: MaskedMLP, env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
+def validate_contention(net: PolicyNet, env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
     """The network's masked argmax on each validation workload: mean avg JCT and p95 JCT (s)
     and the unfinished jobs in all (an unfinished job counts as finishing at the end)."""
     infos = [run_episode(env, int(s), net).info for s in seeds]
@@ -153,7 +164,7 @@ class ContentionWorld(EpisodeWorld):
     def setup(self) -> None:
         make = self.cfg.contention.make
         self.env, self.val = self.envs if self.envs is not None else (make(), make())
-        self.net = MaskedMLP(self.env.obs_size, self.env.wait_action + 1, self.c.hidden)
+        self.net = contention_net(self.c.arch, self.env, self.c.hidden)
 
     def teacher(self) -> Teacher | None:
         c = self.c

@@ -41,6 +41,7 @@ from envs.sim.workload import generate_ada_srsf, paper_scale_workload
 __all__ = [
     "CONTENTION_ENV_ID",
     "CONTENTION_TEACHERS",
+    "OBS_WIDTHS",
     "PLACEMENTS",
     "ContentionConfig",
     "ContentionEnv",
@@ -57,6 +58,9 @@ _MODELS = tuple(REFERENCE_MODELS)
 _JOB_F = len(_MODELS) + 5
 _SERVER_F = 4
 _GLOBAL_F = 3
+#: the observation's row widths: per window job, per server, and the global features (what a
+#: size-agnostic network reads the observation by: :mod:`agents.set_contention`)
+OBS_WIDTHS = (_JOB_F, _SERVER_F, _GLOBAL_F)
 
 
 def _log(x: float) -> float:
