@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch as th
 
+from agents.cloning import CloneConfig, CloneData, fit_clone
 from agents.episode_pg import run_episode, teacher_data
 from envs.gym.contention_env import ContentionEnv, srsf_teacher
 
@@ -49,20 +49,12 @@ def policy_actor(model: Any) -> Act:
 
 
 def clone_masked(model: Any, data: tuple[npt.NDArray[Any], ...], epochs: int, seed: int) -> None:
-    """Behaviour cloning of a ``MaskablePPO``'s policy: masked cross-entropy on a teacher's
-    ``(obs, masks, actions)`` (:func:`~agents.episode_pg.teacher_data`), Adam at 1e-3, batches
-    of 256 in an order drawn by ``th.Generator().manual_seed(seed)``."""
-    obs, masks, acts = (th.as_tensor(x) for x in data)
-    policy = model.policy
-    opt = th.optim.Adam(policy.parameters(), lr=1e-3)
-    gen = th.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        for idx in th.randperm(len(acts), generator=gen).split(256):
-            dist = policy.get_distribution(obs[idx].float(), action_masks=masks[idx].numpy())
-            loss = -dist.log_prob(acts[idx]).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    """Behaviour cloning of a ``MaskablePPO``'s policy on a teacher's ``(obs, masks,
+    actions)`` (:func:`~agents.episode_pg.teacher_data`): the one cloner
+    (:func:`agents.cloning.fit_clone`, schedule ``"epochs"``: masked cross-entropy, Adam at
+    1e-3, batches of 256 in an order drawn by ``th.Generator().manual_seed(seed)``; the
+    script's old loop, bit for bit: ``tests/agents/test_cloning.py``)."""
+    fit_clone(model.policy, CloneData(*data), CloneConfig(epochs=epochs, lr=1e-3, seed=seed))
 
 
 def _say(line: str) -> None:

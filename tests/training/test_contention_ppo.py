@@ -67,3 +67,22 @@ def test_train_maskable_ppo_validates_after_each_block() -> None:
     assert all(out["bc_state"][k] is not v for k, v in live.items())
     if out["curve"][-1][1] >= out["curve"][0][1]:  # no better point: the best is the clone
         assert all((out["best_state"][k] == out["bc_state"][k]).all() for k in live)
+
+
+def test_clone_masked_is_the_scripts_old_loop_bit_for_bit() -> None:
+    """The recipe clones through the one cloner; its weights are the old loop's, bit for bit."""
+    import copy
+
+    import torch as th
+    from sb3_contrib import MaskablePPO
+
+    from tests.agents.test_cloning import old_h2h_clone
+
+    env = small()
+    model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, seed=0, device="cpu")
+    data = teacher_data(env, srsf_teacher, [10_001, 10_002, 10_003])
+    ref = copy.deepcopy(model)
+    old_h2h_clone(ref, data, epochs=5, seed=3)
+    clone_masked(model, data, epochs=5, seed=3)
+    a, b = ref.policy.state_dict(), model.policy.state_dict()
+    assert list(a) == list(b) and all(th.equal(a[k], b[k]) for k in a)
