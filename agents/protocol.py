@@ -62,6 +62,7 @@ __all__ = [
     "LearnerProtocol",
     "SB3Learner",
     "build_learner",
+    "episode_learner",
     "episode_pg_config",
     "load_learner",
 ]
@@ -102,6 +103,15 @@ def episode_pg_config(agent: AgentConfig, env_id: str, seed: int) -> EpisodePGCo
                                lr=agent.learning_rate, ent_coef=agent.ent_coef,
                                hidden=c.hidden, workers=c.workers)  # fmt: skip
     raise ConfigError(f"{env_id} is not an env of the episodes learners ({PLAN}, {CONTENTION})")
+
+
+def episode_learner(
+    algo: str, agent: AgentConfig, env: Any, net: PolicyNet, config: EpisodePGConfig
+) -> EpisodePG:
+    """The ``episodes`` learner ``algo`` on ``env`` and ``net``: its registry entry's builder
+    (``plan_a2c``'s :func:`~agents.plan_a2c.build_plan_a2c`), or EpisodePG itself."""
+    build = learner(algo).build
+    return EpisodePG(env, net, config) if build is None else resolve(build)(agent, env, net, config)
 
 
 class SB3Learner:
@@ -219,12 +229,7 @@ def build_learner(
         gym_env = PlanEnv(config=spec, plans=[str(x) for x in agent.plan.plans] or None)
         net = plan_net(agent.plan.arch, gym_env, agent.plan.hidden)
     cfg = episode_pg_config(agent, where, seed)
-    pg = (
-        EpisodePG(gym_env, net, cfg)
-        if entry.build is None
-        else resolve(entry.build)(agent, gym_env, net, cfg)
-    )
-    return EpisodeLearner(algo, pg, where, agent)
+    return EpisodeLearner(algo, episode_learner(algo, agent, gym_env, net, cfg), where, agent)
 
 
 def _build_sb3(algo: str, env: EnvConfig, agent: AgentConfig, seed: int) -> SB3Learner:
@@ -270,12 +275,7 @@ def load_learner(path: str | os.PathLike[str]) -> SB3Learner | EpisodeLearner:
         plans = [plan_label(str(n), dict(o)) for n, o in saved["plans"]]
         gym_env = PlanEnv(config=coerce_env_config(saved["env"]), plans=plans)
     cfg = episode_pg_config(agent, env_id, int(meta.get("training", {}).get("seed") or 0))
-    pg = (
-        EpisodePG(gym_env, net, cfg)
-        if entry.build is None
-        else resolve(entry.build)(agent, gym_env, net, cfg)
-    )
-    return EpisodeLearner(algo, pg, env_id, agent)
+    return EpisodeLearner(algo, episode_learner(algo, agent, gym_env, net, cfg), env_id, agent)
 
 
 def _agent_from(values: dict[str, Any]) -> AgentConfig:

@@ -137,6 +137,7 @@ class ContentionWorld(EpisodeWorld):
     schedule, every registered rule as a baseline; times in seconds."""
 
     env_id: ClassVar[str] = CONTENTION_ENV_ID
+    block: ClassVar[str] = "contention"
     unit: ClassVar[str] = "s"
     decision: ClassVar[str] = "decisions"
     val: Any = None
@@ -184,21 +185,11 @@ class ContentionWorld(EpisodeWorld):
     def measure(self, pg: EpisodePG) -> dict[str, float]:
         return validate_contention(self.net, self.val, [int(s) for s in self.cfg.eval.seeds])
 
-    def hparams(self) -> dict[str, Any]:
-        cfg, agent = self.cfg, self.cfg.agent
-        blocks = {"contention": asdict(self.c)}
-        if "a2c" in learner(agent.algo).keys:
-            blocks["a2c"] = asdict(agent.a2c)
-        return {"seed": int(cfg.seed), "learning_rate": float(agent.learning_rate),
-                "ent_coef": float(agent.ent_coef),
-                **{f"{b}.{k}": v for b, values in blocks.items() for k, v in values.items()},
-                **{f"env.{k}": str(v) for k, v in asdict(cfg.contention).items()}}  # fmt: skip
+    def env_hparams(self) -> dict[str, Any]:
+        return {f"env.{k}": str(v) for k, v in asdict(self.cfg.contention).items()}
 
     def finish(self, fields: dict[str, Any], out: Path) -> dict[str, Any]:
-        agent = self.cfg.agent
         return {
-            "agent_config": asdict(self.c)
-            | ({"a2c": asdict(agent.a2c)} if "a2c" in learner(agent.algo).keys else {}),
             "env": asdict(self.cfg.contention),
             "unit": "s",  # (train.py's report)
             "act": "argmax",

@@ -23,7 +23,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,7 +31,8 @@ import torch as th
 
 from agents.checkpoint import signals_deferred
 from agents.episode_pg import EpisodePG, EpisodePGConfig, clone, save_episode_pg
-from agents.learners import learner, resolve
+from agents.learners import learner
+from agents.protocol import episode_learner
 from envs.files import atomic_path, sha256_file, write_json, write_text
 from envs.sim.errors import ConfigError
 from training.runinfo import agent_in_use, provenance, run_record, write_run_record
@@ -334,6 +335,8 @@ class EpisodeWorld(abc.ABC):
     scored: bool = False
     summary: dict[str, Any] = field(default_factory=dict)
     env_id: ClassVar[str] = ""
+    #: the ``agent`` block of the learner's schedule, network and teacher in this world
+    block: ClassVar[str] = ""
     unit: ClassVar[str] = "slots"
     decision: ClassVar[str] = "slots"
     act: str = "argmax"
@@ -378,9 +381,35 @@ class EpisodeWorld(abc.ABC):
         """The network's validation figures (``avg_jct``, ``p95_jct``, ``unfinished``, and
         ``score`` where ``scored``)."""
 
-    @abc.abstractmethod
+    def agent_blocks(self) -> dict[str, dict[str, Any]]:
+        """The learner's settings by block: the world's (:attr:`block`) and, for a learner
+        that reads it (the actor-critic), ``a2c``."""
+        agent = self.cfg.agent
+        blocks = {self.block: asdict(getattr(agent, self.block))}
+        if "a2c" in learner(agent.algo).keys:
+            blocks["a2c"] = asdict(agent.a2c)
+        return blocks
+
+    def agent_config(self) -> dict[str, Any]:
+        """The summary's ``agent_config``: the world's block, with ``a2c`` inside it."""
+        blocks = self.agent_blocks()
+        return blocks.pop(self.block) | blocks
+
     def hparams(self) -> dict[str, Any]:
-        """The run's hyperparameters for TensorBoard's HPARAMS tab."""
+        """The run's hyperparameters for TensorBoard's HPARAMS tab (scalars; lists as text):
+        seed, optimiser, the learner's blocks and the world's own (:meth:`env_hparams`)."""
+        agent = self.cfg.agent
+        out: dict[str, Any] = {"seed": int(self.cfg.seed),
+                               "learning_rate": float(agent.learning_rate),
+                               "ent_coef": float(agent.ent_coef), **self.env_hparams()}  # fmt: skip
+        for block, values in self.agent_blocks().items():
+            for key, v in values.items():
+                out[f"{block}.{key}"] = v if isinstance(v, int | float | str | bool) else str(v)
+        return out
+
+    @abc.abstractmethod
+    def env_hparams(self) -> dict[str, Any]:
+        """The world's hyperparameters (its env's settings) for :meth:`hparams`."""
 
     @abc.abstractmethod
     def finish(self, fields: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -401,7 +430,6 @@ def train_episodes(
     world.setup()
     env, net = world.env, world.net
     summary: dict[str, Any] = {"run_dir": str(out), "agent": agent.name, "env_id": world.env_id}
-    summary.update(world.summary)
     bc_losses: list[float] = []
     resumed = load_state(cfg.resume, resolved) if cfg.resume else None
     teacher = world.teacher() if resumed is None else None  # (a resumed run has its clone)
@@ -415,17 +443,12 @@ def train_episodes(
         summary["pretrain_s"] = round(time.perf_counter() - t0, 1)
     t0 = time.perf_counter()
     baselines = world.baselines()
-    summary.update(world.summary)
     summary["baselines_avg_jct"] = baselines
     summary["baselines_s"] = round(time.perf_counter() - t0, 1)
     log = EpisodeLog(out, baselines, tag=agent.name, unit=world.unit, decision=world.decision,
                      scored=world.scored)  # fmt: skip
     log.pretrain(bc_losses)
-    build = learner(agent.algo).build  # plan_pg, contention_pg: EpisodePG; plan_a2c: its builder
-    pg_cfg = world.pg_config()
-    pg: EpisodePG = (
-        EpisodePG(env, net, pg_cfg) if build is None else resolve(build)(agent, env, net, pg_cfg)
-    )
+    pg = episode_learner(agent.algo, agent, env, net, world.pg_config())
     if teacher is not None:  # the clone, frozen: each iteration's KL to it (no random draw)
         pg.reference = copy.deepcopy(net).requires_grad_(False)
     if resumed is not None:  # weights, optimiser, generators, iteration, clone: as they were
@@ -464,7 +487,9 @@ def train_episodes(
         fields["clone_avg_jct"] = float(fields["initial"]["avg_jct"])
     summary.update(fields)
     summary["best_checkpoint"] = str(out / "checkpoints" / "best")
+    summary.update(world.summary)  # what the world noted on the way (plans, windows, ...)
     summary.update(world.finish(fields, out))
+    summary["agent_config"] = world.agent_config()
     write_json(out / "summary.json", summary)
     if interrupted is not None:  # Ctrl-C or SIGTERM (its name: train.py's message says which)
         raise interrupted

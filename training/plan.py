@@ -308,6 +308,7 @@ class PlanWorld(EpisodeWorld):
     table of a federated run."""
 
     env_id: ClassVar[str] = PLAN_ENV_ID
+    block: ClassVar[str] = "plan"
     val: Any = None
     clusters: list[PlanEnv] = field(default_factory=list)
     windows: list[tuple[ClusterEnv, int]] = field(default_factory=list)
@@ -409,12 +410,18 @@ class PlanWorld(EpisodeWorld):
                              extra=self.windows, pool=pg.rollout_pool(),
                              best=self.best_per_workload)  # fmt: skip
 
-    def hparams(self) -> dict[str, Any]:
-        return _hparams(self.cfg)
+    def env_hparams(self) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
+            "env.setting": str(cfg.env.setting),
+            "env.backlog": str(cfg.env.backlog),
+            "pretrain.teacher": str(cfg.pretrain.teacher) if cfg.pretrain.enabled else "none",
+            "mixture": bool(cfg.mixture.enabled),
+        }
 
     def finish(self, fields: dict[str, Any], out: Path) -> dict[str, Any]:
-        cfg, ev, clusters = self.cfg, self.cfg.eval, self.clusters
-        extra: dict[str, Any] = dict(self.summary)
+        ev, clusters = self.cfg.eval, self.clusters
+        extra: dict[str, Any] = {}
         if clusters:  # per cluster: the clone, the final and best policies, each heuristic
             best_net, _ = load_episode_pg(out / "checkpoints" / "best" / "policy.npz")
             seeds, n = self.seeds_val, len(self.seeds_val)
@@ -435,9 +442,6 @@ class PlanWorld(EpisodeWorld):
                 }
                 for i, c in enumerate(clusters)
             ]
-        extra["agent_config"] = asdict(self.p) | (
-            {"a2c": asdict(cfg.agent.a2c)} if "a2c" in learner(cfg.agent.algo).keys else {}
-        )
         return extra
 
 
@@ -445,27 +449,6 @@ def train_plan(cfg: TrainConfig, out: Path, resolved: dict[str, Any]) -> dict[st
     """One run of a plan learner in ``dlsched/ClusterPlan-v0`` into ``out`` (the module
     docstring); its summary."""
     return train_episodes(cfg, out, resolved, PlanWorld(cfg))
-
-
-def _hparams(cfg: TrainConfig) -> dict[str, float | int | str | bool]:
-    """The run's hyperparameters for TensorBoard's HPARAMS tab (scalars; lists as text)."""
-    p: PlanPGConfig = cfg.agent.plan
-    out: dict[str, float | int | str | bool] = {
-        "seed": int(cfg.seed),
-        "learning_rate": float(cfg.agent.learning_rate),
-        "ent_coef": float(cfg.agent.ent_coef),
-        "env.setting": str(cfg.env.setting),
-        "env.backlog": str(cfg.env.backlog),
-        "pretrain.teacher": str(cfg.pretrain.teacher) if cfg.pretrain.enabled else "none",
-        "mixture": bool(cfg.mixture.enabled),
-    }
-    blocks = {"plan": asdict(p)}
-    if "a2c" in learner(cfg.agent.algo).keys:
-        blocks["a2c"] = asdict(cfg.agent.a2c)
-    for block, values in blocks.items():
-        for key, v in values.items():
-            out[f"{block}.{key}"] = v if isinstance(v, int | float | str | bool) else str(v)
-    return out
 
 
 def _mixture_draw(
