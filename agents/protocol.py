@@ -255,7 +255,10 @@ def load_learner(path: str | os.PathLike[str]) -> SB3Learner | EpisodeLearner:
         algo, env_id, agent_dict = record["algo"], record["env_id"], record["agent"]
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(f"{d}: not a saved learner ({LEARNER_FILE}: {exc})") from None
-    agent = _agent_from(agent_dict)
+    try:
+        agent = _agent_from(agent_dict)
+    except ConfigError as exc:
+        raise ConfigError(f"{d / LEARNER_FILE}: {exc}") from None
     entry = learner(algo)
     if entry.pipeline == "sb3":
         from agents.checkpoint import load_checkpoint, read_meta
@@ -279,17 +282,15 @@ def load_learner(path: str | os.PathLike[str]) -> SB3Learner | EpisodeLearner:
 
 
 def _agent_from(values: dict[str, Any]) -> AgentConfig:
-    """An :class:`AgentConfig` from its ``asdict`` (the nested blocks rebuilt)."""
-    fields = {f.name: f for f in dataclasses.fields(AgentConfig)}
-    defaults = AgentConfig()
-    kwargs: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in fields:
-            continue
-        default: Any = getattr(defaults, key)
-        block: Any = type(default)  # a nested config block (plan, contention, a2c, ...)
-        if dataclasses.is_dataclass(default) and isinstance(value, dict):
-            kwargs[key] = block(**value)
-        else:
-            kwargs[key] = value
-    return AgentConfig(**kwargs)
+    """An :class:`AgentConfig` from its ``asdict`` (OmegaConf rebuilds the nested blocks and
+    checks every key and type against the schema)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        built = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(AgentConfig), values))
+    except OmegaConfBaseException as exc:  # a key or a type the schema does not have
+        raise ConfigError(f"the saved agent config does not fit AgentConfig: {exc}") from None
+    if not isinstance(built, AgentConfig):
+        raise ConfigError(f"not an agent config: {type(built).__name__}")
+    return built

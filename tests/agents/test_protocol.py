@@ -90,6 +90,11 @@ def test_bad_calls_are_one_clear_error(tmp_path: Path) -> None:
         learner.learn(0)
     with pytest.raises(ConfigError, match="not a saved learner"):
         load_learner(tmp_path)
+    (tmp_path / "learner.json").write_text(
+        '{"algo": "contention_pg", "env_id": "dlsched/Contention-v0", "agent": {"bogus": 1}}'
+    )
+    with pytest.raises(ConfigError, match="does not fit AgentConfig: Key 'bogus' not in"):
+        load_learner(tmp_path)
     a2c = dataclasses.replace(_small("plan_a2c"), a2c=AgentConfig().a2c)  # explore 0.1
     with pytest.raises(ConfigError, match="dlsched/Contention-v0 has no such rule"):
         build_learner("plan_a2c", env_id=CONTENTION, env=_env(CONTENTION), agent=a2c)
