@@ -23,6 +23,7 @@ __all__ = [
     "build_group",
     "build_maskable_ppo",
     "build_ppo",
+    "env_copies",
     "load_pretrained_weights",
 ]
 
@@ -106,6 +107,22 @@ def build_maskable_ppo(
     from sb3_contrib import MaskablePPO
 
     return MaskablePPO(DL2Policy, env, **_ppo_kwargs(cfg, kwargs, seed, tb))
+
+
+def env_copies(agent: AgentConfig, n_envs: int = 1) -> int:
+    """The env copies a run of ``agent`` steps: ``n_envs``, or ``groups x group_size`` for a
+    learner whose entry says ``env_copies="groups"`` (the group learner; ``n_envs`` must then
+    be 1 or that number)."""
+    if learner(agent.algo).env_copies != "groups":
+        return int(n_envs)
+    n = agent.group.groups * agent.group.group_size
+    agent.group.check(n)
+    if n_envs not in (1, n):
+        raise ConfigError(
+            f"n_envs={n_envs} disagrees with agent.group: the group learner runs "
+            f"groups x group_size = {n} env copies (leave n_envs at 1)"
+        )
+    return n
 
 
 def build_agent(

@@ -233,13 +233,10 @@ def build_learner(
 
 
 def _build_sb3(algo: str, env: EnvConfig, agent: AgentConfig, seed: int) -> SB3Learner:
-    from agents.build import build_agent
+    from agents.build import build_agent, env_copies
     from agents.vec import make_training_vec_env
 
-    n = 1
-    if learner(algo).env_copies == "groups":
-        n = agent.group.groups * agent.group.group_size
-        agent.group.check(n)
+    n = env_copies(agent)
     vec = make_training_vec_env([env] * n, [seed + i for i in range(n)])
     model = build_agent(agent, vec, setting_of(env).J, seed)
     return SB3Learner(algo, model, env, agent)
@@ -261,11 +258,12 @@ def load_learner(path: str | os.PathLike[str]) -> SB3Learner | EpisodeLearner:
         raise ConfigError(f"{d / LEARNER_FILE}: {exc}") from None
     entry = learner(algo)
     if entry.pipeline == "sb3":
+        from agents.build import env_copies
         from agents.checkpoint import load_checkpoint, read_meta
         from agents.vec import make_training_vec_env
 
         env = coerce_env_config(read_meta(d / "checkpoint")["env"])
-        n = agent.group.groups * agent.group.group_size if entry.env_copies == "groups" else 1
+        n = env_copies(agent)
         vec = make_training_vec_env([env] * n, list(range(n)))
         return SB3Learner(algo, load_checkpoint(d / "checkpoint", env=vec), env, agent)
     net, meta = load_episode_pg(d / "policy.npz")

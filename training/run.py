@@ -25,7 +25,7 @@ import numpy as np
 import torch as th
 from omegaconf import DictConfig, OmegaConf
 
-from agents.build import build_agent, load_pretrained_weights
+from agents.build import build_agent, env_copies, load_pretrained_weights
 from agents.checkpoint import (
     copy_checkpoint,
     find_checkpoint,
@@ -80,17 +80,7 @@ def _n_envs(cfg: TrainConfig) -> int:
     """Env copies: ``n_envs``, or ``groups x group_size`` for the group learner."""
     if cfg.n_envs < 1:
         raise ConfigError(f"n_envs must be >= 1, got {cfg.n_envs}")
-    agent: AgentConfig = cfg.agent
-    if learner(agent.algo).env_copies != "groups":
-        return int(cfg.n_envs)
-    n = agent.group.groups * agent.group.group_size
-    agent.group.check(n)
-    if cfg.n_envs not in (1, n):
-        raise ConfigError(
-            f"n_envs={cfg.n_envs} disagrees with agent.group: the group learner runs "
-            f"groups x group_size = {n} env copies (leave n_envs at 1)"
-        )
-    return n
+    return env_copies(cfg.agent, int(cfg.n_envs))
 
 
 def _check_resume(cfg: TrainConfig) -> Path:
