@@ -20,6 +20,9 @@ one per core); a progress bar goes to stderr, the tables to stdout, and everythi
         stacks=[elastic:drf,elastic:fifo,elastic:srtf,elastic:tetris,elastic:optimus]
     python evaluate.py workload=env workload.env.setting=small seeds=[0,1,2] \\
         stacks=[policy:runs/<train run>/checkpoint,elastic:drf,elastic:optimus]
+    python evaluate.py bench=v1 workers=2               # dlsched-bench: every scheduler on
+                                                         # suite v1, the leaderboard (docs/bench.md)
+    python evaluate.py bench=v1 bench.only=[tiresias-60] bench.schedulers=[lwf1_adasrsf,drf]
 
 Schedulers are ``<kind>:<argument>`` or stack names (:mod:`evaluation.kinds`); the schema is
 :class:`evaluation.config.EvaluateConfig`; a bad value exits with status 2 (see :func:`main`).
@@ -79,6 +82,22 @@ def evaluate(dcfg: DictConfig, run_dir: Path) -> list[dict[str, Any]]:
     return run_evaluation(cfg, run_dir, resolved)
 
 
+def bench(dcfg: DictConfig, task: list[str]) -> int:
+    """``bench=v1``: run dlsched-bench's suite as ``python -m evaluation.bench`` would, with
+    the ``bench`` block, ``workers``, ``runner`` and ``plot``; its exit status (0, 2 for bad
+    input, 130 when interrupted, the finished cells kept).  ``task``: the command line's
+    overrides, to refuse the keys a benchmark does not use."""
+    from evaluation.bench.__main__ import main as bench_main
+    from evaluation.bench.entry import bench_argv, check_overrides
+
+    check_known_keys(dcfg, EvaluateConfig, where="conf/evaluate.yaml")
+    check_overrides(task)
+    cfg = OmegaConf.to_object(dcfg)
+    if not isinstance(cfg, EvaluateConfig):  # pragma: no cover - the schema guarantees it
+        raise ConfigError(f"config is not an EvaluateConfig: {type(cfg).__name__}")
+    return bench_main(bench_argv(cfg))
+
+
 def _error_message(exc: BaseException) -> str:
     """One line: OmegaConf errors carry the key in ``full_key``."""
     if isinstance(exc, MissingMandatoryValue) and exc.full_key:
@@ -111,6 +130,14 @@ def _hydra_main(dcfg: DictConfig) -> None:
     _task_started[0] = True
     hc = HydraConfig.get()
     try:
+        if dcfg.bench.suite is not None:  # bench=v1: the benchmark, not one evaluation
+            if hc.mode == RunMode.MULTIRUN:
+                raise ConfigError("bench= runs a whole suite; it does not take -m (a sweep)")
+            status = bench(dcfg, list(hc.overrides.task))
+            _drop_if_empty(Path(hc.runtime.output_dir))  # the board is under bench.out
+            if status:
+                sys.exit(status)
+            return
         rows = evaluate(dcfg, Path(hc.runtime.output_dir))
         if hc.mode == RunMode.MULTIRUN:
             job = " ".join(hc.overrides.task)

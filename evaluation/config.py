@@ -15,6 +15,7 @@ __all__ = [
     "HEADLINE_STACKS",
     "WORKLOAD_FIELDS",
     "WORKLOAD_KEYS",
+    "BenchConfig",
     "ClusterConfig",
     "DL2Config",
     "ElasticConfig",
@@ -175,6 +176,25 @@ class PolicyEvalConfig:
 
 
 @dataclass
+class BenchConfig:
+    """``evaluate.py bench=v1``: run dlsched-bench's suite (``docs/bench.md``) instead of one
+    evaluation, as ``python -m evaluation.bench`` does.  ``suite``: ``null`` = no benchmark (a
+    plain evaluation); ``only`` / ``exclude`` / ``world`` select scenarios; ``schedulers``:
+    ``null`` = every registered heuristic and released policy; ``imports``: modules that register
+    a user's schedulers; ``out``: where the cells and the board go.  The cells run ``workers``
+    at a time (0: one per core) with ``runner`` (``runner=ray runner.address=...``), and
+    ``plot`` draws the heat map."""
+
+    suite: str | None = None
+    only: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    world: str | None = None
+    schedulers: list[str] | None = None
+    imports: list[str] = field(default_factory=list)
+    out: str = "runs/bench"
+
+
+@dataclass
 class EvaluateConfig:
     """The ``evaluate.py`` command's config (see ``conf/evaluate.yaml``)."""
 
@@ -201,6 +221,8 @@ class EvaluateConfig:
     overwrite: bool = False
     check_invariants: bool = RunOptions().check_invariants
     plot: bool = True
+    # ``bench=v1``: run the benchmark suite instead (BenchConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
 
 
 #: Workload keys each kind uses (besides ``kind``); any other key must keep its default.

@@ -25,7 +25,13 @@ from envs.gym.factory import EnvConfig
 from envs.gym.workloads import MixtureConfig
 from envs.sim.config import FLAT_FIELDS, Fidelity, SimConfig
 from envs.sim.errors import ConfigError
-from evaluation.config import ClusterConfig, EvaluateConfig, RunnerConfig, WorkloadConfig
+from evaluation.config import (
+    BenchConfig,
+    ClusterConfig,
+    EvaluateConfig,
+    RunnerConfig,
+    WorkloadConfig,
+)
 from evaluation.workloads import sim_config
 from training.config import EvalConfig, FederatedConfig, PretrainRunConfig, TrainConfig
 from training.pretraining import PretrainConfig
@@ -44,6 +50,7 @@ SCHEMAS: dict[str, type] = {
     "federated": FederatedConfig,
     "mixture": MixtureConfig,
     "runner": RunnerConfig,
+    "bench": BenchConfig,
     "workload": WorkloadConfig,
     "contention": ContentionConfig,
 }
