@@ -1,5 +1,5 @@
 """Shared fixtures: ``ray_cluster``, a real two-node Ray cluster on 127.0.0.1 (a head and a
-worker, ``ray start`` through ``tests/ray_loopback.py`` so that both nodes advertise and listen
+worker, ``ray start`` through ``tools/ray_loopback.py`` so that both nodes advertise and listen
 on 127.0.0.1 only, one CPU each, telemetry off, Ray's token authentication on as in Ray >=
 2.60, the token in the nodes' environment).  Only the processes started here are stopped, by
 their process groups.
@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +23,12 @@ from typing import Any
 import pytest
 
 from envs.numerics import use_portable
+from tools.ray_loopback import two_nodes
 
 # what train.py and evaluate.py set: tests that train in this process get their bits
 use_portable()
 
 RAY = Path(sys.executable).parent / "ray"
-#: ``ray start`` that keeps 127.0.0.1 (Ray's own turns it into the machine's network address)
-RAY_LOOPBACK = Path(__file__).with_name("ray_loopback.py")
 
 
 def ray_home_state(home: Path) -> dict[str, tuple[int, int]]:
@@ -59,27 +53,6 @@ def _home_ray_untouched() -> Iterator[None]:
     after = ray_home_state(home)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     assert not changed, f"the tests changed {home / '.ray'}: {', '.join(changed)}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the group of a ``ray start --block`` we started (it stops its Ray
-    processes), then SIGKILL whatever is left of that group."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=20)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @dataclass
@@ -132,47 +105,9 @@ def shared_ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ray
 
 @contextlib.contextmanager
 def two_node_cluster(tmp_path: Path) -> Iterator[RayNodes]:
-    """Head and worker ``ray start`` on 127.0.0.1, one CPU each, logs under ``tmp_path``;
-    stopped (their process groups) on exit."""
+    """Head and worker ``ray start`` on 127.0.0.1, one CPU each, logs under ``tmp_path``
+    (:func:`tools.ray_loopback.two_nodes`); stopped (their process groups) on exit."""
     if not RAY.is_file():
         pytest.skip("the ray command is not installed")
-    # (another test's one-machine Ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in this process:
-    # not for these nodes, which must form a multi-node cluster; the token is this fixture's)
-    drop = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_TOKEN_PATH")
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in drop},
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN": secrets.token_hex(16),
-        # on SIGTERM a node drains first, for up to 30 s (Ray 2.60): nothing to drain here
-        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
-    }
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--block", "--disable-usage-stats"]
-    started: list[subprocess.Popen[bytes]] = []
-    temp = tempfile.mkdtemp(prefix="dlray")  # short: Ray's socket paths must fit 107 bytes
-
-    def start(args: list[str], log: Path, what: str) -> None:
-        """Start one node; wait until Ray says it runs (it failing or 60 s: the test fails)."""
-        proc = subprocess.Popen(
-            args, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
-        )
-        started.append(proc)
-        deadline = time.monotonic() + 60
-        while "Ray runtime started" not in log.read_text(errors="replace"):
-            assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, f"the Ray {what} did not start in 60 s"
-            time.sleep(0.5)
-
-    try:
-        ray = [sys.executable, str(RAY_LOOPBACK), "start"]
-        head = [*ray, "--head", f"--port={port}", "--include-dashboard=false",
-                f"--temp-dir={temp}", *common]  # fmt: skip
-        start(head, tmp_path / "head.log", "head")
-        start([*ray, f"--address={address}", *common], tmp_path / "worker.log", "worker")
-        yield RayNodes(address, env, started[1])
-    finally:
-        for proc in reversed(started):
-            _stop(proc)
-        shutil.rmtree(temp, ignore_errors=True)
+    with two_nodes(tmp_path) as cluster:
+        yield RayNodes(cluster.address, cluster.env, cluster.nodes[1])
