@@ -4,6 +4,11 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +114,38 @@ def test_a_refused_key_exits_2_with_one_line_and_leaves_no_run_dir(tmp_path: Pat
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("error: seeds: not used with bench=")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_board_killed_midway_resumes_to_the_same_cells(tmp_path: Path) -> None:
+    """``kill -9`` of the command's whole process group once some runs are on disk; the same
+    command again makes only the missing runs, and the board and per-job CSVs are those of an
+    uninterrupted board."""
+    picks = ["--only", "tiresias-60", "--schedulers", "lwf1_adasrsf", "ff_adasrsf",
+             "dlas:count_fs", "--workers", "1", "--no-plot"]  # fmt: skip
+    whole = tmp_path / "whole"
+    assert bench_main(["--out", str(whole), *picks]) == 0
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "evaluation.bench", "--out", str(killed), *picks]
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(cmd, cwd=root, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(list(killed.glob("*/*/*/*/jobs_*.csv"))) < 2:  # two runs finished
+        assert proc.poll() is None, "the board finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    kept = len(list(killed.glob("*/*/*/*/jobs_*.csv")))
+    assert 2 <= kept < 9
+    again = run_script("-m", "evaluation.bench", "--out", str(killed), *picks)
+    assert again.returncode == 0, again.stderr
+    made = sum(int(n) for n in re.findall(r"\((\d+) run now\)", again.stdout))
+    assert made == 9 - kept  # only the missing runs
+
+    def files(out: Path) -> dict[str, bytes]:
+        (code,) = (out / f"v1-{suite_version(V1)}").iterdir()
+        keep = [*code.glob("*/*/jobs_*.csv"), code / "board.csv"]
+        return {str(p.relative_to(code)): p.read_bytes() for p in keep}
+
+    assert files(killed) == files(whole) and len(files(whole)) == 1 + 9
