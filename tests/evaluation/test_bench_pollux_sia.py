@@ -71,3 +71,16 @@ def test_a_contention_and_an_elastic_scenario_run_through_the_bench(
     # each world's schedulers act only in their own world
     assert cells[("sia-rate10-w1", "elastic:drf")].status == "n/a"
     assert cells[("pollux-w6-elastic", "lwf1_adasrsf")].status == "n/a"
+
+
+def test_workload_pollux_is_the_pollux_w6_scenarios_workload() -> None:
+    """``evaluate.py workload=pollux cluster=ada_srsf`` (conf/workload/pollux.yaml) runs what
+    the ``pollux-w6`` scenario runs."""
+    scenario = next(s for s in V1 if s.name == "pollux-w6")
+    bench, _ = compose(scenario.overrides, {"seeds": [0]})
+    conf, _ = compose(("workload=pollux", "cluster=ada_srsf"), {"seeds": [0]})
+    assert conf.workload == bench.workload
+    assert conf.workload.path == "envs/sim/data/pollux/workload-6.csv"
+    assert conf.workload.trace.max_iterations == 200
+    assert conf.cluster.num_servers == bench.cluster.num_servers == 16
+    assert conf.cluster.gpus_per_server == bench.cluster.gpus_per_server == 4

@@ -33,8 +33,10 @@ application's target, at a speed given by the artifacts' throughput profiles):
 
 The reader gives each job ``job_type`` = its model (so :func:`~.convert.convert_trace` draws
 nothing for it) and the derived ``duration_s``; iterations then follow from the duration as for
-every trace (:class:`~.convert.ConvertOptions`).  Data and sources: ``envs/sim/data/pollux/``,
-``envs/sim/data/sia/`` (their README files); docs: ``docs/bench.md``.
+every trace (:class:`~.convert.ConvertOptions`).  ``read_trace`` detects the layout; the DL²
+env (``workload.env.trace=``) reads it when given ``workload.trace.format=pollux`` (with every
+trace option at its default the env reads the normalised layout only).  Data and sources:
+``envs/sim/data/pollux/``, ``envs/sim/data/sia/`` (their README files); docs: ``docs/bench.md``.
 """
 
 from __future__ import annotations
