@@ -64,6 +64,11 @@ LAYOUTS: dict[str, tuple[str, str, list[str]]] = {
         "1,4,100,3600,vgg16",
         ["num_gpu", "submit_time", "duration"],
     ),
+    "pollux": (
+        "name,time,application,num_replicas,batch_size",
+        "bert-0,107,bert,4,96",
+        ["time", "num_replicas", "batch_size"],
+    ),
 }
 
 

@@ -217,9 +217,93 @@ def _others() -> list[Scenario]:
     ]
 
 
+#: Pollux's and Sia's workloads (``envs/sim/data/pollux/``, ``envs/sim/data/sia/``, read by
+#: :func:`envs.sim.traces.pollux.read_pollux`): real arrivals, GPU counts and applications;
+#: durations and models synthesised by that module's documented rules.  Both papers' clusters
+#: have 64 GPUs: Pollux's 16 nodes x 4 GPUs, Sia's a heterogeneous mix (here homogeneous).
+#: Contention world: 16 servers x 4 GPUs, each job run as at most 200 macro-iterations (as the
+#: Philly scenarios).  Elastic world: the DL² env's ``medium`` setting (window J = 12) on 32
+#: nodes (2 GPU workers each: 64 GPUs); its conversion draws nothing here (every job's model
+#: comes from its application), so one seed.
+_POLLUX_DIR = "envs/sim/data/pollux"
+_SIA_DIR = "envs/sim/data/sia"
+_POLLUX_SERVERS = 16
+_POLLUX_NODES = 32
+#: name -> (file, what it is)
+_POLLUX_SIA: dict[str, tuple[str, str]] = {
+    "pollux-w6": (
+        f"{_POLLUX_DIR}/workload-6.csv",
+        "Pollux's workload 6 (its testbed and simulator-fidelity workload; 160 jobs over 8 h)",
+    ),
+    "pollux-w1": (
+        f"{_POLLUX_DIR}/workload-1.csv",
+        "Pollux's workload 1 of its 8 simulator workloads (160 jobs over 8 h)",
+    ),
+    "sia-philly-w1": (
+        f"{_SIA_DIR}/philly-workload-1.csv",
+        "Sia's Philly workload 1 (160 jobs over 8 h)",
+    ),
+    "sia-saturn-w1": (
+        f"{_SIA_DIR}/saturn-workload-1.csv",
+        "Sia's Helios-Saturn workload 1 (160 jobs over 8 h)",
+    ),
+    "sia-rate10-w1": (
+        f"{_SIA_DIR}/rate_10-workload-1.csv",
+        "Sia's arrival-rate sweep at 10 jobs/h, workload 1 (80 jobs over 8 h)",
+    ),
+    "sia-rate30-w1": (
+        f"{_SIA_DIR}/rate_30-workload-1.csv",
+        "Sia's arrival-rate sweep at 30 jobs/h, workload 1 (240 jobs over 8 h)",
+    ),
+}
+#: the ones also run in the elastic world
+_POLLUX_SIA_ELASTIC = ("pollux-w6", "sia-saturn-w1")
+_SYNTHESISED = (
+    "real arrivals, GPU counts and applications; durations from each application's GPU-time "
+    "band and models by application (synthesised)"
+)
+
+
+def _pollux_sia() -> list[Scenario]:
+    out = [
+        Scenario(
+            name=name,
+            world="contention",
+            overrides=(
+                "workload.kind=trace",
+                f"workload.path={path}",
+                f"cluster.num_servers={_POLLUX_SERVERS}",
+                "workload.trace.max_iterations=200",
+            ),
+            seeds=_TRACE_SEEDS,
+            source=f"{what}; {_SYNTHESISED}; {_POLLUX_SERVERS}x4 GPUs",
+        )
+        for name, (path, what) in _POLLUX_SIA.items()
+    ]
+    for name in _POLLUX_SIA_ELASTIC:
+        path, what = _POLLUX_SIA[name]
+        out.append(
+            Scenario(
+                name=f"{name}-elastic",
+                world="elastic",
+                overrides=(
+                    "workload=env",
+                    "workload.env.setting=medium",
+                    "workload.env.backlog=none",
+                    f"workload.env.trace={path}",
+                    "workload.trace.format=pollux",
+                    f"workload.env.overrides.num_nodes={_POLLUX_NODES}",
+                ),
+                seeds=_ENV_TRACE_SEEDS,
+                source=f"{what}; {_SYNTHESISED}; DL² medium env, {_POLLUX_NODES} nodes",
+            )
+        )
+    return out
+
+
 #: ``bench/v1``: frozen.  Change it only by making a new suite (``V2``) and adding it to
 #: :data:`SUITES`; its version changes with any edit anyway.
-V1: tuple[Scenario, ...] = (*_dl2(), *_philly_all(), *_others())
+V1: tuple[Scenario, ...] = (*_dl2(), *_philly_all(), *_others(), *_pollux_sia())
 
 #: suite name -> its scenarios
 SUITES: dict[str, tuple[Scenario, ...]] = {"v1": V1}

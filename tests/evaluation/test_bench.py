@@ -75,7 +75,7 @@ def test_unknown_scenario_and_scheduler_names_give_one_clear_line(
     with pytest.raises(BenchError, match="--world: 'moon' is not one of elastic, contention"):
         select_scenarios("v1", world="moon")
     elastic = select_scenarios("v1", world="elastic")
-    assert len(elastic) == 24 and {s.world for s in elastic} == {"elastic"}
+    assert len(elastic) == 26 and {s.world for s in elastic} == {"elastic"}
     assert [s.name for s in select_scenarios("v1", only=["tiresias-60"], world="contention")] == [
         "tiresias-60"
     ]

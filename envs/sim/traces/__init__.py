@@ -1,4 +1,4 @@
-"""Real GPU-cluster traces: readers for six layouts, one normalised in-memory form
+"""Real GPU-cluster traces: readers for seven layouts, one normalised in-memory form
 (:class:`Trace` of :class:`TraceJob`), windowing and scaling, and conversion to a
 :class:`~envs.sim.spec.Workload`.  Standard library + numpy only.
 
@@ -31,6 +31,7 @@ from envs.sim.traces.readers import (
     read_normalised_csv,
     read_philly_digest,
     read_philly_json,
+    read_pollux,
     read_tiresias,
     read_trace,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "read_normalised_csv",
     "read_philly_digest",
     "read_philly_json",
+    "read_pollux",
     "read_tiresias",
     "read_trace",
     "scale_arrivals",

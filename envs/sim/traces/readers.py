@@ -4,7 +4,8 @@ Formats (each reader's docstring gives its layout and rules): ``normalised``
 (:func:`read_normalised_csv`, ``envs/sim/data/README.md``), ``philly_digest``
 (:func:`read_philly_digest`), ``philly_json`` (:func:`~.philly_json.read_philly_json`),
 ``alibaba_gpu`` (:func:`read_alibaba_gpu`), ``helios`` (:func:`read_helios`), ``tiresias``
-(:func:`read_tiresias`); :func:`read_trace` reads any of them, :func:`detect_format` tells
+(:func:`read_tiresias`), ``pollux`` (Pollux's and Sia's workloads:
+:func:`~.pollux.read_pollux`); :func:`read_trace` reads any of them, :func:`detect_format` tells
 which a file is.
 
 Common rules: raw layouts (every format but ``normalised``) get their times rebased so the
@@ -33,6 +34,7 @@ from envs.sim.traces._csv import (
 )
 from envs.sim.traces.model import Repairs, Tally, Trace, TraceJob
 from envs.sim.traces.philly_json import read_philly_json
+from envs.sim.traces.pollux import read_pollux
 from envs.sim.traces.rows import (
     ZERO_GPUS,
     RowParser,
@@ -56,6 +58,7 @@ __all__ = [
     "read_normalised_csv",
     "read_philly_digest",
     "read_philly_json",
+    "read_pollux",
     "read_tiresias",
     "read_trace",
 ]
@@ -273,6 +276,7 @@ READERS: dict[str, Callable[..., Trace]] = {
     "alibaba_gpu": read_alibaba_gpu,
     "helios": read_helios,
     "tiresias": read_tiresias,
+    "pollux": read_pollux,
 }
 
 #: header columns that identify a CSV layout (a few distinctive ones, so that a file missing
@@ -283,6 +287,7 @@ _SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("alibaba_gpu", frozenset({"creation_time", "scheduled_time"})),
     ("helios", frozenset({"gpu_num", "submit_time"})),
     ("tiresias", frozenset({"num_gpu", "submit_time"})),
+    ("pollux", frozenset({"application", "num_replicas", "batch_size"})),
 )
 
 
