@@ -40,9 +40,7 @@ class GrouperKind:
 
     def check(self, arg: str, cfg: EvaluateConfig) -> None:
         if arg not in POLICIES:
-            raise ConfigError(
-                f"unknown Grouper network policy {arg!r}; known: {sorted(POLICIES)}"
-            )
+            raise ConfigError(f"unknown Grouper network policy {arg!r}; known: {sorted(POLICIES)}")
 
     def run(self, task: RunTask) -> RunOutput:
         p = task.prepared

@@ -110,7 +110,9 @@ def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
     return read_and_window(to_absolute_path(w.path), t, cluster_gpus)
 
 
-def build_cojobs(g: GrouperSection, check_invariants: bool = False) -> tuple[CojobWorkload, GrouperConfig]:
+def build_cojobs(
+    g: GrouperSection, check_invariants: bool = False
+) -> tuple[CojobWorkload, GrouperConfig]:
     """Grouper's cojobs and its simulator's options (workload kind ``grouper``): the shipped
     trace's first ``g.cojobs`` cojobs, stage plans divided by ``g.divisor``, as
     ``experiments/grouper_repro.py`` builds them; a bad value is a :class:`ConfigError`
