@@ -12,7 +12,9 @@ Worlds:
   ``elastic:<allocator>`` heuristic and every released ``policy:`` acts on the same env
   (window, placement, backlog pinned by the scenario);
 - ``contention``: the fixed-demand contention engine on job-level workloads: the named stacks,
-  ``contention:srsf | exclusive`` and released ``contention:`` policies.
+  ``contention:srsf | exclusive`` and released ``contention:`` policies;
+- ``grouper``: Grouper's flow-level cojob simulator (``workload=grouper``): its network
+  policies as ``grouper:<policy>``; the metric is the average stage completion time.
 
 Held-out data only: the Philly windows come from :data:`envs.gym.workloads.TEST_VCS` (never
 trained, validated or tuned on), starting on day 90 of the corpus (the test days); the
