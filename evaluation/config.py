@@ -21,6 +21,7 @@ __all__ = [
     "ElasticConfig",
     "EnvSection",
     "EvaluateConfig",
+    "GrouperSection",
     "NetworkConfig",
     "PolicyEvalConfig",
     "RepairsConfig",
@@ -87,6 +88,22 @@ class EnvSection:
 
 
 @dataclass
+class GrouperSection:
+    """Grouper's cojobs in its flow-level simulator (:mod:`envs.sim.grouper`, workload kind
+    ``grouper``): the shipped trace ``trace`` (``40cojobs`` or ``small_2cojobs``), its first
+    ``cojobs`` cojobs (``None``: all) with every stage plan divided by ``divisor``
+    (:func:`~envs.sim.grouper.scale_trace`; Grouper's 1/20 scale is 20 and 20, 1/10 is all
+    and 10), and the run options of :class:`~envs.sim.grouper.GrouperConfig`: ``num_queues``
+    priority queues per port (``None``: unlimited) and the cojob stage ``barrier``."""
+
+    trace: str = "40cojobs"
+    cojobs: int | None = None
+    divisor: int = 1
+    num_queues: int | None = None
+    barrier: bool = True
+
+
+@dataclass
 class WorkloadConfig:
     """Where the jobs come from; ``kind`` decides which other keys are used
     (:data:`WORKLOAD_KEYS`; any other key must keep its default).
@@ -98,6 +115,12 @@ class WorkloadConfig:
     - ``trace``: ``path`` in any trace layout; ``time_unit`` (sim ms per trace second) and
       ``trace.*`` (:class:`TraceConfig`).  Each seed draws the models of jobs without one.
     - ``philly_builtin``: the shipped Philly slice; ``time_unit``, ``trace.*``.
+    - ``tiresias_builtin``: Tiresias's 60-job example trace with its own model table,
+      ``copies`` copies of it, copy ``k`` shifted by ``k x shift_s`` seconds
+      (:func:`envs.sim.workload.builtin_tiresias_trace`: 40 copies = the 2,400-job stress
+      trace); the same jobs for every seed.
+    - ``grouper``: Grouper's cojobs (``grouper.*``, :class:`GrouperSection`), run by
+      ``grouper:<policy>`` schedulers only, in Grouper's own flow-level simulator.
     - ``dl2``: DL²'s elastic generator, one draw per seed; ``dl2.*``.
     - ``env``: the DL² Gymnasium env's own workload (``env.*``, :class:`EnvSection`), one per
       seed; every scheduler runs through the env (``elastic:`` and ``policy:`` kinds only).
@@ -117,9 +140,12 @@ class WorkloadConfig:
     arrival_window_ms: float = 12000.0
     time_unit: float = 1000.0
     jitter: float = 0.0
+    copies: int = 1
+    shift_s: float = 7.0
     trace: TraceConfig = field(default_factory=TraceConfig)
     dl2: DL2Config = field(default_factory=DL2Config)
     env: EnvSection = field(default_factory=EnvSection)
+    grouper: GrouperSection = field(default_factory=GrouperSection)
 
 
 @dataclass
@@ -232,6 +258,8 @@ WORKLOAD_KEYS: dict[str, tuple[str, ...]] = {
     "generator": ("num_jobs", "iterations_scale", "arrival_window_ms", "jitter"),
     "trace": ("path", "time_unit", "trace", "jitter"),
     "philly_builtin": ("time_unit", "trace", "jitter"),
+    "tiresias_builtin": ("copies", "shift_s", "jitter"),
+    "grouper": ("grouper",),
     "dl2": ("dl2",),
     "env": ("env", "trace"),  # workload.trace.*: the options of workload.env.trace
 }
@@ -244,7 +272,10 @@ WORKLOAD_FIELDS = (
     "arrival_window_ms",
     "time_unit",
     "jitter",
+    "copies",
+    "shift_s",
     "trace",
     "dl2",
     "env",
+    "grouper",
 )

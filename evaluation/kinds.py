@@ -12,7 +12,9 @@ contention-engine stack (``lwf1_adasrsf``, ``fifo:lwf4_srsf2``, see ``envs/sim/s
   (:mod:`evaluation.env_runs`);
 - ``policy:<path>`` — a trained DL²-style policy (:mod:`evaluation.policy`);
 - ``contention:<srsf | exclusive | policy.npz>`` — a policy acting in ``dlsched/Contention-v0``
-  on the stacks' workloads, and ``bound:solo`` (:mod:`evaluation.contention`).
+  on the stacks' workloads, and ``bound:solo`` (:mod:`evaluation.contention`);
+- ``grouper:<policy>`` — Grouper's flow-level cojob simulator with one of its network
+  policies, on workload kind ``grouper`` only (:mod:`evaluation.grouper`).
 
 A new kind is a class with ``name``, ``needs``, ``check(arg, cfg)`` and ``run(task) ->
 RunOutput``, added with :func:`register_scheduler_kind`; nothing else changes.
@@ -27,11 +29,13 @@ from dataclasses import asdict
 
 import numpy as np
 
-from envs.sim import ConfigError, make_stack, simulate
+from envs.sim import ConfigError, Fidelity, make_stack, simulate
 from envs.sim.elastic.allocators import allocator_from_label
 from envs.sim.elastic.simulator import SlotRecord, SlotSimulator
+from envs.sim.policies.skew import ExclusiveFit
 from evaluation.config import EvaluateConfig
 from evaluation.contention import BoundKind, ContentionKind
+from evaluation.grouper import GrouperKind
 from evaluation.policy import PolicyKind
 from evaluation.runs import RunOutput, RunTask, SchedulerKind, engine_output, run_heartbeat
 from evaluation.runs import slot_utilisation as _slot_utilisation
@@ -56,10 +60,17 @@ class StackKind:
 
     def check(self, arg: str, cfg: EvaluateConfig) -> None:
         try:
-            make_stack(arg)
+            stack = make_stack(arg)
         except ConfigError as exc:
             msg = str(exc)
             raise ConfigError(msg if repr(arg) in msg else f"stack {arg!r}: {msg}") from exc
+        if cfg.fidelity == Fidelity.JOB.value and not isinstance(stack.placer, ExclusiveFit):
+            # the duration model runs each job alone on its GPUs; a sharing placer's run
+            # would stop at its first shared GPU, so it is refused before anything runs
+            raise ConfigError(
+                f"stack {arg!r}: fidelity=job (the duration model) needs exclusive GPUs; its "
+                f"placer {stack.placer.name!r} may share them (exclusive: count, skew)"
+            )
 
     def run(self, task: RunTask) -> RunOutput:
         w = task.prepared.workload
@@ -174,6 +185,7 @@ def register_scheduler_kind(kind: SchedulerKind) -> None:
 
 register_scheduler_kind(ContentionKind())
 register_scheduler_kind(BoundKind())
+register_scheduler_kind(GrouperKind())
 
 
 def parse_scheduler(spec: str) -> tuple[str, str]:

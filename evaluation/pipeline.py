@@ -124,6 +124,23 @@ def _env_config(cfg: EvaluateConfig, kinds: dict[str, tuple[str, str]]) -> EnvCo
     return resolve_env_config(cfg, policy_envs, any_window)
 
 
+def _check_cojobs(cfg: EvaluateConfig, kinds: dict[str, tuple[str, str]], needs: set[str]) -> None:
+    """Grouper's cojobs (workload kind ``grouper``) and ``grouper:`` schedulers go together:
+    neither runs with the other worlds' workloads or schedulers."""
+    grouper = cfg.workload.kind == "grouper"
+    if grouper and needs != {"cojobs"}:
+        others = [s for s, (k, _) in kinds.items() if SCHEDULER_KINDS[k].needs != "cojobs"]
+        raise ConfigError(
+            f"workload kind 'grouper' (Grouper's cojobs, its own flow-level simulator) runs "
+            f"grouper:<policy> schedulers only; {others} act in another world"
+        )
+    if not grouper and "cojobs" in needs:
+        raise ConfigError(
+            f"{_needs(kinds, 'cojobs')} run Grouper's cojobs only (workload=grouper), not "
+            f"workload kind {cfg.workload.kind!r}"
+        )
+
+
 def _resolved_arg(kind: str, arg: str) -> str:
     """The argument a run gets: e.g. a policy path made absolute here, where the command
     started, so that a worker (or a Ray node) elsewhere finds the same file."""
@@ -137,6 +154,7 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
 
     kinds = _check_basics(cfg)
     needs = {SCHEDULER_KINDS[k].needs for k, _ in kinds.values()}
+    _check_cojobs(cfg, kinds, needs)
     cluster = build_cluster(cfg.cluster)
     env_config = None
     if env_mode(cfg, needs):
@@ -257,6 +275,14 @@ def _caption(plan: Plan) -> str:
     if plan.env_config is not None:
         c = first.record["cluster"]
         world = f"DL² env, {c['num_nodes']} nodes x {c['gpu_slots']} GPU slots"
+    elif first.cojobs is not None:
+        w = first.cojobs
+        return (
+            f"workload `grouper` ({len(w.cojobs)} cojobs, {len(w.jobs)} jobs; {w.name}), "
+            f"Grouper's flow-level simulator, {w.num_hosts} hosts. Rows are cojob stages: "
+            "JCT = stage completion time (SCT, from the cojob's arrival), slowdown = SCT / the "
+            "stage's SCT with the cojob alone under FS."
+        )
     else:
         world = f"cluster {cluster.num_servers}x{cluster.gpus_per_server} GPUs"
     return (

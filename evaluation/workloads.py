@@ -14,6 +14,7 @@ from hydra.utils import to_absolute_path
 from envs.sim import (
     ClusterSpec,
     ConfigError,
+    DlschedError,
     NetworkSpec,
     SimConfig,
     Workload,
@@ -22,11 +23,13 @@ from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
 from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.workload import generate_dl2_workload
+from envs.sim.grouper import CojobWorkload, GrouperConfig, builtin_trace, scale_trace
 from envs.sim.traces import Trace, convert_trace, trace_stats
 from envs.sim.traces.options import convert_options, read_and_window
 from envs.sim.workload import (
     _data_file,
     builtin_ada_srsf,
+    builtin_tiresias_trace,
     generate_ada_srsf,
     jitter_compute,
     load_ada_srsf_csv,
@@ -38,12 +41,14 @@ from evaluation.config import (
     ClusterConfig,
     ElasticConfig,
     EvaluateConfig,
+    GrouperSection,
     WorkloadConfig,
 )
 
 __all__ = [
     "Prepared",
     "build_cluster",
+    "build_cojobs",
     "build_workload",
     "check_workload_config",
     "elastic_cluster",
@@ -58,7 +63,8 @@ __all__ = [
 @dataclass
 class Prepared:
     """One seed's workload: job-level (contention engine) and/or elastic jobs, the sim ms per
-    reported second, and the record of how it was made (written to ``run.json``)."""
+    reported second, and the record of how it was made (written to ``run.json``); for
+    workload kind ``grouper``, Grouper's cojobs and its simulator's options instead."""
 
     seed: int
     name: str
@@ -66,11 +72,15 @@ class Prepared:
     elastic_jobs: tuple[ElasticJob, ...] | None
     ms_per_s: float
     record: dict[str, Any]
+    cojobs: CojobWorkload | None = None
+    cojob_config: GrouperConfig | None = None
 
     @property
     def num_jobs(self) -> int:
         if self.workload is not None:
             return len(self.workload)
+        if self.cojobs is not None:
+            return len(self.cojobs.jobs)
         return len(self.elastic_jobs or ())
 
 
@@ -100,8 +110,31 @@ def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
     return read_and_window(to_absolute_path(w.path), t, cluster_gpus)
 
 
+def build_cojobs(
+    g: GrouperSection, check_invariants: bool = False
+) -> tuple[CojobWorkload, GrouperConfig]:
+    """Grouper's cojobs and its simulator's options (workload kind ``grouper``): the shipped
+    trace's first ``g.cojobs`` cojobs, stage plans divided by ``g.divisor``, as
+    ``experiments/grouper_repro.py`` builds them; a bad value is a :class:`ConfigError`
+    naming ``workload.grouper``."""
+    try:
+        w = scale_trace(builtin_trace(g.trace), cojobs=g.cojobs, divisor=g.divisor)
+        cfg = GrouperConfig(
+            num_queues=g.num_queues, barrier=g.barrier, check_invariants=check_invariants
+        )
+    except DlschedError as exc:  # ConfigError, or WorkloadError of a plan's divisor
+        raise ConfigError(f"workload.grouper: {exc}") from None
+    return w, cfg
+
+
 def build_workload(w: WorkloadConfig, seed: int) -> Workload:
-    """The job-level workload of one seed for the Ada-SRSF kinds."""
+    """The job-level workload of one seed for the Ada-SRSF kinds and ``tiresias_builtin``."""
+    if w.kind == "tiresias_builtin":
+        try:
+            base = builtin_tiresias_trace(copies=w.copies, shift_s=w.shift_s)
+        except ConfigError as exc:
+            raise ConfigError(f"workload.copies / workload.shift_s: {exc}") from None
+        return base
     if w.kind == "generator":
         return generate_ada_srsf(
             seed,
@@ -145,6 +178,16 @@ def _prepare_seed(
         workload = None
         name = f"dl2-seed{seed}"
         record["generator"] = {"seed": seed, **asdict(w.dl2)}
+    elif w.kind == "grouper":
+        cojobs, cojob_config = build_cojobs(w.grouper, cfg.check_invariants)
+        record.update(
+            name=cojobs.name,
+            grouper={**asdict(w.grouper), "hosts": cojobs.num_hosts,
+                     "link_mb_per_ms": cojobs.link_mb_per_ms},
+            cojobs=len(cojobs.cojobs),
+            jobs=len(cojobs.jobs),
+        )  # fmt: skip
+        return Prepared(seed, cojobs.name, None, None, 1000.0, record, cojobs, cojob_config)
     elif trace is not None:
         options = convert_options(w.trace, w.time_unit)
         workload, rules = convert_trace(trace, seed=seed, options=options)

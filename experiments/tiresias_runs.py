@@ -2,7 +2,7 @@
 
 Usage::
 
-    python experiments/tiresias_runs.py            # all three tables (Markdown)
+    python experiments/tiresias_runs.py            # all four tables (Markdown)
     python experiments/tiresias_runs.py --quick    # skip the FULL-fidelity table
 
 Tables:
@@ -13,6 +13,10 @@ Tables:
    at 0.856 ms/MB sharing NICs), where placement matters.
 3. Philly slice (200 jobs, VC 6c71a0), 32 GPUs (4 x 8), JOB fidelity with the solo all-reduce
    cost; models drawn uniformly from the Tiresias table (seed 0).
+4. The 2,400-job stress trace (:func:`stress_workload`: 40 copies of the 60-job trace, copy
+   ``k`` shifted by ``7 k`` s) on 60 GPUs (:data:`STRESS_CLUSTER`, 15 x 4), the duration
+   model: the benchmark's ``tiresias-2400`` scenario (``workload=tiresias
+   workload.copies=40``), whose figures equal these (tested).
 
 Stacks: ``envs.sim.stacks.TIRESIAS_STACKS``.  Deterministic: every run is a pure function of
 the workload and the config.
@@ -39,6 +43,18 @@ from envs.sim.stacks import TIRESIAS_STACKS
 from envs.sim.workload import builtin_philly_trace, builtin_tiresias_trace
 
 FREE_NET = NetworkSpec(a_ms=0.0, b_ms_per_mb=1e-9, eta_ms_per_mb=0.0)
+#: the duration model: JOB fidelity (with a free network, upstream's all-reduce cost ~0)
+JOB = SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))
+#: the stress trace's cluster: 15 servers x 4 GPUs, free network
+STRESS_CLUSTER = ClusterSpec(15, 4, network=FREE_NET)
+STRESS_COPIES = 40
+
+
+def stress_workload() -> Workload:
+    """The 2,400-job stress trace (:func:`envs.sim.workload.builtin_tiresias_trace`, 40
+    copies shifted by 7 s)."""
+    return builtin_tiresias_trace(copies=STRESS_COPIES, shift_s=7.0)
+
 
 #: upstream simulator (SymbioticLab/Tiresias@959f9b0, reference note §1.7), 60 jobs, 16 GPUs:
 #: avg JCT s (the policy it corresponds to)
@@ -59,7 +75,7 @@ def table(title: str, cluster: ClusterSpec, w: Workload, cfg: SimConfig, unit: s
     print(f"\n### {title}\n")
     headers = ["stack", f"avg JCT {unit}", f"median {unit}", f"p95 {unit}", f"makespan {unit}",
                "preemptions", "wall s"]  # fmt: skip
-    upstream = "60" in w.name and cfg.fidelity.level is Fidelity.JOB
+    upstream = w.name == "tiresias-60" and cfg.fidelity.level is Fidelity.JOB
     if upstream:
         headers.append("upstream avg JCT s")
     rows = []
@@ -84,12 +100,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the FULL-fidelity table")
     args = ap.parse_args()
     w60 = builtin_tiresias_trace()
-    job = SimConfig(fidelity=FidelityOptions(level=Fidelity.JOB))
     table(
         "60-job trace, 16 GPUs, duration model (JOB fidelity, free network)",
         ClusterSpec(4, 4, network=FREE_NET),
         w60,
-        job,
+        JOB,
         "s",
     )
     if not args.quick:
@@ -105,8 +120,15 @@ def main() -> None:
         "Philly slice (200 jobs), 32 GPUs, JOB fidelity (solo all-reduce)",
         ClusterSpec(4, 8),
         philly,
-        job,
+        JOB,
         "h",
+    )
+    table(
+        "2,400-job stress trace (40 copies, 7 s apart), 60 GPUs, duration model",
+        STRESS_CLUSTER,
+        stress_workload(),
+        JOB,
+        "s",
     )
 
 

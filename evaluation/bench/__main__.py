@@ -11,6 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from evaluation.bench.scenarios import WORLDS
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -23,8 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--world",
         default=None,
-        choices=["elastic", "contention"],
-        help="only this world's scenarios (default: both)",
+        choices=list(WORLDS),
+        help="only this world's scenarios (default: all)",
     )
     p.add_argument(
         "--schedulers",

@@ -9,6 +9,11 @@ Overall, per scheduler (over the scenarios where it has results): mean rank (1 =
 share the mean rank), win count, and the IQM (interquartile mean: the mean of the middle 50%)
 of normalised JCT = JCT / the best JCT of any scheduler on the same scenario and seed.  The
 same per world (a scheduler is ranked only against the others in its world).
+
+The metric is each world's own (:data:`METRICS`): the average JCT in the elastic and
+contention worlds, the average **stage completion time** (SCT, Grouper's metric: a cojob
+stage's completion from the cojob's arrival) in the ``grouper`` world; ``board.csv`` names it
+per row (``metric``) and the board per table, never calling an SCT a JCT.
 """
 
 from __future__ import annotations
@@ -28,7 +33,28 @@ from evaluation.bench.run import BenchResult, Cell
 from evaluation.bench.scenarios import WORLDS, Scenario
 from evaluation.stats import paired_ci95
 
-__all__ = ["Board", "Overall", "ScenarioResult", "iqm", "make_board", "write_board"]
+__all__ = [
+    "METRICS",
+    "Board",
+    "Overall",
+    "ScenarioResult",
+    "iqm",
+    "make_board",
+    "metric_of",
+    "write_board",
+]
+
+#: world -> (short name, ``board.csv``'s ``metric``, what it is) of the metric its cells are
+#: ranked by; a world not listed: the average JCT.
+METRICS: dict[str, tuple[str, str, str]] = {
+    "grouper": ("SCT", "avg_sct_s", "average stage completion time"),
+}
+_JCT = ("JCT", "avg_jct_s", "average job completion time")
+
+
+def metric_of(world: str) -> tuple[str, str, str]:
+    """``(short name, board.csv name, description)`` of the metric of ``world``'s cells."""
+    return METRICS.get(world, _JCT)
 
 
 @dataclass
@@ -176,9 +202,9 @@ def _fmt_ratio(r: tuple[float, float]) -> str:
     return f"{m:.3f}" if not math.isfinite(h) else f"{m:.3f} ± {h:.3f}"
 
 
-def _overall_table(rows: Sequence[Overall]) -> str:
+def _overall_table(rows: Sequence[Overall], short: str = "JCT") -> str:
     lines = [
-        "| scheduler | mean rank | wins | IQM normalised JCT | scenarios |",
+        f"| scheduler | mean rank | wins | IQM normalised {short} | scenarios |",
         "|---|---:|---:|---:|---:|",
     ]
     lines += [
@@ -198,25 +224,36 @@ def _short(spec: str) -> str:
 def markdown(board: Board) -> str:
     from evaluation.bench.run import world_of
 
+    worlds = [w for w in WORLDS if any(r.scenario.world == w for r in board.rows)]
+    shorts = list(dict.fromkeys(metric_of(w)[0] for w in worlds)) or ["JCT"]
+    others = [
+        f"in the {w} world the metric is the {metric_of(w)[2]} ({metric_of(w)[0]}) in place of "
+        "the avg JCT"
+        for w in worlds
+        if w in METRICS
+    ]
     out = [
         f"# dlsched-bench {board.suite} (version `{board.version}`, code `{board.code}`)",
         "",
         "Ratio = mean over seeds of avg JCT / the scenario winner's avg JCT on the same seed, "
         "± half-width of the paired 95% CI (Student t over seeds); 1.000 = the winner. "
         "Normalised JCT = avg JCT / the best of any scheduler on that scenario and seed; "
-        "IQM = mean of its middle 50%. Ranks, wins and IQMs are within each world.",
+        "IQM = mean of its middle 50%. Ranks, wins and IQMs are within each world"
+        + ("; " + "; ".join(others) if others else "")
+        + ".",
         "",
         "## Overall",
         "",
-        _overall_table(board.overall),
+        _overall_table(board.overall, " / ".join(shorts)),
     ]
     for world in WORLDS:
         rows = [r for r in board.rows if r.scenario.world == world]
         if not rows:
             continue
         scheds = [s for s in board.schedulers if world_of(s) == world]
-        out += ["", f"## World: {world}", "", _overall_table(board.per_world[world]), ""]
-        head = "| scenario | winner | winner's avg JCT (s) | " + " | ".join(
+        short = metric_of(world)[0]
+        out += ["", f"## World: {world}", "", _overall_table(board.per_world[world], short), ""]
+        head = f"| scenario | winner | winner's avg {short} (s) | " + " | ".join(
             f"`{_short(s)}`" for s in scheds
         )
         out += [head + " |", "|---|---|---:|" + "---:|" * len(scheds)]
@@ -257,10 +294,11 @@ def csv_text(board: Board) -> str:
     f = io.StringIO()
     w = csv.writer(f, lineterminator="\n")
     w.writerow(
-        ["scenario", "world", "scheduler", "status", "reason", "mean_avg_jct_s", "ratio",
+        ["scenario", "world", "metric", "scheduler", "status", "reason", "mean_s", "ratio",
          "ratio_ci95", "rank", "winner", "censored_jobs"]
     )  # fmt: skip
     for r in board.rows:
+        metric = metric_of(r.scenario.world)[1]
         for s in board.schedulers:
             c = board.cells.get((r.scenario.name, s))
             if c is None:
@@ -270,6 +308,7 @@ def csv_text(board: Board) -> str:
                 [
                     r.scenario.name,
                     r.scenario.world,
+                    metric,
                     s,
                     c.status,
                     c.reason,
@@ -305,7 +344,8 @@ def heatmap(board: Board, path: Path) -> None:
     ax.set_xticks(range(len(rows)), [r.scenario.name for r in rows], rotation=90, fontsize=6)
     ax.set_yticks(range(len(scheds)), [_short(s) for s in scheds], fontsize=7)
     bar = fig.colorbar(im, ax=ax)
-    bar.set_label("log2(avg JCT / scenario winner's); grey: no result")
+    names = " or ".join(dict.fromkeys(f"avg {metric_of(r.scenario.world)[0]}" for r in rows))
+    bar.set_label(f"log2({names or 'avg JCT'} / scenario winner's); grey: no result")
     ax.set_title(f"dlsched-bench {board.suite} ({board.version}): ratio to the best")
     fig.tight_layout()
     buf = io.BytesIO()

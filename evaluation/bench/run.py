@@ -154,19 +154,22 @@ def _blank() -> Any:
 
 def world_of(spec: str) -> str:
     """The world a scheduler acts in: ``contention`` for kinds that need job-level workloads
-    (stacks, ``contention:``, ``bound:``), else ``elastic``."""
+    (stacks, ``contention:``, ``bound:``), ``grouper`` for Grouper's cojob policies
+    (``grouper:``), else ``elastic``."""
     from evaluation.kinds import SCHEDULER_KINDS, parse_scheduler
 
     kind, _ = parse_scheduler(spec)
-    return "contention" if SCHEDULER_KINDS[kind].needs == "workload" else "elastic"
+    needs = SCHEDULER_KINDS[kind].needs
+    return {"workload": "contention", "cojobs": "grouper"}.get(needs, "elastic")
 
 
 def default_schedulers() -> list[str]:
     """Every registered elastic allocator, every named contention-engine stack,
-    every registered Contention-v0 rule (``contention:srsf``, ``contention:exclusive``, ...), and
-    every released policy."""
+    every registered Contention-v0 rule (``contention:srsf``, ``contention:exclusive``, ...),
+    every released policy, and every network policy of Grouper's simulator (``grouper:``)."""
     from envs.gym.contention_env import CONTENTION_TEACHERS
     from envs.sim.elastic.allocators import ALLOCATORS
+    from envs.sim.grouper import POLICIES as GROUPER_POLICIES
     from envs.sim.stacks import STACKS, TIRESIAS_STACKS
 
     return [
@@ -175,6 +178,7 @@ def default_schedulers() -> list[str]:
         *TIRESIAS_STACKS,
         *(f"contention:{name}" for name in CONTENTION_TEACHERS),
         *_released(),
+        *(f"grouper:{name}" for name in GROUPER_POLICIES),
     ]
 
 

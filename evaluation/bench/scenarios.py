@@ -12,7 +12,9 @@ Worlds:
   ``elastic:<allocator>`` heuristic and every released ``policy:`` acts on the same env
   (window, placement, backlog pinned by the scenario);
 - ``contention``: the fixed-demand contention engine on job-level workloads: the named stacks,
-  ``contention:srsf | exclusive`` and released ``contention:`` policies.
+  ``contention:srsf | exclusive`` and released ``contention:`` policies;
+- ``grouper``: Grouper's flow-level cojob simulator (``workload=grouper``): its network
+  policies as ``grouper:<policy>``; the metric is the average stage completion time.
 
 Held-out data only: the Philly windows come from :data:`envs.gym.workloads.TEST_VCS` (never
 trained, validated or tuned on), starting on day 90 of the corpus (the test days); the
@@ -29,7 +31,7 @@ from typing import Any
 
 __all__ = ["SUITES", "V1", "WORLDS", "Scenario", "canonical_json", "suite_version"]
 
-WORLDS = ("elastic", "contention")
+WORLDS = ("elastic", "contention", "grouper")
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def _philly(vc: str, load_tag: str, load: float, scale: int, world: str) -> Scen
 
 def _philly_all() -> list[Scenario]:
     out = []
-    for world in WORLDS:
+    for world in ("elastic", "contention"):
         for load_tag, load in _LOADS:  # the full grid on the largest held-out VC
             for scale in _SCALES:
                 out.append(_philly("ee9e8c", load_tag, load, scale, world))
@@ -301,9 +303,56 @@ def _pollux_sia() -> list[Scenario]:
     return out
 
 
+def _grouper_tiresias() -> list[Scenario]:
+    """Tiresias's 2,400-job stress trace (contention world) and Grouper's 40 cojobs (the
+    ``grouper`` world: its own flow-level simulator, its metric the stage completion time)."""
+    return [
+        Scenario(
+            name="tiresias-2400",
+            world="contention",
+            overrides=(
+                "workload=tiresias",
+                "workload.copies=40",
+                "workload.shift_s=7.0",
+                "cluster.num_servers=15",
+                "cluster.network.a_ms=0.0",
+                "cluster.network.b_ms_per_mb=1e-9",
+                "cluster.network.eta_ms_per_mb=0.0",
+                "fidelity=job",
+            ),
+            seeds=(0,),
+            source=(
+                "Tiresias's 2,400-job stress trace: 40 copies of its public 60-job trace, copy k "
+                "shifted by 7k s (the shared reference note's construction: synthesised from the "
+                "real trace), its own model table; 15x4 GPUs under upstream's duration model "
+                "(JOB fidelity, free network), as benchmarks/bench_tiresias.py; one seed (the "
+                "jobs are fixed and the duration model draws nothing)"
+            ),
+        ),
+        Scenario(
+            name="grouper-40cojobs",
+            world="grouper",
+            overrides=("workload=grouper",),
+            seeds=(0,),
+            source=(
+                "Grouper's 40-cojob trace (its repository's; 8 jobs per cojob, stages 20-40-80-480 "
+                "iterations, successive halving), full scale, 10 hosts at 1 Gbps, in Grouper's "
+                "flow-level simulator, as experiments/grouper_repro.py; metric: average stage "
+                "completion time; one seed (deterministic)"
+            ),
+        ),
+    ]
+
+
 #: ``bench/v1``: frozen.  Change it only by making a new suite (``V2``) and adding it to
 #: :data:`SUITES`; its version changes with any edit anyway.
-V1: tuple[Scenario, ...] = (*_dl2(), *_philly_all(), *_others(), *_pollux_sia())
+V1: tuple[Scenario, ...] = (
+    *_dl2(),
+    *_philly_all(),
+    *_others(),
+    *_pollux_sia(),
+    *_grouper_tiresias(),
+)
 
 #: suite name -> its scenarios
 SUITES: dict[str, tuple[Scenario, ...]] = {"v1": V1}
