@@ -37,7 +37,11 @@ from torch import nn
 from agents.set_plan import COUNT_SCALE, OneObservation
 from envs.sim.errors import ConfigError
 
-__all__ = ["SetContentionNet"]
+__all__ = ["PAD", "SetContentionNet"]
+
+#: the value of a padded server row's every entry in a batch of several cluster sizes
+#: (:meth:`SetContentionNet.stack`): a real server's features are never negative
+PAD = -1.0
 
 
 def _encoder(width: int, h: int) -> nn.Sequential:
@@ -105,15 +109,21 @@ class SetContentionNet(OneObservation):
             "hidden": self.hidden,
         }
 
-    @staticmethod
-    def stack(obs: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
-        """Observations as one batch: of one cluster and window (a batch is one layout)."""
-        if len({o.shape[-1] for o in obs}) > 1:
-            raise ConfigError(
-                "SetContentionNet: a batch mixes observations of different clusters or windows; "
-                "train on one cluster size per run (the weights then act on any)"
-            )
-        return np.stack(obs)
+    def stack(self, obs: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
+        """Observations as one batch.  Of one cluster: ``np.stack``.  Of clusters of several
+        sizes (and one window ``J``, as the batch's masks are): each padded to the most
+        servers with server rows of :data:`PAD` before its global features; :meth:`forward`
+        pools over the real servers only."""
+        sizes = {o.shape[-1] for o in obs}
+        if len(sizes) <= 1:
+            return np.stack(obs)
+        G, width = self.n_globals, max(sizes)
+        out = np.full((len(obs), width), PAD, dtype=np.float32)
+        for i, o in enumerate(obs):
+            n = o.shape[-1] - G
+            out[i, :n] = o[:n]
+            out[i, width - G :] = o[n:]
+        return out
 
     # ------------------------------------------------------------------ network
     def forward(self, obs: th.Tensor, masks: th.Tensor) -> th.Tensor:
@@ -124,7 +134,14 @@ class SetContentionNet(OneObservation):
         servers = obs[:, J * jw : J * jw + S * sw].reshape(B, S, sw)
         glob = obs[:, J * jw + S * sw :]
         srv = self.psi(servers)
-        srv_pool = th.cat([srv.mean(1), srv.amax(1)], -1)
+        real = servers[..., 0] > PAD  # (B, S): False on the padding of a mixed batch (stack)
+        if bool(real.all()):
+            srv_pool = th.cat([srv.mean(1), srv.amax(1)], -1)
+        else:  # tanh's range is (-1, 1): -1 never wins the max
+            keep_srv = real.unsqueeze(-1)
+            n_srv = real.sum(-1, keepdim=True).to(obs.dtype).clamp(min=1.0)
+            mean_srv = (srv * keep_srv).sum(1) / n_srv
+            srv_pool = th.cat([mean_srv, srv.masked_fill(~keep_srv, -1.0).amax(1)], -1)
         present = jobs[..., -1] > 0.5  # (B, J): the row's ``present`` feature
         keep = present.unsqueeze(-1)
         enc = self.phi(jobs) * keep

@@ -29,7 +29,7 @@ seconds (the engine's), not slots.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -61,12 +61,15 @@ from training.episodes import EpisodeWorld, Teacher, train_episodes
 __all__ = [
     "ContentionWorld",
     "check_contention_config",
+    "check_distribution",
     "train_contention",
     "validate_contention",
 ]
 
 #: ``agent.contention.teacher`` that clones nothing (random weights)
 NO_TEACHER = "none"
+#: the first workload seed of training and cloning episodes (they are drawn from [this, 2^31))
+TRAIN_SEEDS = 10_000
 
 
 def check_contention_config(cfg: TrainConfig) -> None:
@@ -87,6 +90,9 @@ def check_contention_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"agent.contention.arch must be one of {list(CONTENTION_ARCHS)}, got {c.arch!r}"
         )
+    dist = cfg.contention.distribution
+    if dist.enabled:
+        check_distribution(cfg)
     unsupported = {
         "mixture": cfg.mixture.enabled,
         "federated": cfg.federated.mode != "none",
@@ -105,11 +111,40 @@ def check_contention_config(cfg: TrainConfig) -> None:
             raise no_starved_jobs(a2c.explore, CONTENTION_ENV_ID)
 
 
-def validate_contention(net: PolicyNet, env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
+def check_distribution(cfg: TrainConfig) -> None:
+    """One clear error per setting a run over ``contention.distribution`` cannot use: a
+    network other than ``set`` (the settings' clusters differ in size: the flat MLP has one
+    observation size), validation seeds among the training draws' ([10,000, 2^31): the two
+    must be disjoint), and the distribution's own keys."""
+    arch = cfg.agent.contention.arch
+    if arch != "set":
+        raise ConfigError(
+            f"contention.distribution draws clusters of several sizes: it needs "
+            f"agent.contention.arch=set (the network of any cluster), got {arch!r}"
+        )
+    clash = [int(s) for s in cfg.eval.seeds if int(s) >= TRAIN_SEEDS]
+    if clash:
+        raise ConfigError(
+            f"eval.seeds {clash}: with contention.distribution the validation seeds must be "
+            f"below {TRAIN_SEEDS:,} (training and cloning draw their episodes from "
+            f"[{TRAIN_SEEDS:,}, 2^31))"
+        )
+    dist = cfg.contention.distribution
+    dist.check(int(cfg.contention.gpus_per_server))
+
+
+def validate_contention(
+    net: PolicyNet, env: ContentionEnv, seeds: list[int], best: list[float] | None = None
+) -> dict[str, float]:
     """The network's masked argmax on each validation workload: mean avg JCT and p95 JCT (s)
-    and the unfinished jobs in all (an unfinished job counts as finishing at the end)."""
+    and the unfinished jobs in all (an unfinished job counts as finishing at the end); with
+    ``best`` (the best rule's avg JCT per workload) also ``score``, the mean ratio to it."""
     infos = [run_episode(env, int(s), net).info for s in seeds]
-    return _metrics(infos)
+    out = _metrics(infos)
+    if best is not None:
+        ratios = [i["avg_jct_s"] / b for i, b in zip(infos, best, strict=True)]
+        out["score"] = float(np.mean(ratios))
+    return out
 
 
 def _metrics(infos: list[dict[str, Any]]) -> dict[str, float]:
@@ -120,14 +155,18 @@ def _metrics(infos: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def rule_baselines(env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
-    """Mean avg JCT (s) of every registered rule through ``env`` on ``seeds``."""
+def rule_runs(env: ContentionEnv, seeds: list[int]) -> dict[str, list[float]]:
+    """The avg JCT (s) of every registered rule through ``env`` on each of ``seeds``."""
     out = {}
     for name in CONTENTION_TEACHERS:
         actor = rule_actor(env, name, role="baseline")  # (RuleActor: the rule of the view)
-        infos = [run_episode(env, int(s), act=actor).info for s in seeds]
-        out[name] = _metrics(infos)["avg_jct"]
+        out[name] = [float(run_episode(env, int(s), act=actor).info["avg_jct_s"]) for s in seeds]
     return out
+
+
+def rule_baselines(env: ContentionEnv, seeds: list[int]) -> dict[str, float]:
+    """Mean avg JCT (s) of every registered rule through ``env`` on ``seeds``."""
+    return {name: float(np.mean(v)) for name, v in rule_runs(env, seeds).items()}
 
 
 @dataclass
@@ -142,6 +181,8 @@ class ContentionWorld(EpisodeWorld):
     decision: ClassVar[str] = "decisions"
     val: Any = None
     val_key: str = "val_avg_jct_s"
+    #: with a distribution: the best rule's validation avg JCT per episode (the score's base)
+    best_per_workload: list[float] | None = None
     #: the training and the validation env instead of two of the ``contention`` block's (for
     #: envs the block does not describe, such as Philly trace windows:
     #: ``experiments/contention_h2h.py --workload philly``)
@@ -162,9 +203,19 @@ class ContentionWorld(EpisodeWorld):
     def check(self) -> None:
         check_contention_config(self.cfg)
 
+    @property
+    def distribution(self) -> bool:
+        """Whether the run draws its episodes from ``contention.distribution``."""
+        return bool(self.cfg.contention.distribution.enabled) and self.envs is None
+
     def setup(self) -> None:
-        make = self.cfg.contention.make
-        self.env, self.val = self.envs if self.envs is not None else (make(), make())
+        contention = self.cfg.contention
+        if self.distribution:  # training and validation episodes drawn apart
+            self.env = contention.make_distribution("train")
+            self.val = contention.make_distribution("validation")
+        else:
+            make = contention.make
+            self.env, self.val = self.envs if self.envs is not None else (make(), make())
         self.net = contention_net(self.c.arch, self.env, self.c.hidden)
 
     def teacher(self) -> Teacher | None:
@@ -172,18 +223,33 @@ class ContentionWorld(EpisodeWorld):
         if c.teacher == NO_TEACHER:
             return None
         rng = np.random.default_rng([self.cfg.seed, 2])  # (experiments/contention_h2h.py's draws)
-        seeds = [int(s) for s in rng.integers(10_000, 2**31, size=c.bc_workloads)]
+        seeds = [int(s) for s in rng.integers(TRAIN_SEEDS, 2**31, size=c.bc_workloads)]
         return Teacher(teacher(c.teacher), c.teacher, seeds, int(c.bc_epochs),
                        float(c.bc_smoothing))  # fmt: skip
 
     def baselines(self) -> dict[str, float]:
-        return rule_baselines(self.val, [int(s) for s in self.cfg.eval.seeds])
+        seeds = [int(s) for s in self.cfg.eval.seeds]
+        if not self.distribution:
+            return rule_baselines(self.val, seeds)
+        # settings of every size and length: the best checkpoint on the mean ratio to the best
+        # rule per validation episode (a long trace window does not outweigh the others)
+        runs = rule_runs(self.val, seeds)
+        self.best_per_workload = [min(v) for v in zip(*runs.values(), strict=True)]
+        self.scored, self.val_key = True, "val_score"
+        self.summary["distribution"] = asdict(self.cfg.contention.distribution)
+        self.summary["validation_settings"] = [self.val.drawn(s).record["label"] for s in seeds]
+        self.summary["validation_rules_avg_jct"] = runs
+        return {name: float(np.mean(v)) for name, v in runs.items()}
 
     def pg_config(self) -> EpisodePGConfig:
-        return episode_pg_config(self.cfg.agent, CONTENTION_ENV_ID, self.cfg.seed)
+        config = episode_pg_config(self.cfg.agent, CONTENTION_ENV_ID, self.cfg.seed)
+        # a distribution's settings differ in JCT by orders of magnitude (a 20-minute generator
+        # workload, a week of trace): each group's advantages relative to its mean return
+        return replace(config, relative=True) if self.distribution else config
 
     def measure(self, pg: EpisodePG) -> dict[str, float]:
-        return validate_contention(self.net, self.val, [int(s) for s in self.cfg.eval.seeds])
+        seeds = [int(s) for s in self.cfg.eval.seeds]
+        return validate_contention(self.net, self.val, seeds, self.best_per_workload)
 
     def env_hparams(self) -> dict[str, Any]:
         return {f"env.{k}": str(v) for k, v in asdict(self.cfg.contention).items()}

@@ -26,7 +26,15 @@ from gymnasium import spaces
 
 from envs.gym.rewards import CONTENTION, DecisionStep, reward_fn
 from envs.gym.seeds import SEED_LIMIT, check_seed
-from envs.gym.workloads import TraceWindows, contention_window, usable_vcs
+from envs.gym.workloads import (
+    TEST_VCS,
+    TRAIN_DAYS,
+    TRAIN_VCS,
+    VALIDATION_DAYS,
+    TraceWindows,
+    contention_window,
+    usable_vcs,
+)
 from envs.sim import ClusterSpec, SimConfig
 from envs.sim.config import Fidelity, FidelityOptions, ModelOptions
 from envs.sim.decisions import DecisionSimulator
@@ -36,6 +44,7 @@ from envs.sim.models import REFERENCE_MODELS
 from envs.sim.policies.base import count_eligible
 from envs.sim.spec import Workload
 from envs.sim.stacks import make_stack
+from envs.sim.workload import ADA_SRSF_GPU_COUNTS as _GENERATOR_GPUS
 from envs.sim.workload import generate_ada_srsf, paper_scale_workload
 
 __all__ = [
@@ -44,7 +53,9 @@ __all__ = [
     "OBS_WIDTHS",
     "PLACEMENTS",
     "ContentionConfig",
+    "ContentionDistribution",
     "ContentionEnv",
+    "ContentionMixEnv",
     "contention_teacher",
     "srsf_exclusive_teacher",
     "srsf_teacher",
@@ -450,6 +461,244 @@ def _trace_windows(trace: TraceWindows | Mapping[str, Any] | None) -> TraceWindo
     return out
 
 
+#: the roles an episode of a distribution is drawn for (:class:`ContentionDistribution`): the
+#: index enters the draw's seed, and each has its own days of the Philly corpus
+ROLES = {"train": (0, TRAIN_DAYS), "validation": (1, VALIDATION_DAYS)}
+#: the Ada-SRSF paper's cluster (16 x 4 GPUs): a generator load of 1 is its arrival rate per GPU
+_PAPER_SERVERS = 16
+
+
+def _setting_key(key: str) -> str:
+    return f"contention.distribution.{key}"
+
+
+def _numbers(values: Any, key: str, kind: type, lo: float) -> list[Any]:
+    """``values`` as a non-empty list of ``kind`` (``int`` or ``float``) ``>= lo`` (finite);
+    else one :class:`ConfigError` naming the key."""
+    ok = isinstance(values, Sequence) and not isinstance(values, str) and len(values) > 0
+    out: list[Any] = []
+    for v in values if ok else ():
+        good = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+        if not good or (kind is int and float(v) != int(v)) or not math.isfinite(float(v)):
+            ok = False
+            break
+        out.append(kind(v))
+    if not ok or any(v < lo for v in out):
+        what = "integers" if kind is int else "numbers"
+        raise ConfigError(
+            f"{_setting_key(key)} must be a non-empty list of {what} >= {lo:g}, got {values!r}"
+        )
+    return out
+
+
+@dataclass
+class ContentionDistribution:
+    """A distribution of ``dlsched/Contention-v0`` episodes (``train.py``'s
+    ``contention.distribution`` block; :class:`ContentionMixEnv` draws them): each episode
+    seed draws its setting with ``default_rng([seed, role, episode seed])`` (``role`` 0 for
+    training, 1 for validation; no global generator), so one seed is one setting, always.
+
+    - With probability ``1 - trace_share``, the Ada-SRSF generator of the config's ``scale``
+      and ``num_jobs`` (the episode seed is the generator's seed) on ``servers`` servers (one
+      drawn) at a load drawn from ``loads``: the arrival window is the scale's (20 minutes at
+      paper scale) x ``16 / servers / load``, so that load 1 is the paper's arrival rate per
+      GPU at any size (16 servers, load 1: exactly :func:`~envs.sim.workload.paper_scale_workload`).
+    - With probability ``trace_share``, a window of the public Philly corpus
+      (:func:`~envs.gym.workloads.contention_window`, the library's windows): ``trace_jobs``
+      consecutive jobs (one drawn) of a VC of ``trace_vcs`` (the training VCs, never a held-out
+      one of :data:`~envs.gym.workloads.TEST_VCS`), starting in the role's days (training
+      :data:`~envs.gym.workloads.TRAIN_DAYS`, validation
+      :data:`~envs.gym.workloads.VALIDATION_DAYS`: never day 90 or later), durations capped at
+      ``duration_cap_h``, arrivals scaled to a load drawn from ``trace_loads``, each job run as
+      at most ``trace_max_iterations`` macro-iterations, on its *natural* cluster times a
+      factor drawn from ``trace_sizes``: enough servers for the window's largest request (at
+      least ``trace_min_servers``), at most ``trace_max_servers`` (a larger request clipped).
+
+    The settings differ in cluster size, so only a network that acts on any cluster
+    (``agent.contention.arch=set``) trains on them."""
+
+    enabled: bool = False
+    seed: int = 0
+    servers: list[int] = field(default_factory=lambda: [8, 16, 32, 64])
+    loads: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
+    trace_share: float = 0.5
+    trace_vcs: list[str] = field(default_factory=lambda: list(TRAIN_VCS))
+    trace_jobs: list[int] = field(default_factory=lambda: [30, 60])
+    trace_loads: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
+    trace_sizes: list[int] = field(default_factory=lambda: [1, 2, 4])
+    trace_min_servers: int = 4
+    trace_max_servers: int = 64
+    duration_cap_h: float = 24.0
+    trace_max_iterations: int = 200
+
+    def check(self, gpus_per_server: int = 4) -> None:
+        """One :class:`ConfigError` per bad key (naming it and what it takes)."""
+        check_seed(self.seed, _setting_key("seed"), SEED_LIMIT)
+        share = self.trace_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise ConfigError(f"{_setting_key('trace_share')} must be in [0, 1], got {share!r}")
+        _numbers(self.loads, "loads", float, 1e-9)
+        _numbers(self.trace_loads, "trace_loads", float, 1e-9)
+        _numbers(self.trace_jobs, "trace_jobs", int, 2)
+        _numbers(self.trace_sizes, "trace_sizes", int, 1)
+        for key in ("trace_min_servers", "trace_max_servers", "trace_max_iterations"):
+            _numbers([getattr(self, key)], key, int, 1)
+        if self.trace_min_servers > self.trace_max_servers:
+            raise ConfigError(
+                f"{_setting_key('trace_min_servers')} ({self.trace_min_servers}) must be <= "
+                f"{_setting_key('trace_max_servers')} ({self.trace_max_servers})"
+            )
+        _numbers([self.duration_cap_h], "duration_cap_h", float, 1e-9)
+        # the generator's largest job (32 GPUs) must fit every cluster size
+        need = max(g for g, _ in _GENERATOR_GPUS) / gpus_per_server
+        servers = _numbers(self.servers, "servers", int, 1)
+        if share < 1 and min(servers) < need:
+            raise ConfigError(
+                f"{_setting_key('servers')} {servers}: the generator's largest job needs "
+                f"{math.ceil(need)} servers of {gpus_per_server} GPUs"
+            )
+        vcs = self.trace_vcs
+        if isinstance(vcs, str) or not vcs or not all(isinstance(v, str) for v in vcs):
+            raise ConfigError(
+                f"{_setting_key('trace_vcs')} must be a list of VC names, got {vcs!r} (quote "
+                "names that read as numbers)"
+            )
+        held = sorted(set(vcs) - set(TRAIN_VCS))
+        if held:
+            raise ConfigError(
+                f"{_setting_key('trace_vcs')}: {held} are not training VCs (held out for "
+                f"testing: {list(TEST_VCS)}); choose among {list(TRAIN_VCS)}"
+            )
+        if share > 0:  # each VC must give windows of the largest size in the shorter split
+            for _, days in ROLES.values():
+                usable_vcs(self.windows(days, max(self.trace_jobs), 1.0), max(self.trace_jobs))
+
+    def windows(self, days: tuple[float, float], jobs: int, load: float) -> TraceWindows:
+        """The library's trace windows of ``days`` (:class:`~envs.gym.workloads.TraceWindows`)."""
+        return TraceWindows(vcs=list(self.trace_vcs), days=list(days), jobs=int(jobs),
+                            duration_cap_h=float(self.duration_cap_h), load=float(load))  # fmt: skip
+
+    def natural_servers(self, gpus: int, factor: int, gpus_per_server: int) -> int:
+        """The servers of a window whose largest request is ``gpus`` GPUs: enough for it (at
+        least ``trace_min_servers``) times ``factor``, at most ``trace_max_servers``."""
+        need = max(math.ceil(gpus / gpus_per_server), int(self.trace_min_servers))
+        return min(need * int(factor), int(self.trace_max_servers))
+
+
+@dataclass(frozen=True)
+class DrawnSetting:
+    """One episode's setting of a :class:`ContentionDistribution`: its cluster, workload and
+    the record of how it was drawn (``kind``: ``generator`` or ``trace``, ``num_servers``,
+    ``load``, ``label``, and a trace window's cuts)."""
+
+    cluster: ClusterSpec
+    workload: Workload
+    record: dict[str, Any]
+
+
+def draw_setting(
+    dist: ContentionDistribution, base: ContentionEnv, seed: int, role: str
+) -> DrawnSetting:
+    """The setting of episode ``seed`` for ``role`` (``train`` or ``validation``) of ``dist``
+    on clusters shaped as ``base``'s (GPUs per server, memory) with ``base``'s ``scale`` and
+    ``num_jobs`` (see :class:`ContentionDistribution`)."""
+    index, days = ROLES[role]
+    rng = np.random.default_rng([int(dist.seed), index, int(seed)])
+    per, mem = base.cluster.gpus_per_server, base.cluster.gpu_memory_mb
+
+    def cluster(servers: int) -> ClusterSpec:
+        return ClusterSpec(num_servers=servers, gpus_per_server=per, gpu_memory_mb=mem)
+
+    if float(rng.random()) < float(dist.trace_share):
+        jobs = int(dist.trace_jobs[int(rng.integers(len(dist.trace_jobs)))])
+        load = float(dist.trace_loads[int(rng.integers(len(dist.trace_loads)))])
+        factor = int(dist.trace_sizes[int(rng.integers(len(dist.trace_sizes)))])
+        workload, window = contention_window(
+            dist.windows(days, jobs, load),
+            lambda gpus: cluster(dist.natural_servers(gpus, factor, per)),
+            rng,
+            max_iterations=int(dist.trace_max_iterations),
+        )
+        servers = int(window["num_servers"])
+        label = f"{window['label']} load={load:g} x{factor} servers={servers}"
+        record = {"kind": "trace", "num_servers": servers, "load": load, "size": factor,
+                  "label": label, "window": window}  # fmt: skip
+        return DrawnSetting(cluster(servers), workload, record)
+    servers = int(dist.servers[int(rng.integers(len(dist.servers)))])
+    load = float(dist.loads[int(rng.integers(len(dist.loads)))])
+    paper = base.scale == "paper"
+    window_ms = (1_200_000.0 if paper else 12_000.0) * _PAPER_SERVERS / servers / load
+    workload = generate_ada_srsf(int(seed), num_jobs=base.num_jobs,
+                                 iterations_scale=100.0 if paper else 1.0,
+                                 arrival_window_ms=window_ms, models=REFERENCE_MODELS)  # fmt: skip
+    label = f"generator:{base.scale} seed={seed} load={load:g} servers={servers}"
+    record = {"kind": "generator", "num_servers": servers, "load": load, "label": label,
+              "arrival_window_ms": window_ms}  # fmt: skip
+    return DrawnSetting(cluster(servers), workload, record)
+
+
+class ContentionMixEnv(ContentionEnv):
+    """:class:`ContentionEnv` over a distribution of settings (:class:`ContentionDistribution`):
+    each reset draws the episode's setting from its workload seed (:func:`draw_setting`, for
+    ``role``) and runs that workload on that cluster; everything else is the env's own, the
+    same dynamics, window ``J``, placements and communication scheduler.  The observation's
+    length follows the drawn cluster (``obs_size`` and ``observation_space`` are the current
+    episode's), so a network that reads any cluster acts in it
+    (:class:`~agents.set_contention.SetContentionNet`).  Between episodes (before the first
+    reset and once one has ended) ``cluster`` is the one given at construction, the layout
+    saved with a policy trained here.  ``info["setting"]`` at each reset is the draw's
+    record."""
+
+    def __init__(
+        self, distribution: ContentionDistribution, role: str = "train", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        if role not in ROLES:
+            raise ConfigError(f"distribution role must be one of {list(ROLES)}, got {role!r}")
+        if self.trace is not None or self.workloads is not None:
+            raise ConfigError("a distribution draws its own workloads: give no trace or workloads")
+        distribution.check(self.cluster.gpus_per_server)
+        self.distribution = copy.deepcopy(distribution)
+        self.role = role
+        self._drawn: dict[int, DrawnSetting] = {}
+        self.setting: DrawnSetting | None = None
+        self.base_cluster = self.cluster
+
+    def drawn(self, seed: int) -> DrawnSetting:
+        """The setting of episode seed ``seed`` (cached: a group of rollouts reuses it)."""
+        if seed not in self._drawn:
+            if len(self._drawn) >= 256:
+                self._drawn.clear()
+            self._drawn[seed] = draw_setting(self.distribution, self, seed, self.role)
+        return self._drawn[seed]
+
+    def _use(self, cluster: ClusterSpec) -> None:
+        self.cluster = cluster
+        self.obs_size = self.J * _JOB_F + cluster.num_servers * _SERVER_F + _GLOBAL_F
+        self.observation_space = spaces.Box(-1.0, 10.0, shape=(self.obs_size,), dtype=np.float32)
+
+    def _workload(self, seed: int) -> Workload:
+        drawn = self.setting = self.drawn(seed)
+        self._use(drawn.cluster)
+        return drawn.workload
+
+    def step(
+        self, action: Any
+    ) -> tuple[npt.NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+        out = super().step(action)
+        if self.done:  # the episode's cluster served its last observation
+            self._use(self.base_cluster)
+        return out
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+        obs, info = super().reset(seed=seed, options=options)
+        assert self.setting is not None
+        info["setting"] = copy.deepcopy(self.setting.record)
+        return obs, info
+
+
 @dataclass
 class ContentionConfig:
     """``dlsched/Contention-v0``'s settings as a typed config (``train.py``'s ``contention``
@@ -458,7 +707,9 @@ class ContentionConfig:
     The defaults are the released ``contention_exclusive_pg``'s env: paper scale, 16 x 4
     GPUs, SRSF(1) communication (so the ``srsf`` rule is exactly LWF-1 + SRSF(1)), LWF-1 / LS /
     FF placements, a window of 20 jobs, fast fidelity, the ``jct`` reward (``reward``: a
-    ``"contention"`` reward of :mod:`envs.gym.rewards`)."""
+    ``"contention"`` reward of :mod:`envs.gym.rewards`).  ``distribution`` (off by default):
+    train over a distribution of generator settings and Philly windows of the training VCs at
+    several cluster sizes instead (:class:`ContentionDistribution`)."""
 
     scale: str = "paper"
     num_jobs: int = 160
@@ -471,12 +722,23 @@ class ContentionConfig:
     fidelity: str = "fast"
     max_invalid: int = 1000
     reward: str = "jct"
+    distribution: ContentionDistribution = field(default_factory=ContentionDistribution)
+
+    def _kwargs(self) -> dict[str, Any]:
+        kwargs = asdict(self)
+        del kwargs["distribution"]
+        kwargs["placements"] = tuple(self.placements)
+        return kwargs
 
     def make(self) -> ContentionEnv:
-        """A fresh env of these settings (checked by the env: one clear error each)."""
-        kwargs = asdict(self)
-        kwargs["placements"] = tuple(self.placements)
-        return ContentionEnv(**kwargs)
+        """A fresh env of these settings (checked by the env: one clear error each); the
+        ``distribution`` block is :meth:`make_distribution`'s."""
+        return ContentionEnv(**self._kwargs())
+
+    def make_distribution(self, role: str = "train") -> ContentionMixEnv:
+        """A fresh env of these settings over ``distribution``'s episodes for ``role``
+        (``train`` or ``validation``): :class:`ContentionMixEnv`."""
+        return ContentionMixEnv(self.distribution, role, **self._kwargs())
 
 
 #: ``dlsched/Contention-v0``'s rules by name: ``(env) -> action``, each registered once by

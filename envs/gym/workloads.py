@@ -230,15 +230,17 @@ def _draw_window(
     n: int,
     rng: np.random.Generator,
     *,
-    capacity: int,
-    max_gpus: int,
+    capacity: int | Callable[[Trace], int],
+    max_gpus: int | Callable[[Trace], int],
     build: Callable[[Trace, int], T],
     tries: int,
 ) -> tuple[T, str, Trace]:
     """One window of ``n`` jobs drawn with ``rng`` (module docstring), its arrivals scaled to
     ``windows.load`` x ``capacity``, requests above ``max_gpus`` clipped (counted in the
     trace's steps), then ``build(trace, seed)`` with a seed drawn from ``rng``; a window that
-    ``build`` or the scaling rejects (:class:`WorkloadError`) is redrawn, up to ``tries``."""
+    ``build`` or the scaling rejects (:class:`WorkloadError`) is redrawn, up to ``tries``.
+    ``capacity`` and ``max_gpus`` may be functions of the window (its jobs as selected, their
+    durations capped): a cluster sized to the window."""
     from envs.sim.traces.transform import cap_durations, fit_to_cluster, scale_to_load, select
 
     usable = usable_vcs(windows, n)
@@ -256,8 +258,8 @@ def _draw_window(
             if len(t.jobs) < max(2, n // 2):
                 continue
             t = cap_durations(t, windows.duration_cap_h * 3600.0)
-            t = scale_to_load(t, capacity, windows.load)
-            t = fit_to_cluster(t, max_gpus, "clip")
+            t = scale_to_load(t, capacity(t) if callable(capacity) else capacity, windows.load)
+            t = fit_to_cluster(t, max_gpus(t) if callable(max_gpus) else max_gpus, "clip")
             out = build(t, int(rng.integers(2**31 - 1)))
         except WorkloadError as exc:  # e.g. a window whose jobs all submit at once
             last = exc
@@ -314,7 +316,7 @@ def window_scenarios(
 
 def contention_window(
     windows: TraceWindows,
-    cluster: ClusterSpec,
+    cluster: ClusterSpec | Callable[[int], ClusterSpec],
     rng: np.random.Generator,
     *,
     num_jobs: int = 160,
@@ -334,7 +336,12 @@ def contention_window(
     :data:`~envs.sim.models.REFERENCE_MODELS` with a seed drawn from ``rng``, iterations =
     ``round(duration_s * 1000 / (forward_ms + backward_ms))``, run as at most
     ``max_iterations`` macro-iterations (``None``: every iteration).  The workload's name is
-    the window's label, ``philly:<vc>@<first submission, days>d:<jobs>``."""
+    the window's label, ``philly:<vc>@<first submission, days>d:<jobs>``.
+
+    ``cluster`` may be a function of the window's largest request (GPUs, before any clipping)
+    that gives the cluster for it (a cluster sized to the window, e.g. "natural" sizes:
+    :class:`~envs.gym.contention_env.ContentionDistribution`); the record's ``num_servers``
+    then says which it gave, and the load and the clipping are of that cluster."""
     from envs.sim.traces import ConvertOptions, convert_trace
 
     if max_iterations is not None and not (
@@ -348,23 +355,36 @@ def contention_window(
     def build(t: Trace, seed: int) -> tuple[Workload, dict[str, Any]]:
         return convert_trace(t, seed=seed, options=options)
 
+    sized: dict[str, ClusterSpec] = {}
+    size_of = cluster
+
+    def gpus(t: Trace) -> int:  # the cluster of this window (its largest request's)
+        assert not isinstance(size_of, ClusterSpec)
+        sized["cluster"] = size_of(max(j.num_gpus for j in t.jobs))
+        return sized["cluster"].num_gpus
+
+    fixed = isinstance(cluster, ClusterSpec)
+    at: int | Callable[[Trace], int] = cluster.num_gpus if isinstance(cluster, ClusterSpec) else gpus
     (workload, rules), label, t = _draw_window(
         windows,
         int(windows.jobs or num_jobs),
         rng,
-        capacity=cluster.num_gpus,
-        max_gpus=cluster.num_gpus,
+        capacity=at,
+        max_gpus=at,
         build=build,
         tries=tries,
     )
+    used = cluster if isinstance(cluster, ClusterSpec) else sized["cluster"]
     workload = Workload(workload.jobs, name=label, source=workload.source)
-    workload.check_fits(cluster)
+    workload.check_fits(used)
     record = {
         "label": label,
         **t.record(),
         "clipped": int(t.steps[-1]["changed"]),
         "conversion": rules,
     }
+    if not fixed:
+        record["num_servers"] = used.num_servers
     return workload, record
 
 
