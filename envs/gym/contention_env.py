@@ -567,7 +567,8 @@ class ContentionDistribution:
         if held:
             raise ConfigError(
                 f"{_setting_key('trace_vcs')}: {held} are not training VCs (held out for "
-                f"testing: {list(TEST_VCS)}); choose among {list(TRAIN_VCS)}"
+                f"testing: {list(TEST_VCS)}); choose among {list(TRAIN_VCS)} (quote a name "
+                "that reads as a number: '6214e9')"
             )
         if share > 0:  # each VC must give windows of the largest size in the shorter split
             for _, days in ROLES.values():
@@ -575,8 +576,9 @@ class ContentionDistribution:
 
     def windows(self, days: tuple[float, float], jobs: int, load: float) -> TraceWindows:
         """The library's trace windows of ``days`` (:class:`~envs.gym.workloads.TraceWindows`)."""
+        cap = float(self.duration_cap_h)
         return TraceWindows(vcs=list(self.trace_vcs), days=list(days), jobs=int(jobs),
-                            duration_cap_h=float(self.duration_cap_h), load=float(load))  # fmt: skip
+                            duration_cap_h=cap, load=float(load))  # fmt: skip
 
     def natural_servers(self, gpus: int, factor: int, gpus_per_server: int) -> int:
         """The servers of a window whose largest request is ``gpus`` GPUs: enough for it (at

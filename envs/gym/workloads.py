@@ -364,7 +364,9 @@ def contention_window(
         return sized["cluster"].num_gpus
 
     fixed = isinstance(cluster, ClusterSpec)
-    at: int | Callable[[Trace], int] = cluster.num_gpus if isinstance(cluster, ClusterSpec) else gpus
+    at: int | Callable[[Trace], int] = (
+        cluster.num_gpus if isinstance(cluster, ClusterSpec) else gpus
+    )
     (workload, rules), label, t = _draw_window(
         windows,
         int(windows.jobs or num_jobs),

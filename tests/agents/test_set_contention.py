@@ -12,7 +12,7 @@ import pytest
 import torch as th
 
 from agents.episode_pg import clone, contention_net, load_episode_pg, run_episode
-from agents.set_contention import SetContentionNet
+from agents.set_contention import PAD, SetContentionNet
 from envs.gym.contention_env import OBS_WIDTHS, ContentionEnv, srsf_exclusive_teacher
 from envs.sim.errors import ConfigError
 from tests.cli import run_script
@@ -126,3 +126,25 @@ def test_train_py_trains_it_and_evaluate_py_runs_it_on_another_cluster(tmp_path:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"contention:{best}" in (tmp_path / "ev" / "summary.md").read_text()
+
+
+def test_a_batch_of_several_cluster_sizes_is_each_observation_alone() -> None:
+    """Observations of 8, 16 and 32 servers (one window) stack into one batch padded with
+    :data:`~agents.set_contention.PAD` server rows; each row's logits are those of its
+    observation alone (the padding is pooled over by no one); one size stacks as
+    ``np.stack``, bit for bit."""
+    net = _net()
+    obs, masks = [], []
+    for servers in (8, 16, 32):
+        o, m = _mid_episode(_env(servers, 6, jobs=16))
+        obs.append(o)
+        masks.append(m)
+    batch = net.stack(obs)
+    assert batch.shape == (3, max(o.shape[0] for o in obs))
+    assert (batch[0, 6 * 9 + 8 * 4 : 6 * 9 + 32 * 4] == PAD).all()
+    with th.no_grad():
+        logits = net(th.as_tensor(batch), th.as_tensor(np.stack(masks)))
+    for i, (o, m) in enumerate(zip(obs, masks, strict=True)):
+        assert th.allclose(logits[i], net.logits_one(o, m), atol=1e-5)
+    same = [obs[1], obs[1]]
+    assert np.array_equal(net.stack(same), np.stack(same))
