@@ -19,7 +19,10 @@ is ``J * 9 + servers * 4 + 3``, so a policy trained on 16 servers refuses every 
 The action layout is the env's (``a = j * C + c``, ``J * C`` waits), so ``J`` is read off the
 mask (``(len(mask) - 1) / C``) and the number of servers off the observation's length; a
 length that is not ``J`` job rows, whole server rows and the globals is one
-:class:`ConfigError`.  Permuting the servers leaves the logits unchanged; permuting the window's
+:class:`ConfigError`.  Observations of several cluster sizes (a distribution of settings,
+:class:`~envs.gym.contention_env.ContentionMixEnv`) stack into one batch padded with server
+rows of :data:`PAD`, which the pooling leaves out (:meth:`SetContentionNet.stack`).
+Permuting the servers leaves the logits unchanged; permuting the window's
 jobs permutes their logits with them (``tests/agents/test_set_contention.py``).
 """
 

@@ -20,7 +20,15 @@ Ctrl-C and the record of every other learner.  Steps:
 
 The env is ``train.py``'s ``contention`` block (:class:`~envs.gym.contention_env.
 ContentionConfig`: paper scale, 16 x 4 GPUs, ``comm=srsf1``, placements LWF-1 / LS / FF,
-J = 20, fast fidelity by default).  Writes ``learning_curve.csv``, ``tb/`` (as ``plan_pg``'s:
+J = 20, fast fidelity by default).  With ``contention.distribution.enabled`` (``contention=mix``;
+:class:`~envs.gym.contention_env.ContentionDistribution`) every episode, cloned, rolled out or
+validated, draws its setting from its seed (generator workloads at several loads on 8-64
+servers, Philly windows of the training VCs on their natural clusters): the validation
+episodes are the validation role's draws (days 75-90 for windows) of ``eval.seeds`` (below
+10,000, apart from the training draws), the best checkpoint is chosen on the mean ratio to the
+best rule per validation episode (``score``), each group's advantages are relative to its mean
+return, and the network must be ``agent.contention.arch=set``.
+Writes ``learning_curve.csv``, ``tb/`` (as ``plan_pg``'s:
 :class:`~training.plan.EpisodeLog`), ``checkpoints/best/policy.npz`` (the best validation
 point), ``checkpoints/final/policy.npz`` and (with a teacher) ``checkpoints/clone/policy.npz``,
 each usable as ``contention:<dir>`` in ``evaluate.py``, and ``summary.json``.  Times are

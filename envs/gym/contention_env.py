@@ -6,7 +6,9 @@ contending on NICs, continuous time, so that learned policies meet the Ada-SRSF 
 their own ground.  Each step is one decision at an instant where the engine
 (:mod:`envs.sim.decisions`) stopped: start a window job with a candidate placement, or wait.
 Actions, masks, observation, reward and workloads: :class:`ContentionEnv`; teachers:
-:func:`srsf_teacher`, :func:`srsf_exclusive_teacher`.
+:func:`srsf_teacher`, :func:`srsf_exclusive_teacher`; training over a distribution of
+settings (generator loads and cluster sizes, Philly windows of the training VCs):
+:class:`ContentionDistribution`, :class:`ContentionMixEnv`.
 Details: docs/design/envs.md#dlschedcontention-v0
 """
 
