@@ -13,7 +13,9 @@ Ctrl-C and the record of every other learner.  Steps:
    with ``comm=srsf1``, ``exclusive`` the SRSF rule that does not time-share GPUs, and any
    rule a user registered) through the validation env on ``eval.seeds``: the baselines.
 2. Clone ``agent.contention.teacher`` into :class:`~agents.episode_pg.MaskedMLP` on
-   ``bc_workloads`` workloads drawn from [10,000, 2^31) (``teacher=none``: random weights).
+   ``bc_workloads`` workloads drawn from [10,000, 2^31) (``teacher=none``: random weights;
+   rules joined by ``+``, e.g. ``exclusive+srsf``: on each workload the one of lowest avg JCT,
+   :class:`BestRule`).
 3. ``agent.contention.iterations`` of :class:`~agents.episode_pg.EpisodePG`
    (``agent.learning_rate``, ``agent.ent_coef``, ``agent.contention.*``), validating the
    network's masked argmax every ``val_every`` iterations on ``eval.seeds``.
@@ -37,6 +39,7 @@ seconds (the engine's), not slots.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -67,9 +70,11 @@ from training.config import TrainConfig
 from training.episodes import EpisodeWorld, Teacher, train_episodes
 
 __all__ = [
+    "BestRule",
     "ContentionWorld",
     "check_contention_config",
     "check_distribution",
+    "teacher_names",
     "train_contention",
     "validate_contention",
 ]
@@ -78,13 +83,15 @@ __all__ = [
 NO_TEACHER = "none"
 #: the first workload seed of training and cloning episodes (they are drawn from [this, 2^31))
 TRAIN_SEEDS = 10_000
+#: joins the rules of ``agent.contention.teacher`` cloned as the best one per episode
+BEST_OF = "+"
 
 
 def check_contention_config(cfg: TrainConfig) -> None:
     """One clear error per setting a ``contention_pg`` run cannot use, before anything runs."""
     c: ContentionPGConfig = cfg.agent.contention
     if c.teacher != NO_TEACHER:
-        teacher(c.teacher)  # an unknown rule names the registered ones
+        teacher_names(c.teacher)  # an unknown rule names the registered ones
     for key in ("bc_workloads", "bc_epochs", "iterations", "groups", "group_size", "val_every",
                 "hidden", "workers"):  # fmt: skip
         value = getattr(c, key)
@@ -117,6 +124,44 @@ def check_contention_config(cfg: TrainConfig) -> None:
         a2c.check(int(c.iterations))
         if float(a2c.explore) > 0:
             raise no_starved_jobs(a2c.explore, CONTENTION_ENV_ID)
+
+
+def teacher_names(spec: str) -> list[str]:
+    """The rules of ``agent.contention.teacher``: one registered rule, or several joined by
+    ``+`` (:class:`BestRule`); an unknown or repeated one is one :class:`ConfigError`."""
+    names = str(spec).split(BEST_OF)
+    for name in names:
+        teacher(name)  # an unknown rule names the registered ones
+    if len(set(names)) != len(names):
+        raise ConfigError(f"agent.contention.teacher={spec}: a rule named twice")
+    return names
+
+
+class BestRule:
+    """Several rules as one teacher: on each workload seed the rule whose episode through
+    ``env`` has the lowest avg JCT (ties to the first named), which then acts for the whole
+    episode.  An :class:`~envs.gym.episode.Actor` (its ``reset`` takes the episode's workload
+    seed) and a rule of the view for that episode; ``choice``: the rule of each seed."""
+
+    def __init__(self, env: ContentionEnv, names: list[str], seeds: list[int]) -> None:
+        self.names = names
+        self.choice: dict[int, str] = {}
+        for s in seeds:
+            jcts = [run_episode(env, s, act=rule_actor(env, n, role="teacher")).info["avg_jct_s"]
+                    for n in names]  # fmt: skip
+            self.choice[int(s)] = names[int(np.argmin(jcts))]
+        self.rule = teacher(names[0])
+
+    def reset(self, seed: int | None) -> None:
+        if seed is None or int(seed) not in self.choice:
+            raise ConfigError(f"BestRule: no choice made for workload seed {seed}")
+        self.rule = teacher(self.choice[int(seed)])
+
+    def act(self, _obs: Any, view: Any) -> int:
+        return self.rule(view)
+
+    def __call__(self, view: Any) -> int:
+        return self.rule(view)
 
 
 def check_distribution(cfg: TrainConfig) -> None:
@@ -232,8 +277,15 @@ class ContentionWorld(EpisodeWorld):
             return None
         rng = np.random.default_rng([self.cfg.seed, 2])  # (experiments/contention_h2h.py's draws)
         seeds = [int(s) for s in rng.integers(TRAIN_SEEDS, 2**31, size=c.bc_workloads)]
-        return Teacher(teacher(c.teacher), c.teacher, seeds, int(c.bc_epochs),
-                       float(c.bc_smoothing))  # fmt: skip
+        names = teacher_names(c.teacher)
+        if len(names) == 1:
+            rule: Callable[[Any], int] = teacher(c.teacher)
+        else:  # the best rule of each cloning workload (the same draws: one env per role)
+            best = BestRule(self.env, names, seeds)
+            self.summary["teacher_choices"] = {n: list(best.choice.values()).count(n)
+                                               for n in names}  # fmt: skip
+            rule = best
+        return Teacher(rule, c.teacher, seeds, int(c.bc_epochs), float(c.bc_smoothing))
 
     def baselines(self) -> dict[str, float]:
         seeds = [int(s) for s in self.cfg.eval.seeds]
