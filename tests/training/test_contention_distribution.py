@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.episode_pg import load_episode_pg, run_episode
+from agents.episode_pg import load_episode_pg, run_episode, teacher_data
 from agents.set_contention import SetContentionNet
 from envs.gym.contention_env import CONTENTION_TEACHERS, ContentionConfig, ContentionDistribution
 from tests.cli import run_script, train_refusal
-from training.contention import validate_contention
+from training.contention import BestRule, validate_contention
 
 TINY = [
     "+agent=contention_pg",
@@ -78,6 +78,25 @@ def _jcts(net: SetContentionNet, env: object, seeds: list[int]) -> list[float]:
     return [run_episode(env, s, net).info["avg_jct_s"] for s in seeds]
 
 
+def test_the_best_of_two_rules_is_each_workloads_winner() -> None:
+    """``teacher=exclusive+srsf``: on each workload the rule of the lower avg JCT (ties to the
+    first), run by hand; its cloning data are that rule's decisions on that workload."""
+    env = _val_env()
+    names = ["exclusive", "srsf"]
+    seeds = list(range(10_000, 10_010))
+    best = BestRule(env, names, seeds)  # type: ignore[arg-type]
+    for s in seeds:
+        jcts = [
+            run_episode(env, s, act=lambda e, _o, n=n: CONTENTION_TEACHERS[n](e)).info["avg_jct_s"]
+            for n in names
+        ]
+        want = names[1] if jcts[1] < jcts[0] else names[0]
+        assert best.choice[s] == want
+        got = teacher_data(env, best, [s])[2]
+        assert np.array_equal(got, teacher_data(env, CONTENTION_TEACHERS[want], [s])[2])
+    assert set(best.choice.values()) == set(names)  # each rule wins somewhere
+
+
 @pytest.mark.parametrize(
     ("override", "says"),
     [
@@ -89,6 +108,8 @@ def _jcts(net: SetContentionNet, env: object, seeds: list[int]) -> list[float]:
         ("eval.seeds=[5,10000]", "eval.seeds [10000]: with contention.distribution"),
         ("contention.distribution.trace_vcs=[11cb48,e13805]", "['e13805'] are not training VCs"),
         ("contention.distribution.loads=[]", "contention.distribution.loads must be a non-empty"),
+        ("agent.contention.teacher=exclusive+exclusive", "a rule named twice"),
+        ("agent.contention.teacher=exclusive+oracle", "unknown Contention-v0 teacher 'oracle'"),
     ],
 )
 def test_bad_settings_are_one_clear_error(override: str, says: str, tmp_path: Path) -> None:
