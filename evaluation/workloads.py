@@ -6,8 +6,12 @@ the sim ms per reported second, and the record of how it was made (written to ``
 
 from __future__ import annotations
 
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from hydra.utils import to_absolute_path
 
@@ -38,6 +42,7 @@ from evaluation.config import (
     ClusterConfig,
     ElasticConfig,
     EvaluateConfig,
+    TraceConfig,
     WorkloadConfig,
 )
 
@@ -48,7 +53,9 @@ __all__ = [
     "check_workload_config",
     "elastic_cluster",
     "elastic_speed",
+    "file_stamp",
     "load_trace",
+    "memo",
     "paper_ms_per_s",
     "prepare_workloads",
     "sim_config",
@@ -90,14 +97,59 @@ def check_workload_config(w: WorkloadConfig) -> None:
         raise ConfigError(f"workload kind {w.kind!r} needs workload.path=<file>")
 
 
+_T = TypeVar("_T")
+
+#: How many values each of this process's memos keeps (the most recently used).
+MEMO_SIZE = 4
+
+
+def memo(store: OrderedDict[Hashable, Any], key: Hashable, make: Callable[[], _T]) -> _T:
+    """``store[key]``, made by ``make()`` on a miss; ``store`` keeps the :data:`MEMO_SIZE`
+    most recently used values.  A ``make`` that raises stores nothing."""
+    if key in store:
+        store.move_to_end(key)
+        return store[key]  # type: ignore[no-any-return]
+    value = make()
+    store[key] = value
+    while len(store) > MEMO_SIZE:
+        store.popitem(last=False)
+    return value
+
+
+def file_stamp(path: str | Path) -> tuple[str, int, int] | None:
+    """``(absolute path, size, mtime in ns)`` of a file, the part of a memo's key that makes
+    an edited file read again; ``None`` if it cannot be read (then nothing is memoised)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+#: The windowed traces this process read (:func:`load_trace`): a benchmark builds the same
+#: scenario's workloads once per scheduler, and reading a corpus costs far more than a run.
+_TRACES: OrderedDict[Hashable, Trace] = OrderedDict()
+
+
+def _read_and_window(path: str | Path, t: TraceConfig, cluster_gpus: int) -> Trace:
+    """:func:`read_and_window`, memoised by the file (its size and mtime), the options and
+    the GPUs; a :class:`Trace` is frozen, so the callers share it."""
+    stamp = file_stamp(path)
+    if stamp is None:
+        return read_and_window(path, t, cluster_gpus)
+    key = (stamp, repr(t), cluster_gpus)
+    return memo(_TRACES, key, lambda: read_and_window(path, t, cluster_gpus))
+
+
 def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
-    """Read and window the configured trace (the same for every seed)."""
+    """Read and window the configured trace (the same for every seed; read once per process
+    for the same file and options)."""
     t = w.trace
     if w.kind == "philly_builtin":
         with _data_file("traces", "philly_vc_6c71a0_public.csv") as p:
-            return read_and_window(p, replace(t, format="normalised"), cluster_gpus)
+            return _read_and_window(p, replace(t, format="normalised"), cluster_gpus)
     assert w.path is not None
-    return read_and_window(to_absolute_path(w.path), t, cluster_gpus)
+    return _read_and_window(to_absolute_path(w.path), t, cluster_gpus)
 
 
 def build_workload(w: WorkloadConfig, seed: int) -> Workload:
