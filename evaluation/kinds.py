@@ -35,7 +35,7 @@ from evaluation.contention import BoundKind, ContentionKind
 from evaluation.policy import PolicyKind
 from evaluation.runs import RunOutput, RunTask, SchedulerKind, engine_output, run_heartbeat
 from evaluation.runs import slot_utilisation as _slot_utilisation
-from evaluation.workloads import elastic_cluster, elastic_speed
+from evaluation.workloads import check_elastic_speed, elastic_cluster, elastic_speed
 
 __all__ = [
     "SCHEDULER_KINDS",
@@ -89,7 +89,7 @@ class ElasticKind:
         allocator_from_label(
             arg, role="elastic allocator"
         )  # name and options, e.g. esrtf(backfill=True)
-        elastic_speed(cfg.elastic)
+        check_elastic_speed(cfg.elastic)
 
     def run(self, task: RunTask) -> RunOutput:
         if task.env_config is not None:

@@ -11,7 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-#: Where the command's CPU went, in the board's directory (:func:`~evaluation.bench.run.cpu_record`).
+#: Where the command's CPU went, in the board's directory
+#: (:func:`~evaluation.bench.run.cpu_record`).
 CPU_FILE = "cpu.json"
 
 
