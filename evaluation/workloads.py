@@ -112,7 +112,7 @@ def memo(store: OrderedDict[Hashable, Any], key: Hashable, make: Callable[[], _T
     most recently used values.  A ``make`` that raises stores nothing."""
     if key in store:
         store.move_to_end(key)
-        return store[key]  # type: ignore[no-any-return]
+        return store[key]
     value = make()
     store[key] = value
     while len(store) > MEMO_SIZE:
