@@ -1,7 +1,8 @@
 """``python -m evaluation.bench [--suite v1] [--only NAME ...] [--exclude NAME ...] [--world W]
 [--schedulers SPEC ...] [--import MODULE ...] [--out DIR] [--workers N]
 [--runner local|ray --address HOST:PORT] [--no-plot]``: run the suite's cells (cached; a
-rerun resumes) and write and print its leaderboard (``docs/bench.md``)."""
+rerun resumes) and write and print its leaderboard (``docs/bench.md``) and where the command's
+CPU went (``cpu.json`` beside it: :func:`~evaluation.bench.run.cpu_record`)."""
 
 from __future__ import annotations
 

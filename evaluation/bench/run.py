@@ -262,9 +262,10 @@ def cpu_record(
     """Where a command's CPU went (``cpu.json`` of ``python -m evaluation.bench``): ``total``
     (:func:`cpu_now` at its end), ``start`` (interpreter start-up and imports before the
     suite), each of :data:`PHASES` summed over the cells run now, ``board`` (the leaderboard's
-    tables and files), ``other`` (the rest: listing the schedulers, reading cached cells,
-    worker start-up and imports inside the cells), and ``overhead`` = 1 - ``runs`` /
-    ``total``, the share not spent simulating.  Seconds, but ``overhead``."""
+    tables and files), ``other`` (the rest: listing the schedulers, checking the cells that
+    are n/a, reading cached cells, the cell workers' start-up), and ``overhead`` = 1 -
+    ``runs`` / ``total``, the share not spent simulating (of a local run: with ``runner=ray``
+    the runs' CPU is the cluster's, not the command's).  Seconds, but ``overhead``."""
     phases = {k: float(result.phases.get(k, 0.0)) for k in PHASES}
     known = start_s + board_s + sum(phases.values())
     out = {"total": total_s, "start": start_s, **phases, "board": board_s}
