@@ -29,7 +29,10 @@ from envs.sim.elastic.speed import AnalyticalSpeed, MeasuredSpeed
 from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.workload import generate_dl2_workload
 from envs.sim.traces import Trace, convert_trace, trace_stats
-from envs.sim.traces.options import convert_options, read_and_window
+from envs.sim.traces.model import Repairs
+from envs.sim.traces.options import convert_options, read_and_window, trace_window
+from envs.sim.traces.readers import read_trace
+from envs.sim.traces.transform import prepare
 from envs.sim.workload import (
     _data_file,
     builtin_ada_srsf,
@@ -130,19 +133,23 @@ def file_stamp(path: str | Path) -> tuple[str, int, int] | None:
     return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
-#: The windowed traces this process read (:func:`load_trace`): a benchmark builds the same
-#: scenario's workloads once per scheduler, and reading a corpus costs far more than a run.
+#: The traces this process read (:func:`load_trace`), before their windows: a benchmark
+#: builds each scenario's workloads once, but scenarios share trace files (a VC at several
+#: loads and scales), and reading a corpus costs far more than windowing it.
 _TRACES: OrderedDict[Hashable, Trace] = OrderedDict()
 
 
 def _read_and_window(path: str | Path, t: TraceConfig, cluster_gpus: int) -> Trace:
-    """:func:`read_and_window`, memoised by the file (its size and mtime), the options and
-    the GPUs; a :class:`Trace` is frozen, so the callers share it."""
+    """:func:`read_and_window` (the same read, then the same window), the read memoised by
+    the file (its size and mtime) and the reading options; a :class:`Trace` is frozen, so
+    the windows share it."""
     stamp = file_stamp(path)
     if stamp is None:
         return read_and_window(path, t, cluster_gpus)
-    key = (stamp, repr(t), cluster_gpus)
-    return memo(_TRACES, key, lambda: read_and_window(path, t, cluster_gpus))
+    repairs = Repairs(**asdict(t.repairs))
+    key = (stamp, t.format, repr(repairs))
+    trace = memo(_TRACES, key, lambda: read_trace(path, format=t.format, repairs=repairs))
+    return prepare(trace, trace_window(t), cluster_gpus)
 
 
 def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:

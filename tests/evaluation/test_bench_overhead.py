@@ -15,7 +15,7 @@ import pytest
 from envs.gym.episode import run_episode
 from envs.gym.factory import EnvConfig, make_env
 from envs.sim.elastic.allocators import allocator_from_label
-from envs.sim.traces.options import TraceConfig
+from envs.sim.traces.options import TraceConfig, read_and_window
 from evaluation import env_runs, policy, workloads
 from evaluation.bench import run as bench_run
 from evaluation.bench.scenarios import SUITES
@@ -80,6 +80,15 @@ def test_memoised_workloads_equal_a_fresh_build_and_each_plan_has_its_own_record
     # other seeds are other workloads
     make_plan(_cfg(list(tiresias.overrides), [2]))  # type: ignore[arg-type]
     assert len(workloads._PREPARED) == 2 and len(workloads._TRACES) == 1
+
+
+def test_windows_of_a_memoised_read_are_the_windows_of_a_fresh_read() -> None:
+    gpus = 64
+    for window in ("workload.trace.max_jobs=30", "workload.trace.target_load=2.0"):
+        cfg = _cfg(["workload.kind=trace", f"workload.path={PHILLY}", window], [0])
+        w = cfg.workload  # type: ignore[attr-defined]
+        assert workloads.load_trace(w, gpus) == read_and_window(PHILLY, w.trace, gpus)
+    assert len(workloads._TRACES) == 1  # one read for both windows
 
 
 def test_an_edited_trace_file_is_read_again(tmp_path: Path) -> None:
