@@ -6,8 +6,14 @@ the sim ms per reported second, and the record of how it was made (written to ``
 
 from __future__ import annotations
 
+import copy
+import json
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from hydra.utils import to_absolute_path
 
@@ -25,7 +31,10 @@ from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.workload import generate_dl2_workload
 from envs.sim.grouper import CojobWorkload, GrouperConfig, builtin_trace, scale_trace
 from envs.sim.traces import Trace, convert_trace, trace_stats
-from envs.sim.traces.options import convert_options, read_and_window
+from envs.sim.traces.model import Repairs
+from envs.sim.traces.options import convert_options, read_and_window, trace_window
+from envs.sim.traces.readers import read_trace
+from envs.sim.traces.transform import prepare
 from envs.sim.workload import (
     _data_file,
     builtin_ada_srsf,
@@ -42,6 +51,7 @@ from evaluation.config import (
     ElasticConfig,
     EvaluateConfig,
     GrouperSection,
+    TraceConfig,
     WorkloadConfig,
 )
 
@@ -50,10 +60,14 @@ __all__ = [
     "build_cluster",
     "build_cojobs",
     "build_workload",
+    "check_elastic_speed",
     "check_workload_config",
+    "copied",
     "elastic_cluster",
     "elastic_speed",
+    "file_stamp",
     "load_trace",
+    "memo",
     "paper_ms_per_s",
     "prepare_workloads",
     "sim_config",
@@ -100,14 +114,63 @@ def check_workload_config(w: WorkloadConfig) -> None:
         raise ConfigError(f"workload kind {w.kind!r} needs workload.path=<file>")
 
 
+_T = TypeVar("_T")
+
+#: How many values each of this process's memos keeps (the most recently used).
+MEMO_SIZE = 4
+
+
+def memo(store: OrderedDict[Hashable, Any], key: Hashable, make: Callable[[], _T]) -> _T:
+    """``store[key]``, made by ``make()`` on a miss; ``store`` keeps the :data:`MEMO_SIZE`
+    most recently used values.  A ``make`` that raises stores nothing."""
+    if key in store:
+        store.move_to_end(key)
+        return store[key]
+    value = make()
+    store[key] = value
+    while len(store) > MEMO_SIZE:
+        store.popitem(last=False)
+    return value
+
+
+def file_stamp(path: str | Path) -> tuple[str, int, int] | None:
+    """``(absolute path, size, mtime in ns)`` of a file, the part of a memo's key that makes
+    an edited file read again; ``None`` if it cannot be read (then nothing is memoised)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+#: The traces this process read (:func:`load_trace`), before their windows: a benchmark
+#: builds each scenario's workloads once, but scenarios share trace files (a VC at several
+#: loads and scales), and reading a corpus costs far more than windowing it.
+_TRACES: OrderedDict[Hashable, Trace] = OrderedDict()
+
+
+def _read_and_window(path: str | Path, t: TraceConfig, cluster_gpus: int) -> Trace:
+    """:func:`read_and_window` (the same read, then the same window), the read memoised by
+    the file (its size and mtime) and the reading options; a :class:`Trace` is frozen, so
+    the windows share it."""
+    stamp = file_stamp(path)
+    if stamp is None:
+        return read_and_window(path, t, cluster_gpus)
+    repairs = Repairs(**asdict(t.repairs))
+    key = (stamp, t.format, repr(repairs))
+    trace = memo(_TRACES, key, lambda: read_trace(path, format=t.format, repairs=repairs))
+    return prepare(trace, trace_window(t), cluster_gpus)
+
+
 def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
-    """Read and window the configured trace (the same for every seed)."""
+    """Read and window the configured trace (the same for every seed; read once per process
+    for the same file and options)."""
     t = w.trace
     if w.kind == "philly_builtin":
         with _data_file("traces", "philly_vc_6c71a0_public.csv") as p:
-            return read_and_window(p, replace(t, format="normalised"), cluster_gpus)
+            return _read_and_window(p, replace(t, format="normalised"), cluster_gpus)
     assert w.path is not None
-    return read_and_window(to_absolute_path(w.path), t, cluster_gpus)
+    return _read_and_window(to_absolute_path(w.path), t, cluster_gpus)
 
 
 def build_cojobs(
@@ -220,11 +283,36 @@ def _prepare_seed(
     return Prepared(seed, name, workload, elastic, ms_per_s, record)
 
 
+#: The workloads this process built (:func:`prepare_workloads`), by what they depend on.
+_PREPARED: OrderedDict[Hashable, list[Prepared]] = OrderedDict()
+
+
+def copied(prepared: list[Prepared]) -> list[Prepared]:
+    """Memoised workloads for one more caller: the jobs (frozen) shared, each record its
+    own (a plan may add to it)."""
+    return [replace(p, record=copy.deepcopy(p.record)) for p in prepared]
+
+
 def prepare_workloads(
     cfg: EvaluateConfig, cluster: ClusterSpec, need_elastic: bool
 ) -> list[Prepared]:
     """Every seed's workload, validated against the cluster, with its record (not for
-    workload kind ``env``: see :func:`evaluation.env_runs.prepare_env_workloads`)."""
+    workload kind ``env``: see :func:`evaluation.env_runs.prepare_env_workloads`).  Built
+    once per process for the same workload, seeds, cluster and elastic world (and the trace
+    or workload file, by its size and mtime): a benchmark's cells of one scenario share them."""
+    w = cfg.workload
+    stamp = file_stamp(to_absolute_path(w.path)) if w.path else ()
+    if stamp is None:  # an unreadable file: built (and refused) as usual
+        return _prepare(cfg, cluster, need_elastic)
+    key = json.dumps(
+        [asdict(w), list(cfg.seeds), asdict(cluster), asdict(cfg.elastic), need_elastic, stamp],
+        sort_keys=True,
+        default=repr,
+    )
+    return copied(memo(_PREPARED, key, lambda: _prepare(cfg, cluster, need_elastic)))
+
+
+def _prepare(cfg: EvaluateConfig, cluster: ClusterSpec, need_elastic: bool) -> list[Prepared]:
     w = cfg.workload
     trace = load_trace(w, cluster.num_gpus) if w.kind in ("trace", "philly_builtin") else None
     return [_prepare_seed(cfg, cluster, trace, seed, need_elastic) for seed in cfg.seeds]
@@ -268,13 +356,24 @@ def sim_config(cfg: EvaluateConfig, seed: int) -> SimConfig:
     )
 
 
+#: ``elastic.speed`` -> the speed model's class.
+ELASTIC_SPEEDS: dict[str, Callable[[], SpeedModel]] = {
+    "analytical": AnalyticalSpeed,
+    "measured": MeasuredSpeed,
+}
+
+
+def check_elastic_speed(e: ElasticConfig) -> None:
+    """:class:`ConfigError` for an unknown ``elastic.speed`` (without building the model,
+    which reads the measured speeds)."""
+    if e.speed not in ELASTIC_SPEEDS:
+        raise ConfigError(f"unknown elastic.speed {e.speed!r}; known: {sorted(ELASTIC_SPEEDS)}")
+
+
 def elastic_speed(e: ElasticConfig) -> SpeedModel:
     """The elastic world's speed model (``elastic.speed``)."""
-    if e.speed == "measured":
-        return MeasuredSpeed()
-    if e.speed == "analytical":
-        return AnalyticalSpeed()
-    raise ConfigError(f"unknown elastic.speed {e.speed!r}; known: ['analytical', 'measured']")
+    check_elastic_speed(e)
+    return ELASTIC_SPEEDS[e.speed]()
 
 
 def elastic_cluster(c: ClusterSpec, e: ElasticConfig) -> ElasticCluster:
