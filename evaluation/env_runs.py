@@ -31,9 +31,17 @@ from hydra.utils import to_absolute_path
 
 from agents.episode_results import Actor, run_episode_detailed
 from envs.gym.actors import AllocatorActor
-from envs.gym.cluster_env import ClusterEnv, EngineClusterEnv
+from envs.gym.cluster_env import ClusterEnv
 from envs.gym.episode import SlotPlanningActor, as_actor
-from envs.gym.factory import EnvConfig, coerce_env_config, env_kwargs, make_env, setting_of
+from envs.gym.factory import (
+    EnvConfig,
+    coerce_env_config,
+    env_class,
+    env_kwargs,
+    make_env,
+    setting_of,
+)
+from envs.memo import file_stamp, memo
 from envs.sim import ConfigError
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.simulator import Heartbeat
@@ -41,7 +49,7 @@ from envs.sim.elastic.spec import ElasticCluster, ElasticJob
 from envs.sim.elastic.workload import DL2_SMALL
 from evaluation.config import EvaluateConfig, TraceConfig
 from evaluation.runs import RunOutput, RunTask, run_heartbeat, slot_utilisation
-from evaluation.workloads import Prepared, copied, file_stamp, memo
+from evaluation.workloads import Prepared, copied
 
 __all__ = [
     "ActorFactory",
@@ -213,7 +221,7 @@ def fresh_env(config: EnvConfig) -> ClusterEnv:
     del kwargs["trace"]
     kwargs.pop("trace_options", None)
     kwargs["jobs"] = memo(_TRACE_JOBS, key, tuple)
-    return (EngineClusterEnv if config.speed == "contention" else ClusterEnv)(**kwargs)
+    return env_class(config)(**kwargs)
 
 
 #: The env workloads this process drew (:func:`prepare_env_workloads`).

@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from hydra.utils import to_absolute_path
 
+from envs.memo import file_stamp, memo
 from envs.sim import ConfigError
 from evaluation.config import EvaluateConfig
 from evaluation.runs import RunOutput, RunTask
-from evaluation.workloads import file_stamp, memo
 
 if TYPE_CHECKING:
     from agents.episode_results import Actor

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from hydra.utils import to_absolute_path
 
+from envs.memo import file_stamp, memo
 from envs.sim import (
     ClusterSpec,
     ConfigError,
@@ -31,10 +30,7 @@ from envs.sim.elastic.trace import elastic_jobs_from_workload
 from envs.sim.elastic.workload import generate_dl2_workload
 from envs.sim.grouper import CojobWorkload, GrouperConfig, builtin_trace, scale_trace
 from envs.sim.traces import Trace, convert_trace, trace_stats
-from envs.sim.traces.model import Repairs
-from envs.sim.traces.options import convert_options, read_and_window, trace_window
-from envs.sim.traces.readers import read_trace
-from envs.sim.traces.transform import prepare
+from envs.sim.traces.options import convert_options, read_and_window
 from envs.sim.workload import (
     _data_file,
     builtin_ada_srsf,
@@ -51,7 +47,6 @@ from evaluation.config import (
     ElasticConfig,
     EvaluateConfig,
     GrouperSection,
-    TraceConfig,
     WorkloadConfig,
 )
 
@@ -65,9 +60,7 @@ __all__ = [
     "copied",
     "elastic_cluster",
     "elastic_speed",
-    "file_stamp",
     "load_trace",
-    "memo",
     "paper_ms_per_s",
     "prepare_workloads",
     "sim_config",
@@ -114,63 +107,15 @@ def check_workload_config(w: WorkloadConfig) -> None:
         raise ConfigError(f"workload kind {w.kind!r} needs workload.path=<file>")
 
 
-_T = TypeVar("_T")
-
-#: How many values each of this process's memos keeps (the most recently used).
-MEMO_SIZE = 4
-
-
-def memo(store: OrderedDict[Hashable, Any], key: Hashable, make: Callable[[], _T]) -> _T:
-    """``store[key]``, made by ``make()`` on a miss; ``store`` keeps the :data:`MEMO_SIZE`
-    most recently used values.  A ``make`` that raises stores nothing."""
-    if key in store:
-        store.move_to_end(key)
-        return store[key]
-    value = make()
-    store[key] = value
-    while len(store) > MEMO_SIZE:
-        store.popitem(last=False)
-    return value
-
-
-def file_stamp(path: str | Path) -> tuple[str, int, int] | None:
-    """``(absolute path, size, mtime in ns)`` of a file, the part of a memo's key that makes
-    an edited file read again; ``None`` if it cannot be read (then nothing is memoised)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
-
-
-#: The traces this process read (:func:`load_trace`), before their windows: a benchmark
-#: builds each scenario's workloads once, but scenarios share trace files (a VC at several
-#: loads and scales), and reading a corpus costs far more than windowing it.
-_TRACES: OrderedDict[Hashable, Trace] = OrderedDict()
-
-
-def _read_and_window(path: str | Path, t: TraceConfig, cluster_gpus: int) -> Trace:
-    """:func:`read_and_window` (the same read, then the same window), the read memoised by
-    the file (its size and mtime) and the reading options; a :class:`Trace` is frozen, so
-    the windows share it."""
-    stamp = file_stamp(path)
-    if stamp is None:
-        return read_and_window(path, t, cluster_gpus)
-    repairs = Repairs(**asdict(t.repairs))
-    key = (stamp, t.format, repr(repairs))
-    trace = memo(_TRACES, key, lambda: read_trace(path, format=t.format, repairs=repairs))
-    return prepare(trace, trace_window(t), cluster_gpus)
-
-
 def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
     """Read and window the configured trace (the same for every seed; read once per process
     for the same file and options)."""
     t = w.trace
     if w.kind == "philly_builtin":
         with _data_file("traces", "philly_vc_6c71a0_public.csv") as p:
-            return _read_and_window(p, replace(t, format="normalised"), cluster_gpus)
+            return read_and_window(p, replace(t, format="normalised"), cluster_gpus)
     assert w.path is not None
-    return _read_and_window(to_absolute_path(w.path), t, cluster_gpus)
+    return read_and_window(to_absolute_path(w.path), t, cluster_gpus)
 
 
 def build_cojobs(

@@ -15,7 +15,11 @@ import pytest
 from envs.gym.episode import run_episode
 from envs.gym.factory import EnvConfig, make_env
 from envs.sim.elastic.allocators import allocator_from_label
-from envs.sim.traces.options import TraceConfig, read_and_window
+from envs.sim.traces import options as trace_options
+from envs.sim.traces.model import Repairs
+from envs.sim.traces.options import TraceConfig, trace_window
+from envs.sim.traces.readers import read_trace
+from envs.sim.traces.transform import prepare
 from evaluation import env_runs, policy, workloads
 from evaluation.bench import run as bench_run
 from evaluation.bench.scenarios import SUITES
@@ -29,7 +33,7 @@ PHILLY = ROOT / "envs" / "sim" / "data" / "traces" / "philly_vc_6c71a0_public.cs
 @pytest.fixture(autouse=True)
 def empty_memos(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts with this process's memos empty (and leaves the others' alone)."""
-    monkeypatch.setattr(workloads, "_TRACES", OrderedDict())
+    monkeypatch.setattr(trace_options, "_TRACES", OrderedDict())
     monkeypatch.setattr(workloads, "_PREPARED", OrderedDict())
     monkeypatch.setattr(env_runs, "_TRACE_JOBS", OrderedDict())
     monkeypatch.setattr(env_runs, "_PREPARED", OrderedDict())
@@ -69,7 +73,7 @@ def test_memoised_workloads_equal_a_fresh_build_and_each_plan_has_its_own_record
     tiresias = next(s for s in SUITES["v1"] if s.name == "tiresias-60")
     cfg = _cfg(list(tiresias.overrides), [0, 1])
     a, b = make_plan(cfg), make_plan(cfg)  # type: ignore[arg-type]
-    assert len(workloads._PREPARED) == 1 and len(workloads._TRACES) == 1
+    assert len(workloads._PREPARED) == 1 and len(trace_options._TRACES) == 1
     fresh = workloads._prepare(cfg, a.cluster, need_elastic=False)  # type: ignore[arg-type]
     for got in (a.prepared, b.prepared):
         assert [p.workload for p in got] == [p.workload for p in fresh]
@@ -79,7 +83,7 @@ def test_memoised_workloads_equal_a_fresh_build_and_each_plan_has_its_own_record
     assert "mine" not in make_plan(cfg).prepared[0].record  # type: ignore[arg-type]
     # other seeds are other workloads
     make_plan(_cfg(list(tiresias.overrides), [2]))  # type: ignore[arg-type]
-    assert len(workloads._PREPARED) == 2 and len(workloads._TRACES) == 1
+    assert len(workloads._PREPARED) == 2 and len(trace_options._TRACES) == 1
 
 
 def test_windows_of_a_memoised_read_are_the_windows_of_a_fresh_read() -> None:
@@ -87,8 +91,19 @@ def test_windows_of_a_memoised_read_are_the_windows_of_a_fresh_read() -> None:
     for window in ("workload.trace.max_jobs=30", "workload.trace.target_load=2.0"):
         cfg = _cfg(["workload.kind=trace", f"workload.path={PHILLY}", window], [0])
         w = cfg.workload  # type: ignore[attr-defined]
-        assert workloads.load_trace(w, gpus) == read_and_window(PHILLY, w.trace, gpus)
-    assert len(workloads._TRACES) == 1  # one read for both windows
+        unread = read_trace(PHILLY, format=w.trace.format, repairs=Repairs())
+        assert workloads.load_trace(w, gpus) == prepare(unread, trace_window(w.trace), gpus)
+    assert len(trace_options._TRACES) == 1  # one read for both windows
+
+
+def test_the_env_and_the_contention_world_share_one_read_of_a_trace() -> None:
+    cfg = _cfg(["workload.kind=trace", f"workload.path={PHILLY}", "workload.trace.max_jobs=30"],
+               [0])  # fmt: skip
+    workloads.load_trace(cfg.workload, 64)  # type: ignore[attr-defined]
+    assert len(trace_options._TRACES) == 1
+    env = make_env(EnvConfig(setting="tiny", trace=str(PHILLY),
+                             trace_options=TraceConfig(max_jobs=20)))  # fmt: skip
+    assert len(trace_options._TRACES) == 1 and len(env.fixed_jobs or ()) == 20
 
 
 def test_an_edited_trace_file_is_read_again(tmp_path: Path) -> None:
