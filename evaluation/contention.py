@@ -220,9 +220,9 @@ class ContentionKind:
         assert p.workload is not None
         layout = _layout(task.arg)
         fidelity = task.sim_config.fidelity.level.value
+        t0, c0 = time.perf_counter(), time.process_time()  # the env (its simulator) and episode
         env = _make_env(task.scheduler, layout, task.cluster, fidelity, [p.workload])
         act, policy = self._actor(task.arg)
-        t0, c0 = time.perf_counter(), time.process_time()
         from envs.gym.episode import run_episode
 
         with _one_torch_thread(not _is_teacher(task.arg)):

@@ -319,9 +319,12 @@ def run_in_env(task: RunTask, make_actor: ActorFactory, info: dict[str, Any]) ->
     there), as in :class:`agents.episode_results.EpisodeResult`.  ``task.sim_config.run``'s
     ``max_wall_s`` / ``progress_s`` hold for the episode (:func:`with_heartbeat`)."""
     assert task.env_config is not None
+    # the run's span (wall_s, cpu_s): building its env, the simulator of this world, and the
+    # episode with its actor, as a contention-engine run's span is building its simulator
+    # and running it
+    t0, c0 = time.perf_counter(), time.process_time()
     env = fresh_env(task.env_config)
     seed = task.prepared.seed
-    t0, c0 = time.perf_counter(), time.process_time()
     actor = with_heartbeat(make_actor(env, seed), run_heartbeat(task))
     detail = run_episode_detailed(env, actor, seed)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
