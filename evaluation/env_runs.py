@@ -17,10 +17,12 @@ policy's training env (workload kind ``env``), or from ``workload.dl2``,
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping, Set
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Set
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -31,20 +33,29 @@ from agents.episode_results import Actor, run_episode_detailed
 from envs.gym.actors import AllocatorActor
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.episode import SlotPlanningActor, as_actor
-from envs.gym.factory import EnvConfig, coerce_env_config, make_env, setting_of
+from envs.gym.factory import (
+    EnvConfig,
+    coerce_env_config,
+    env_class,
+    env_kwargs,
+    make_env,
+    setting_of,
+)
+from envs.memo import file_stamp, memo
 from envs.sim import ConfigError
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.elastic.simulator import Heartbeat
-from envs.sim.elastic.spec import ElasticCluster
+from envs.sim.elastic.spec import ElasticCluster, ElasticJob
 from envs.sim.elastic.workload import DL2_SMALL
 from evaluation.config import EvaluateConfig, TraceConfig
 from evaluation.runs import RunOutput, RunTask, run_heartbeat, slot_utilisation
-from evaluation.workloads import Prepared
+from evaluation.workloads import Prepared, copied
 
 __all__ = [
     "ActorFactory",
     "allocator_actor",
     "env_mode",
+    "fresh_env",
     "prepare_env_workloads",
     "resolve_env_config",
     "run_in_env",
@@ -186,9 +197,53 @@ def _window_hint(cfg: EvaluateConfig, trained: int) -> str:
     )
 
 
+#: The jobs of the trace envs this process built (:func:`fresh_env`).
+_TRACE_JOBS: OrderedDict[Hashable, tuple[ElasticJob, ...]] = OrderedDict()
+
+
+def fresh_env(config: EnvConfig) -> ClusterEnv:
+    """``make_env(config)``.  An env of a trace reads and converts the trace when it is built,
+    which costs more than an episode: this process does that once per trace file (by its size
+    and mtime), trace options and setting (what the jobs depend on, with the env's seed, 0),
+    and builds the envs of every other config with those jobs (``jobs=``, the same tuple a
+    build from the file gives), so that each run and each cell of a scenario gets the env
+    :func:`make_env` would give, without reading the trace again."""
+    stamp = file_stamp(config.trace) if config.trace else None
+    if stamp is None:  # the generator's envs are cheap to build (or the trace is unreadable)
+        return make_env(config)
+    kwargs = env_kwargs(config)
+    key = (stamp, repr(kwargs.get("trace_options")), repr(kwargs["setting"]))
+    if key not in _TRACE_JOBS:
+        env = make_env(config)
+        assert env.fixed_jobs is not None
+        memo(_TRACE_JOBS, key, lambda: env.fixed_jobs)
+        return env
+    del kwargs["trace"]
+    kwargs.pop("trace_options", None)
+    kwargs["jobs"] = memo(_TRACE_JOBS, key, tuple)
+    return env_class(config)(**kwargs)
+
+
+#: The env workloads this process drew (:func:`prepare_env_workloads`).
+_PREPARED: OrderedDict[Hashable, list[Prepared]] = OrderedDict()
+
+
 def prepare_env_workloads(cfg: EvaluateConfig, env_config: EnvConfig) -> list[Prepared]:
-    """Every seed's workload as the env draws it (``env.reset(seed=...)``), with its record."""
-    env = make_env(env_config)
+    """Every seed's workload as the env draws it (``env.reset(seed=...)``), with its record;
+    drawn once per process for the same env, seeds and workload kind (and trace file)."""
+    stamp = file_stamp(env_config.trace) if env_config.trace else ()
+    if stamp is None:
+        return _draw(cfg, env_config)
+    key = json.dumps(
+        [asdict(env_config), list(cfg.seeds), cfg.workload.kind, stamp],
+        sort_keys=True,
+        default=repr,
+    )
+    return copied(memo(_PREPARED, key, lambda: _draw(cfg, env_config)))
+
+
+def _draw(cfg: EvaluateConfig, env_config: EnvConfig) -> list[Prepared]:
+    env = fresh_env(env_config)
     out = []
     for seed in cfg.seeds:
         env.reset(seed=int(seed))
@@ -264,12 +319,15 @@ def run_in_env(task: RunTask, make_actor: ActorFactory, info: dict[str, Any]) ->
     there), as in :class:`agents.episode_results.EpisodeResult`.  ``task.sim_config.run``'s
     ``max_wall_s`` / ``progress_s`` hold for the episode (:func:`with_heartbeat`)."""
     assert task.env_config is not None
-    env = make_env(task.env_config)
+    # the run's span (wall_s, cpu_s): building its env, the simulator of this world, and the
+    # episode with its actor, as a contention-engine run's span is building its simulator
+    # and running it
+    t0, c0 = time.perf_counter(), time.process_time()
+    env = fresh_env(task.env_config)
     seed = task.prepared.seed
-    t0 = time.perf_counter()
     actor = with_heartbeat(make_actor(env, seed), run_heartbeat(task))
     detail = run_episode_detailed(env, actor, seed)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     s = env.cluster_spec.slot_s
     specs = {j.job_id: j for j in env.jobs}
     outcomes = detail.jobs
@@ -304,6 +362,7 @@ def run_in_env(task: RunTask, make_actor: ActorFactory, info: dict[str, Any]) ->
             "slot_s": s,
             "episode": detail.result.as_dict(),
             "wall_s": wall,
+            "cpu_s": cpu,
             **info,
         },
         extra={

@@ -45,9 +45,9 @@ class GrouperKind:
     def run(self, task: RunTask) -> RunOutput:
         p = task.prepared
         assert p.cojobs is not None
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = simulate_cojobs(p.cojobs, task.arg, p.cojob_config)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         k = p.ms_per_s
         stages = res.stages
         alive = {
@@ -73,7 +73,7 @@ class GrouperKind:
             gpu_util=float("nan"),
             util_t=np.array([0.0, max(makespan, 1.0)]),
             util=np.array([np.nan]),
-            info={"grouper": res.summary(), "events": res.events, "wall_s": wall},
+            info={"grouper": res.summary(), "events": res.events, "wall_s": wall, "cpu_s": cpu},
             extra={
                 "cojob": [s.cojob_id for s in stages],
                 "stage": [s.stage for s in stages],

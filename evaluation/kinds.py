@@ -39,7 +39,7 @@ from evaluation.grouper import GrouperKind
 from evaluation.policy import PolicyKind
 from evaluation.runs import RunOutput, RunTask, SchedulerKind, engine_output, run_heartbeat
 from evaluation.runs import slot_utilisation as _slot_utilisation
-from evaluation.workloads import elastic_cluster, elastic_speed
+from evaluation.workloads import check_elastic_speed, elastic_cluster, elastic_speed
 
 __all__ = [
     "SCHEDULER_KINDS",
@@ -75,9 +75,11 @@ class StackKind:
     def run(self, task: RunTask) -> RunOutput:
         w = task.prepared.workload
         assert w is not None
+        c0 = time.process_time()
         res = simulate(task.cluster, w, task.arg, task.sim_config)
+        cpu = time.process_time() - c0
         info = {"sim_config": res.config, "events": res.events, "wall_s": res.wall_s,
-                "extra": res.extra}  # fmt: skip
+                "cpu_s": cpu, "extra": res.extra}  # fmt: skip
         return engine_output(task, res, info)
 
 
@@ -98,7 +100,7 @@ class ElasticKind:
         allocator_from_label(
             arg, role="elastic allocator"
         )  # name and options, e.g. esrtf(backfill=True)
-        elastic_speed(cfg.elastic)
+        check_elastic_speed(cfg.elastic)
 
     def run(self, task: RunTask) -> RunOutput:
         if task.env_config is not None:
@@ -121,7 +123,7 @@ class ElasticKind:
                 if workers > 0 and jid not in first:
                     first[jid] = rec.t
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sim = SlotSimulator(
             cluster,
             jobs,
@@ -133,7 +135,7 @@ class ElasticKind:
             heartbeat=run_heartbeat(task),
         )
         res = sim.run()
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         by_id = {j.job_id: j for j in jobs}
         recs = res.jobs
         s = e.slot_s
@@ -159,7 +161,7 @@ class ElasticKind:
             gpu_util=res.mean_gpu_util,
             util_t=util_t,
             util=util,
-            info={"elastic": {**asdict(cluster), **res.summary()}, "wall_s": wall},
+            info={"elastic": {**asdict(cluster), **res.summary()}, "wall_s": wall, "cpu_s": cpu},
             extra={
                 "type": [by_id[r.job_id].type.model for r in recs],
                 "slots_run": [r.slots_run for r in recs],

@@ -63,6 +63,10 @@ class Plan:
     baseline: str
     workers: int
     tasks: list[RunTask] = field(default_factory=list)
+    build_cpu_s: float = 0.0  # CPU seconds this process spent building the workloads
+    #: ``run.json``'s provenance when the caller has it (the benchmark: once per process);
+    #: ``None``: :func:`~evaluation.provenance.provenance` when the run directory is written
+    provenance: dict[str, Any] | None = None
 
 
 def _check_basics(cfg: EvaluateConfig) -> dict[str, tuple[str, str]]:
@@ -159,7 +163,9 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
     env_config = None
     if env_mode(cfg, needs):
         env_config = _env_config(cfg, kinds)
+        c0 = time.process_time()
         prepared = prepare_env_workloads(cfg, env_config)
+        build = time.process_time() - c0
         last = max((j.arrival_slot for p in prepared for j in p.elastic_jobs or ()), default=0)
         if env_config.trace and cfg.workload.env.max_slots is None:
             # a real trace can span months: the horizon runs from its last arrival, so that
@@ -175,7 +181,9 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
                 f"workload kind 'dl2' gives elastic jobs only; {_needs(kinds, 'workload')} need "
                 "job-level workloads (use elastic:<allocator> schedulers)"
             )
+        c0 = time.process_time()
         prepared = prepare_workloads(cfg, cluster, need_elastic="elastic" in needs)
+        build = time.process_time() - c0
         for kind, arg in kinds.values():  # a kind that reads the workloads checks them now
             check_workloads = getattr(SCHEDULER_KINDS[kind], "check_workloads", None)
             if check_workloads is not None:
@@ -189,6 +197,7 @@ def make_plan(cfg: EvaluateConfig) -> Plan:
         paper_div=paper_ms_per_s(cfg.workload),
         baseline=cfg.baseline or cfg.stacks[0],
         workers=cfg.workers or (os.cpu_count() or 1),
+        build_cpu_s=build,
     )
     plan.tasks = [
         RunTask(
@@ -656,7 +665,7 @@ def _evaluate(
         "stacks": list(cfg.stacks),
         "baseline": plan.baseline,
         "workers": plan.workers,
-        **provenance(),
+        **(plan.provenance if plan.provenance is not None else provenance()),
         "cluster": asdict(plan.cluster),
         **({"env": plan.env_config.as_dict()} if plan.env_config is not None else {}),
         "workloads": {str(p.seed): p.record for p in plan.prepared},

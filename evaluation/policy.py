@@ -32,15 +32,19 @@ network too (with torch)."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import sys
+from collections import OrderedDict
+from collections.abc import Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from hydra.utils import to_absolute_path
 
+from envs.memo import file_stamp, memo
 from envs.sim import ConfigError
 from evaluation.config import EvaluateConfig
 from evaluation.runs import RunOutput, RunTask
@@ -95,12 +99,20 @@ def _npz(path: Path) -> Path | None:
     return path if path.suffix == ".npz" else None
 
 
+#: The policy files' metadata this process read (:func:`_file_meta`).
+_METAS: OrderedDict[Hashable, dict[str, Any]] = OrderedDict()
+
+
 def _file_meta(npz: Path) -> dict[str, Any]:
     """The metadata of the policy file ``npz`` (:func:`agents.policy_file.read_meta`: the
-    JSON entry only, no network built)."""
+    JSON entry only, no network built); read once per process and file (by its size and
+    mtime: checking a scheduler, its training env and its runs each ask), a copy each time."""
     from agents.policy_file import read_meta
 
-    return read_meta(npz)
+    stamp = file_stamp(npz)
+    if stamp is None:
+        return read_meta(npz)
+    return copy.deepcopy(memo(_METAS, stamp, lambda: read_meta(npz)))
 
 
 def plan_file(path: Path) -> Path | None:

@@ -6,11 +6,16 @@ the sim ms per reported second, and the record of how it was made (written to ``
 
 from __future__ import annotations
 
+import copy
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from hydra.utils import to_absolute_path
 
+from envs.memo import file_stamp, memo
 from envs.sim import (
     ClusterSpec,
     ConfigError,
@@ -50,7 +55,9 @@ __all__ = [
     "build_cluster",
     "build_cojobs",
     "build_workload",
+    "check_elastic_speed",
     "check_workload_config",
+    "copied",
     "elastic_cluster",
     "elastic_speed",
     "load_trace",
@@ -101,7 +108,8 @@ def check_workload_config(w: WorkloadConfig) -> None:
 
 
 def load_trace(w: WorkloadConfig, cluster_gpus: int) -> Trace:
-    """Read and window the configured trace (the same for every seed)."""
+    """Read and window the configured trace (the same for every seed; read once per process
+    for the same file and options)."""
     t = w.trace
     if w.kind == "philly_builtin":
         with _data_file("traces", "philly_vc_6c71a0_public.csv") as p:
@@ -220,11 +228,36 @@ def _prepare_seed(
     return Prepared(seed, name, workload, elastic, ms_per_s, record)
 
 
+#: The workloads this process built (:func:`prepare_workloads`), by what they depend on.
+_PREPARED: OrderedDict[Hashable, list[Prepared]] = OrderedDict()
+
+
+def copied(prepared: list[Prepared]) -> list[Prepared]:
+    """Memoised workloads for one more caller: the jobs (frozen) shared, each record its
+    own (a plan may add to it)."""
+    return [replace(p, record=copy.deepcopy(p.record)) for p in prepared]
+
+
 def prepare_workloads(
     cfg: EvaluateConfig, cluster: ClusterSpec, need_elastic: bool
 ) -> list[Prepared]:
     """Every seed's workload, validated against the cluster, with its record (not for
-    workload kind ``env``: see :func:`evaluation.env_runs.prepare_env_workloads`)."""
+    workload kind ``env``: see :func:`evaluation.env_runs.prepare_env_workloads`).  Built
+    once per process for the same workload, seeds, cluster and elastic world (and the trace
+    or workload file, by its size and mtime): a benchmark's cells of one scenario share them."""
+    w = cfg.workload
+    stamp = file_stamp(to_absolute_path(w.path)) if w.path else ()
+    if stamp is None:  # an unreadable file: built (and refused) as usual
+        return _prepare(cfg, cluster, need_elastic)
+    key = json.dumps(
+        [asdict(w), list(cfg.seeds), asdict(cluster), asdict(cfg.elastic), need_elastic, stamp],
+        sort_keys=True,
+        default=repr,
+    )
+    return copied(memo(_PREPARED, key, lambda: _prepare(cfg, cluster, need_elastic)))
+
+
+def _prepare(cfg: EvaluateConfig, cluster: ClusterSpec, need_elastic: bool) -> list[Prepared]:
     w = cfg.workload
     trace = load_trace(w, cluster.num_gpus) if w.kind in ("trace", "philly_builtin") else None
     return [_prepare_seed(cfg, cluster, trace, seed, need_elastic) for seed in cfg.seeds]
@@ -268,13 +301,24 @@ def sim_config(cfg: EvaluateConfig, seed: int) -> SimConfig:
     )
 
 
+#: ``elastic.speed`` -> the speed model's class.
+ELASTIC_SPEEDS: dict[str, Callable[[], SpeedModel]] = {
+    "analytical": AnalyticalSpeed,
+    "measured": MeasuredSpeed,
+}
+
+
+def check_elastic_speed(e: ElasticConfig) -> None:
+    """:class:`ConfigError` for an unknown ``elastic.speed`` (without building the model,
+    which reads the measured speeds)."""
+    if e.speed not in ELASTIC_SPEEDS:
+        raise ConfigError(f"unknown elastic.speed {e.speed!r}; known: {sorted(ELASTIC_SPEEDS)}")
+
+
 def elastic_speed(e: ElasticConfig) -> SpeedModel:
     """The elastic world's speed model (``elastic.speed``)."""
-    if e.speed == "measured":
-        return MeasuredSpeed()
-    if e.speed == "analytical":
-        return AnalyticalSpeed()
-    raise ConfigError(f"unknown elastic.speed {e.speed!r}; known: ['analytical', 'measured']")
+    check_elastic_speed(e)
+    return ELASTIC_SPEEDS[e.speed]()
 
 
 def elastic_cluster(c: ClusterSpec, e: ElasticConfig) -> ElasticCluster:

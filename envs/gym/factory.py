@@ -45,6 +45,7 @@ __all__ = [
     "EnvConfig",
     "check_seed",
     "contention_config",
+    "env_class",
     "gym_make",
     "make_env",
     "setting_of",
@@ -373,10 +374,13 @@ def make_env(config: EnvConfig | dict[str, Any], seed: int = 0) -> ClusterEnv:
     whose first unseeded reset uses workload ``seed``."""
     if not isinstance(config, EnvConfig):
         config = coerce_env_config(config)
-    kwargs = env_kwargs(config, seed)
-    if config.speed == "contention":
-        return EngineClusterEnv(**kwargs)
-    return ClusterEnv(**kwargs)
+    return env_class(config)(**env_kwargs(config, seed))
+
+
+def env_class(config: EnvConfig) -> type[ClusterEnv]:
+    """The env class of ``config``: :class:`EngineClusterEnv` for ``speed: contention``, else
+    :class:`ClusterEnv`."""
+    return EngineClusterEnv if config.speed == "contention" else ClusterEnv
 
 
 #: ClusterEnv keyword arguments that are not EnvConfig fields (the class's own, lower-level

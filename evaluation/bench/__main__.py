@@ -1,7 +1,8 @@
 """``python -m evaluation.bench [--suite v1] [--only NAME ...] [--exclude NAME ...] [--world W]
 [--schedulers SPEC ...] [--import MODULE ...] [--out DIR] [--workers N]
 [--runner local|ray --address HOST:PORT] [--no-plot]``: run the suite's cells (cached; a
-rerun resumes) and write and print its leaderboard (``docs/bench.md``)."""
+rerun resumes) and write and print its leaderboard (``docs/bench.md``) and where the command's
+CPU went (``cpu.json`` beside it: :func:`~evaluation.bench.run.cpu_record`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evaluation.bench.scenarios import WORLDS
+
+#: Where the command's CPU went, in the board's directory
+#: (:func:`~evaluation.bench.run.cpu_record`).
+CPU_FILE = "cpu.json"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,13 +71,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    import json
+
+    from envs.files import write_text
     from envs.numerics import use_portable
     from envs.sim.errors import DlschedError
     from evaluation.bench.board import board_of, write_board
-    from evaluation.bench.run import BenchError, run_suite
+    from evaluation.bench.run import BenchError, cpu_now, cpu_record, run_suite
     from evaluation.pipeline import Interrupted
 
     use_portable()  # the same bits on every x86-64 machine, as evaluate.py
+    start_s = cpu_now()
     try:
         result = run_suite(
             args.suite,
@@ -96,11 +105,18 @@ def _main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    c0 = cpu_now()
     paths = write_board(board_of(result), result.root, plot=not args.no_plot)
+    cpu = cpu_record(result, start_s, cpu_now() - c0, cpu_now())
+    write_text(result.root / CPU_FILE, json.dumps(cpu, indent=2) + "\n")
     print(paths["text"])
     print(
         f"{result.ran} run(s) made, CPU {result.cpu_s / 60:.1f} min, wall "
         f"{result.wall_s / 60:.1f} min; board: {paths['md']}"
+    )
+    print(
+        f"command CPU {cpu['total']:.1f} s, {cpu['runs']:.1f} s of it in the simulations: "
+        f"overhead {100 * cpu['overhead']:.1f}% ({result.root / CPU_FILE})"
     )
     return 0
 

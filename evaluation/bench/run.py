@@ -22,7 +22,9 @@ the cause; neither stops the board.
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
+import functools
 import io
 import json
 import math
@@ -49,6 +51,8 @@ __all__ = [
     "BenchResult",
     "Cell",
     "cell_dir",
+    "cpu_now",
+    "cpu_record",
     "default_schedulers",
     "resolve_schedulers",
     "run_suite",
@@ -81,6 +85,15 @@ class Cell:
     cpu_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     censored: int = 0  # jobs unfinished at the env's horizon, over the seeds (JCT lower bounds)
+    #: this invocation's CPU seconds in the cell's process, by :data:`PHASES`
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+#: Where a cell's CPU goes: checking it and composing its config (``plan``), building its
+#: workloads (``workloads``), its runs' simulations or episodes (``runs``: each run's
+#: ``cpu_s`` in ``run.json``), and the pipeline's collecting and writing of the run directory
+#: (``write``: per-job CSVs, tables, ``run.json``).
+PHASES = ("plan", "workloads", "runs", "write")
 
 
 @dataclass
@@ -95,6 +108,7 @@ class BenchResult:
     ran: int
     cpu_s: float
     wall_s: float
+    phases: dict[str, float] = field(default_factory=dict)  # the cells', summed (Cell.phases)
 
 
 def select_scenarios(
@@ -238,10 +252,30 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _cpu_s() -> float:
+def cpu_now() -> float:
+    """User + system CPU seconds of this process and of its children that have ended (the
+    cell workers, git): what ``/usr/bin/time`` reports of a command."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def cpu_record(
+    result: BenchResult, start_s: float, board_s: float, total_s: float
+) -> dict[str, float]:
+    """Where a command's CPU went (``cpu.json`` of ``python -m evaluation.bench``): ``total``
+    (:func:`cpu_now` at its end), ``start`` (interpreter start-up and imports before the
+    suite), each of :data:`PHASES` summed over the cells run now, ``board`` (the leaderboard's
+    tables and files), ``other`` (the rest: listing the schedulers, checking the cells that
+    are n/a, reading cached cells, the cell workers' start-up), and ``overhead`` = 1 -
+    ``runs`` / ``total``, the share not spent simulating (of a local run: with ``runner=ray``
+    the runs' CPU is the cluster's, not the command's).  Seconds, but ``overhead``."""
+    phases = {k: float(result.phases.get(k, 0.0)) for k in PHASES}
+    known = start_s + board_s + sum(phases.values())
+    out = {"total": total_s, "start": start_s, **phases, "board": board_s}
+    out["other"] = max(total_s - known, 0.0)
+    out["overhead"] = 1.0 - phases["runs"] / total_s if total_s > 0 else math.nan
+    return out
 
 
 def _read_cached(d: Path, seeds: Sequence[int]) -> tuple[dict[int, float], int] | None:
@@ -276,7 +310,6 @@ def _run_cell(
     runner: dict[str, Any],
     log: Callable[[str], None],
 ) -> Cell:
-    from evaluation.compose import compose
     from evaluation.pipeline import evaluate, make_plan
     from evaluation.runner import RunsFailed
 
@@ -290,21 +323,18 @@ def _run_cell(
     cached = _read_cached(d, scenario.seeds)
     if cached is not None:
         return Cell(scenario.name, spec, "ok", jct=cached[0], censored=cached[1])
-    values = {
-        "stacks": [spec],
-        "seeds": list(scenario.seeds),
-        "workers": workers,
-        "runner": runner,
-        "plot": False,
-        "progress_s": None,
-        "out_dir": str(d),
-        "resume": True,
-    }
+    c0 = time.process_time()
     try:
-        cfg, resolved = compose(scenario.overrides, values)
+        cfg, resolved = _cell_config(scenario, spec, d, workers, runner)
         plan = make_plan(cfg)
     except DlschedError as exc:  # cannot act here: n/a, with the reason
         return _na(scenario, spec, d, _first_line(exc))
+    plan.provenance = _provenance()
+    phases = {
+        "plan": time.process_time() - c0 - plan.build_cpu_s,
+        "workloads": plan.build_cpu_s,
+    }
+    c0 = time.process_time()
     d.mkdir(parents=True, exist_ok=True)
     out, err = io.StringIO(), io.StringIO()
     notes: list[str] = []
@@ -326,15 +356,78 @@ def _run_cell(
         for line in err.getvalue().splitlines():  # the pipeline's warnings and Ray nodes, by cell
             if line.startswith(("warning", "note", "ray:")):
                 log(f"  {scenario.name} / {spec}: {line}")
+    evaluated = time.process_time() - c0
     got = _read_cached(d, scenario.seeds)
     if got is None:
         return Cell(scenario.name, spec, "failed", f"no readable results in {d}")
     try:
-        kept = json.loads((d / "run.json").read_text(encoding="utf-8"))["resumed"]["kept_runs"]
-    except (OSError, ValueError, KeyError, TypeError):
-        kept = 0
+        record = json.loads((d / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    kept = _get(record, ("resumed", "kept_runs"), 0)
     ran = len(scenario.seeds) - int(kept)
-    return Cell(scenario.name, spec, "ok", jct=got[0], censored=got[1], ran=ran)
+    runs = record.get("runs") if isinstance(record, dict) else None
+    # run.json lists a resumed cell's kept runs too: the runs made now count at their mean
+    cpus = [float(r.get("cpu_s") or 0.0) for r in runs or () if isinstance(r, dict)]
+    sims = sum(cpus) * ran / len(cpus) if cpus else 0.0
+    phases.update(runs=sims, write=max(evaluated - sims, 0.0))
+    return Cell(scenario.name, spec, "ok", jct=got[0], censored=got[1], ran=ran, phases=phases)
+
+
+def _get(record: Any, path: Sequence[str], default: Any) -> Any:
+    """``record[path[0]][path[1]]...``, or ``default`` where a level is missing or not a
+    mapping."""
+    for key in path:
+        if not isinstance(record, dict) or key not in record:
+            return default
+        record = record[key]
+    return record
+
+
+def _cell_config(
+    scenario: Scenario, spec: str, d: Path, workers: int, runner: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """The cell's ``evaluate.py`` config and its resolved dict (``run.json``'s ``config``):
+    the scenario's, composed once per process (:func:`_scenario_config`), with the cell's
+    scheduler and directory; what composing the cell's own overrides gives."""
+    base, resolved = _scenario_config(
+        tuple(scenario.overrides), tuple(scenario.seeds), workers, json.dumps(runner)
+    )
+    cfg = copy.deepcopy(base)
+    cfg.stacks, cfg.out_dir = [spec], str(d)
+    record = copy.deepcopy(resolved)
+    record["stacks"], record["out_dir"] = [spec], str(d)
+    return cfg, record
+
+
+@functools.lru_cache(maxsize=4)
+def _scenario_config(
+    overrides: tuple[str, ...], seeds: tuple[int, ...], workers: int, runner: str
+) -> tuple[Any, dict[str, Any]]:
+    """A scenario's composed config (:func:`evaluation.compose.compose`: the schema, its
+    overrides and the benchmark's values), every cell's but for ``stacks`` and ``out_dir``."""
+    from evaluation.compose import compose
+
+    values = {
+        "stacks": [],
+        "seeds": list(seeds),
+        "workers": workers,
+        "runner": json.loads(runner),
+        "plot": False,
+        "progress_s": None,
+        "out_dir": "",
+        "resume": True,
+    }
+    return compose(overrides, values)
+
+
+@functools.lru_cache(maxsize=1)
+def _provenance() -> dict[str, Any]:
+    """``run.json``'s provenance, once per process: the benchmark's cells are of the code
+    version it found at the start (:func:`suite_dir`), so git is asked once, not per cell."""
+    from evaluation.provenance import provenance
+
+    return provenance()
 
 
 def _na(scenario: Scenario, spec: str, d: Path, reason: str) -> Cell:
@@ -355,11 +448,11 @@ def _cell_job(scenario: Scenario, spec: str, d: Path, runner: dict[str, Any]) ->
     from envs.numerics import use_portable
 
     use_portable()  # as evaluate.py: the same bits on every x86-64 machine
-    c0 = _cpu_s()
+    c0 = cpu_now()
     notes: list[str] = []
     cell = _run_cell(scenario, spec, d, workers=1, runner=runner, log=notes.append)
     cell.notes = notes
-    cell.cpu_s = _cpu_s() - c0 if cell.ran else 0.0
+    cell.cpu_s = cpu_now() - c0 if cell.ran else 0.0
     return cell
 
 
@@ -418,11 +511,14 @@ class _Progress:
         self.cells, self.total, self.workers, self.log = cells, total, workers, log
         self.done = self.ran = self.next = 0
         self.cpu = 0.0
+        self.phases = dict.fromkeys(PHASES, 0.0)
 
     def take(self, cell: Cell) -> None:
         self.cells[(cell.scenario, cell.scheduler)] = cell
         self.ran += cell.ran
         self.cpu += cell.cpu_s
+        for k, v in cell.phases.items():
+            self.phases[k] += v
         self.report()
 
     def report(self) -> None:
@@ -525,6 +621,7 @@ def run_suite(
         progress.ran,
         progress.cpu,
         time.perf_counter() - t0,
+        progress.phases,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import replace
@@ -11,9 +12,9 @@ import pytest
 
 from envs.gym.workloads import TEST_VCS, TRAIN_VCS
 from evaluation.bench import run as bench_run
-from evaluation.bench.__main__ import main
+from evaluation.bench.__main__ import CPU_FILE, main
 from evaluation.bench.board import board_of, iqm, make_board, markdown, write_board
-from evaluation.bench.run import BenchError, Cell, cell_dir, run_suite, select_scenarios
+from evaluation.bench.run import PHASES, BenchError, Cell, cell_dir, run_suite, select_scenarios
 from evaluation.bench.scenarios import SUITES, V1, WORLDS, Scenario, suite_version
 from evaluation.compose import compose
 
@@ -280,3 +281,27 @@ def test_a_policy_path_is_a_scheduler_of_its_kind() -> None:
     assert "policy:policies/small_esrtf_gppo" in bench_run.default_schedulers()
     with pytest.raises(BenchError, match="'policies/no_such_policy'"):
         bench_run.resolve_schedulers(["policies/no_such_policy"])
+
+
+def test_every_run_records_its_cpu_and_the_command_where_its_cpu_went(
+    tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = ["elastic:drf", "policy:policies/medium_plan_pg", "lwf1_adasrsf", "bound:solo"]
+    argv = ["--suite", tiny, "--out", str(tmp_path), "--no-plot", "--schedulers", *specs]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    root = tmp_path / f"tiny-{suite_version(TINY)}" / "testcode"
+    cpus = []
+    for record in sorted(root.glob("*/*/run.json")):
+        for run in json.loads(record.read_text())["runs"]:
+            assert isinstance(run["cpu_s"], float) and math.isfinite(run["cpu_s"])
+            assert run["cpu_s"] >= 0.0
+            cpus.append(run["cpu_s"])
+    assert len(cpus) == 6  # drf, lwf1_adasrsf and bound:solo on 2 seeds (the policy is n/a)
+    split = json.loads((root / CPU_FILE).read_text())
+    assert set(split) == {"total", "start", *PHASES, "board", "other", "overhead"}
+    assert split["runs"] == pytest.approx(sum(cpus))
+    assert all(split[k] >= 0.0 for k in split)
+    assert 0.0 < split["start"] < split["total"] and split["plan"] > 0.0
+    assert split["overhead"] == pytest.approx(1 - split["runs"] / split["total"])
+    assert f"overhead {100 * split['overhead']:.1f}%" in out

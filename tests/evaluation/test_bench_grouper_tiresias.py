@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from envs.sim import ConfigError
 from envs.sim.grouper import POLICIES, GrouperConfig, simulate_cojobs
 from evaluation.bench import run as bench_run
 from evaluation.bench.board import board_of, csv_text, markdown
-from evaluation.bench.run import default_schedulers, run_suite, world_of
+from evaluation.bench.run import cell_dir, default_schedulers, run_suite, world_of
 from evaluation.bench.scenarios import V1, WORLDS, Scenario
 from evaluation.compose import compose
 from evaluation.pipeline import Plan, make_plan
@@ -55,6 +57,11 @@ def test_both_scenarios_run_and_the_board_calls_the_sct_an_sct(
     w, cfg = build_cojobs(compose(_scenario("grouper-40cojobs").overrides, {})[0].workload.grouper)
     sct = simulate_cojobs(w, "grouper", cfg).avg_sct_ms() / 1000.0
     assert grouper.jct == {0: pytest.approx(sct, rel=1e-12)}
+    for cell in (tiresias, grouper):  # each run's simulation CPU, for the overhead's split
+        record = json.loads((cell_dir(got.root, cell.scenario, cell.scheduler) / "run.json")
+                            .read_text())  # fmt: skip
+        (run,) = record["runs"]
+        assert math.isfinite(run["cpu_s"]) and run["cpu_s"] > 0.0
     board = board_of(got)
     rows = list(csv.DictReader(io.StringIO(csv_text(board))))
     metric = {(r["scenario"], r["scheduler"]): r["metric"] for r in rows}

@@ -7,9 +7,12 @@ Plain dataclasses (Hydra's structured configs use them as schemas).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from envs.memo import file_stamp, memo
 from envs.sim.spec import Workload
 from envs.sim.traces.convert import ConvertOptions, convert_trace
 from envs.sim.traces.model import Repairs, Trace
@@ -79,9 +82,23 @@ def trace_window(t: TraceConfig) -> TraceWindow:
     )
 
 
+#: The traces this process read (:func:`read_and_window`), before their windows: a
+#: benchmark's scenarios and the DL² env's episodes share trace files (a VC at several loads
+#: and scales), and reading a corpus costs far more than windowing it.
+_TRACES: OrderedDict[Hashable, Trace] = OrderedDict()
+
+
 def read_and_window(path: str | Path, t: TraceConfig, cluster_gpus: int) -> Trace:
-    """Read ``path`` (``t.format``, ``t.repairs``) and apply ``t``'s window."""
-    trace = read_trace(path, format=t.format, repairs=Repairs(**asdict(t.repairs)))
+    """Read ``path`` (``t.format``, ``t.repairs``) and apply ``t``'s window.  The read is
+    memoised per process by the file (its size and mtime, :func:`envs.memo.file_stamp`) and
+    the reading options; a :class:`Trace` is frozen, so the windows share it."""
+    repairs = Repairs(**asdict(t.repairs))
+    stamp = file_stamp(path)
+    if stamp is None:  # unreadable: the reader says why
+        trace = read_trace(path, format=t.format, repairs=repairs)
+    else:
+        key = (stamp, t.format, repr(repairs))
+        trace = memo(_TRACES, key, lambda: read_trace(path, format=t.format, repairs=repairs))
     return prepare(trace, trace_window(t), cluster_gpus)
 
 
