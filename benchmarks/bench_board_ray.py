@@ -7,8 +7,9 @@ Ray's token authentication on, telemetry off), runs ``python -m evaluation.bench
 started, by their process groups) and prints:
 
 * the wall time, the driver's CPU (the bench command and its children) and the two nodes' CPU
-  (every process of their sessions in ``/proc``, read just before they are stopped: raylets,
-  GCS, Ray workers running the cells' runs), in CPU-minutes;
+  (the ``ray start`` processes and all their descendants in ``/proc``, with what they reaped,
+  read just before they are stopped: raylets, GCS, the Ray workers running the cells' runs),
+  in CPU-minutes, and the runs' own CPU as they recorded it (``cpu.json``'s ``runs``);
 * with ``--compare DIR``: whether the Ray board's ``board.csv`` and every cell's per-job CSVs
   equal, byte for byte, those of a local board of the same suite and code version under
   ``DIR`` (e.g. ``python -m evaluation.bench --workers 2 --out DIR``).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import resource
 import subprocess
@@ -36,10 +38,11 @@ LOOPBACK = ROOT / "tools" / "ray_loopback.py"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def session_cpu_s(sid: int) -> float:
-    """CPU seconds (user + system, with reaped children's) of every live process whose
-    session is ``sid``."""
-    total = 0
+def tree_cpu_s(roots: list[int]) -> float:
+    """CPU seconds (user + system, with reaped children's) of the live processes ``roots``
+    and all their descendants (``/proc``): a node's raylet, GCS and Ray workers, and what
+    they reaped."""
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, CPU s)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -48,10 +51,15 @@ def session_cpu_s(sid: int) -> float:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-        if int(fields[3]) != sid:  # field 6 of stat: the session
-            continue
-        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-    return total / TICK
+        cpu = sum(int(v) for v in fields[11:15]) / TICK  # utime stime cutime cstime
+        stats[int(entry.name)] = (int(fields[1]), cpu)
+    keep = set(roots)
+    grew = True
+    while grew:  # descendants, level by level
+        more = {pid for pid, (ppid, _) in stats.items() if ppid in keep and pid not in keep}
+        keep |= more
+        grew = bool(more)
+    return sum(stats[pid][1] for pid in keep if pid in stats)
 
 
 def _cells(out: Path) -> tuple[Path, dict[str, bytes]]:
@@ -90,12 +98,13 @@ def main() -> int:
         done = subprocess.run(cmd, cwd=ROOT, env=cluster.env)
         wall = time.monotonic() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        nodes_cpu = sum(session_cpu_s(n.pid) for n in cluster.nodes)  # before they stop
+        nodes_cpu = tree_cpu_s([n.pid for n in cluster.nodes])  # before they stop
     driver = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    runs = sum(json.loads(p.read_text()).get("runs") or 0.0 for p in args.out.glob("*/*/cpu.json"))
     print(
         f"ray board: exit {done.returncode}; wall {wall / 60:.1f} min; CPU: driver "
         f"{driver / 60:.1f} min + two nodes {nodes_cpu / 60:.1f} min = "
-        f"{(driver + nodes_cpu) / 60:.1f} CPU-minutes"
+        f"{(driver + nodes_cpu) / 60:.1f} CPU-minutes (the runs' own cpu_s: {runs / 60:.1f} min)"
     )
     if done.returncode != 0:
         return done.returncode

@@ -107,17 +107,23 @@ def _main(args: argparse.Namespace) -> int:
         return 130
     c0 = cpu_now()
     paths = write_board(board_of(result), result.root, plot=not args.no_plot)
-    cpu = cpu_record(result, start_s, cpu_now() - c0, cpu_now())
+    cpu = cpu_record(result, start_s, cpu_now() - c0, cpu_now(), on_ray=args.runner == "ray")
     write_text(result.root / CPU_FILE, json.dumps(cpu, indent=2) + "\n")
     print(paths["text"])
     print(
         f"{result.ran} run(s) made, CPU {result.cpu_s / 60:.1f} min, wall "
         f"{result.wall_s / 60:.1f} min; board: {paths['md']}"
     )
-    print(
-        f"command CPU {cpu['total']:.1f} s, {cpu['runs']:.1f} s of it in the simulations: "
-        f"overhead {100 * cpu['overhead']:.1f}% ({result.root / CPU_FILE})"
-    )
+    if cpu["overhead"] is None:  # runner=ray
+        print(
+            f"command CPU {cpu['total']:.1f} s; the runs made {cpu['runs']:.1f} CPU s on the "
+            f"Ray cluster (their cpu_s) ({result.root / CPU_FILE})"
+        )
+    else:
+        print(
+            f"command CPU {cpu['total']:.1f} s, {cpu['runs']:.1f} s of it in the simulations: "
+            f"overhead {100 * cpu['overhead']:.1f}% ({result.root / CPU_FILE})"
+        )
     return 0
 
 

@@ -261,20 +261,23 @@ def cpu_now() -> float:
 
 
 def cpu_record(
-    result: BenchResult, start_s: float, board_s: float, total_s: float
-) -> dict[str, float]:
+    result: BenchResult, start_s: float, board_s: float, total_s: float, on_ray: bool = False
+) -> dict[str, float | None]:
     """Where a command's CPU went (``cpu.json`` of ``python -m evaluation.bench``): ``total``
     (:func:`cpu_now` at its end), ``start`` (interpreter start-up and imports before the
     suite), each of :data:`PHASES` summed over the cells run now, ``board`` (the leaderboard's
     tables and files), ``other`` (the rest: listing the schedulers, checking the cells that
     are n/a, reading cached cells, the cell workers' start-up), and ``overhead`` = 1 -
     ``runs`` / ``total``, the share not spent simulating (of a local run: with ``runner=ray``
-    the runs' CPU is the cluster's, not the command's).  Seconds, but ``overhead``."""
+    the runs' CPU is the cluster's, not the command's: ``on_ray`` makes ``overhead`` ``None``,
+    and ``runs`` the CPU the runs recorded on the cluster).  Seconds, but ``overhead``."""
     phases = {k: float(result.phases.get(k, 0.0)) for k in PHASES}
     known = start_s + board_s + sum(phases.values())
-    out = {"total": total_s, "start": start_s, **phases, "board": board_s}
+    out: dict[str, float | None] = {"total": total_s, "start": start_s, **phases, "board": board_s}
     out["other"] = max(total_s - known, 0.0)
     out["overhead"] = 1.0 - phases["runs"] / total_s if total_s > 0 else math.nan
+    if on_ray:  # the runs' CPU was spent on the cluster, not in this command
+        out["overhead"] = None
     return out
 
 
@@ -506,9 +509,13 @@ class _Progress:
         total: int,
         workers: int,
         log: Callable[[str], None],
+        on_ray: bool = False,
     ) -> None:
         self.scenarios, self.specs, self.applicable = scenarios, specs, applicable
         self.cells, self.total, self.workers, self.log = cells, total, workers, log
+        # on Ray the runs' CPU is the cluster's and the cells go one at a time: the ETA is
+        # from the wall time per run so far, and the CPU shown is this driver's
+        self.on_ray, self.t0 = on_ray, time.perf_counter()
         self.done = self.ran = self.next = 0
         self.cpu = 0.0
         self.phases = dict.fromkeys(PHASES, 0.0)
@@ -534,12 +541,14 @@ class _Progress:
                     self.log(note)
             self.done += len(here) * len(sc.seeds)
             counts = {k: sum(c.status == k for c in here) for k in ("ok", "n/a", "failed")}
-            per_run = self.cpu / self.ran if self.ran else None
+            spent = time.perf_counter() - self.t0 if self.on_ray else self.cpu
+            per_run = spent / self.ran if self.ran else None
             self.log(
                 f"[{i + 1}/{len(self.scenarios)}] {sc.name}: {counts['ok']} ok, "
                 f"{counts['n/a']} n/a, {counts['failed']} failed; runs {self.done}/{self.total} "
-                f"({sum(c.ran for c in here)} run now); CPU {self.cpu:.0f} s; "
-                f"ETA {_eta(per_run, self.total - self.done, self.workers)}"
+                f"({sum(c.ran for c in here)} run now); "
+                f"{'driver CPU' if self.on_ray else 'CPU'} {self.cpu:.0f} s; "
+                f"ETA {_eta(per_run, self.total - self.done, 1 if self.on_ray else self.workers)}"
             )
 
 
@@ -591,7 +600,7 @@ def run_suite(
         )
     cells: dict[tuple[str, str], Cell] = {}
     t0 = time.perf_counter()
-    progress = _Progress(scenarios, specs, applicable, cells, total, workers, log)
+    progress = _Progress(scenarios, specs, applicable, cells, total, workers, log, runner == "ray")
     jobs = []
     for sc in scenarios:
         for spec in specs:

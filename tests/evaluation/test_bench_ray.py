@@ -50,6 +50,9 @@ def test_ray_cells_are_the_local_cells_byte_for_byte(ray_cluster, tmp_path: Path
     assert ray.returncode == 0, ray.stderr[-3000:]
     # each cell's 3 runs were Ray tasks on the cluster's nodes
     assert ray.stdout.count("tiresias-60 / lwf1_adasrsf: ray: 3 run(s) on") == 1, ray.stdout
+    # the runs' CPU is the cluster's: no overhead is claimed for this command
+    assert "CPU s on the Ray cluster (their cpu_s)" in ray.stdout and "overhead" not in ray.stdout
+    assert "driver CPU" in ray.stdout
     got, want = _files(tmp_path / "ray"), _files(tmp_path / "local")
     assert len(want) == 1 + 2 * 3  # the board and 2 schedulers x 3 seeds
     assert got == want
