@@ -122,7 +122,7 @@ def test_a_board_killed_midway_resumes_to_the_same_cells(tmp_path: Path) -> None
     command again makes only the missing runs, and the board and per-job CSVs are those of an
     uninterrupted board."""
     picks = ["--only", "tiresias-60", "--schedulers", "lwf1_adasrsf", "ff_adasrsf",
-             "dlas:count_fs", "--workers", "1", "--no-plot"]  # fmt: skip
+             "--workers", "1", "--no-plot"]  # fmt: skip
     whole = tmp_path / "whole"
     assert bench_main(["--out", str(whole), *picks]) == 0
     killed = tmp_path / "killed"
@@ -131,7 +131,7 @@ def test_a_board_killed_midway_resumes_to_the_same_cells(tmp_path: Path) -> None
     proc = subprocess.Popen(cmd, cwd=root, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 120
-    while len(list(killed.glob("*/*/*/*/jobs_*.csv"))) < 2:  # two runs finished
+    while not list(killed.glob("*/*/*/*/jobs_*.csv")):  # a run finished
         assert proc.poll() is None, "the board finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -140,15 +140,15 @@ def test_a_board_killed_midway_resumes_to_the_same_cells(tmp_path: Path) -> None
     # a run is kept when its record is on disk (its per-job CSV is written just before: a
     # kill between the two makes it again, with the same bytes)
     kept = len(list(killed.glob(f"*/*/*/*/{RECORDS}/*.pkl")))
-    assert 1 <= kept < 9
+    assert kept < 6  # (0 when the kill came between the first CSV and its record)
     again = run_script("-m", "evaluation.bench", "--out", str(killed), *picks)
     assert again.returncode == 0, again.stderr
     made = sum(int(n) for n in re.findall(r"\((\d+) run now\)", again.stdout))
-    assert made == 9 - kept  # only the missing runs
+    assert made == 6 - kept  # only the missing runs
 
     def files(out: Path) -> dict[str, bytes]:
         (code,) = (out / f"v1-{suite_version(V1)}").iterdir()
         keep = [*code.glob("*/*/jobs_*.csv"), code / "board.csv"]
         return {str(p.relative_to(code)): p.read_bytes() for p in keep}
 
-    assert files(killed) == files(whole) and len(files(whole)) == 1 + 9
+    assert files(killed) == files(whole) and len(files(whole)) == 1 + 6

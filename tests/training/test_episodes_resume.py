@@ -58,7 +58,12 @@ def _curve(run: Path) -> list[tuple[str, str, str]]:
         return [(r["timesteps"], r["iteration"], r["avg_jct"]) for r in csv.DictReader(f)]
 
 
-@pytest.mark.parametrize(("base", "key"), [(CONTENTION, "contention"), (PLAN, "plan")])
+# the contention world's resume is the same pipeline code (training/episodes.py) as the plan
+# world's, run in the default suite; it is slow (~14 s): pytest -m slow
+@pytest.mark.parametrize(
+    ("base", "key"),
+    [pytest.param(CONTENTION, "contention", marks=pytest.mark.slow), (PLAN, "plan")],
+)
 def test_a_resumed_run_is_the_run_in_one_go(base: list[str], key: str, tmp_path: Path) -> None:
     whole, half, rest = tmp_path / "whole", tmp_path / "half", tmp_path / "rest"
     _train([*base, f"agent.{key}.iterations=4"], whole)
