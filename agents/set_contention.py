@@ -37,7 +37,7 @@ import numpy.typing as npt
 import torch as th
 from torch import nn
 
-from agents.set_plan import COUNT_SCALE, OneObservation
+from agents.set_plan import COUNT_SCALE, OneObservation, stack_padded
 from envs.sim.errors import ConfigError
 
 __all__ = ["PAD", "SetContentionNet"]
@@ -117,16 +117,7 @@ class SetContentionNet(OneObservation):
         sizes (and one window ``J``, as the batch's masks are): each padded to the most
         servers with server rows of :data:`PAD` before its global features; :meth:`forward`
         pools over the real servers only."""
-        sizes = {o.shape[-1] for o in obs}
-        if len(sizes) <= 1:
-            return np.stack(obs)
-        G, width = self.n_globals, max(sizes)
-        out = np.full((len(obs), width), PAD, dtype=np.float32)
-        for i, o in enumerate(obs):
-            n = o.shape[-1] - G
-            out[i, :n] = o[:n]
-            out[i, width - G :] = o[n:]
-        return out
+        return stack_padded(obs, self.n_globals, PAD)
 
     # ------------------------------------------------------------------ network
     def forward(self, obs: th.Tensor, masks: th.Tensor) -> th.Tensor:

@@ -38,11 +38,30 @@ from torch import nn
 
 from envs.sim.errors import ConfigError
 
-__all__ = ["COUNT_SCALE", "SetPlanNet"]
+__all__ = ["COUNT_SCALE", "SetPlanNet", "stack_padded"]
 
 #: The job count's scale: ``log1p(n) / log1p(COUNT_SCALE)`` is 1 at 64 jobs (larger windows
 #: give values above 1, still bounded by the log).
 COUNT_SCALE = 64
+
+
+def stack_padded(
+    obs: Sequence[npt.NDArray[np.float32]], n_globals: int, fill: float
+) -> npt.NDArray[np.float32]:
+    """Flat observations of a set network as one batch: ``np.stack`` when they have one
+    length; else each padded to the longest with ``fill`` between its rows and its last
+    ``n_globals`` global features (which stay at the end), so the rows of every observation
+    start at 0 and its globals end the row."""
+    sizes = {o.shape[-1] for o in obs}
+    if len(sizes) <= 1:
+        return np.stack(obs)
+    width = max(sizes)
+    out = np.full((len(obs), width), fill, dtype=np.float32)
+    for i, o in enumerate(obs):
+        n = o.shape[-1] - n_globals
+        out[i, :n] = o[:n]
+        out[i, width - n_globals :] = o[n:]
+    return out
 
 
 class OneObservation(nn.Module):
@@ -110,18 +129,10 @@ class SetPlanNet(OneObservation):
         """Observations of possibly different windows as one batch: each padded to the
         largest window with empty rows (zeros) before its global features, which the network
         leaves out; the same windows stack as ``np.stack``."""
-        sizes = {o.shape[-1] for o in obs}
-        if len(sizes) <= 1:
-            return np.stack(obs)
-        G = self.n_globals
-        width = max(sizes)
-        out = np.zeros((len(obs), width), dtype=np.float32)
-        for i, o in enumerate(obs):
-            self.window_of(o.shape[-1])
-            n = o.shape[-1] - G
-            out[i, :n] = o[:n]
-            out[i, width - G :] = o[n:]
-        return out
+        if len({o.shape[-1] for o in obs}) > 1:
+            for o in obs:
+                self.window_of(o.shape[-1])  # each a layout of this network
+        return stack_padded(obs, self.n_globals, 0.0)
 
     # ------------------------------------------------------------------ network
     def forward(self, obs: th.Tensor, masks: th.Tensor) -> th.Tensor:
