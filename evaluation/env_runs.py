@@ -17,7 +17,6 @@ policy's training env (workload kind ``env``), or from ``workload.dl2``,
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -49,7 +48,7 @@ from envs.sim.elastic.spec import ElasticCluster, ElasticJob
 from envs.sim.elastic.workload import DL2_SMALL
 from evaluation.config import EvaluateConfig, TraceConfig
 from evaluation.runs import RunOutput, RunTask, run_heartbeat, slot_utilisation
-from evaluation.workloads import Prepared, copied
+from evaluation.workloads import Prepared, memo_prepared
 
 __all__ = [
     "ActorFactory",
@@ -224,22 +223,14 @@ def fresh_env(config: EnvConfig) -> ClusterEnv:
     return env_class(config)(**kwargs)
 
 
-#: The env workloads this process drew (:func:`prepare_env_workloads`).
-_PREPARED: OrderedDict[Hashable, list[Prepared]] = OrderedDict()
-
-
 def prepare_env_workloads(cfg: EvaluateConfig, env_config: EnvConfig) -> list[Prepared]:
     """Every seed's workload as the env draws it (``env.reset(seed=...)``), with its record;
     drawn once per process for the same env, seeds and workload kind (and trace file)."""
-    stamp = file_stamp(env_config.trace) if env_config.trace else ()
-    if stamp is None:
-        return _draw(cfg, env_config)
-    key = json.dumps(
-        [asdict(env_config), list(cfg.seeds), cfg.workload.kind, stamp],
-        sort_keys=True,
-        default=repr,
+    return memo_prepared(
+        env_config.trace,
+        ["env", asdict(env_config), list(cfg.seeds), cfg.workload.kind],
+        lambda: _draw(cfg, env_config),
     )
-    return copied(memo(_PREPARED, key, lambda: _draw(cfg, env_config)))
 
 
 def _draw(cfg: EvaluateConfig, env_config: EnvConfig) -> list[Prepared]:

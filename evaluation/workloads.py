@@ -57,10 +57,10 @@ __all__ = [
     "build_workload",
     "check_elastic_speed",
     "check_workload_config",
-    "copied",
     "elastic_cluster",
     "elastic_speed",
     "load_trace",
+    "memo_prepared",
     "paper_ms_per_s",
     "prepare_workloads",
     "sim_config",
@@ -228,14 +228,22 @@ def _prepare_seed(
     return Prepared(seed, name, workload, elastic, ms_per_s, record)
 
 
-#: The workloads this process built (:func:`prepare_workloads`), by what they depend on.
+#: The workloads this process built (:func:`memo_prepared`), by what they depend on.
 _PREPARED: OrderedDict[Hashable, list[Prepared]] = OrderedDict()
 
 
-def copied(prepared: list[Prepared]) -> list[Prepared]:
-    """Memoised workloads for one more caller: the jobs (frozen) shared, each record its
-    own (a plan may add to it)."""
-    return [replace(p, record=copy.deepcopy(p.record)) for p in prepared]
+def memo_prepared(
+    path: str | None, parts: list[Any], make: Callable[[], list[Prepared]]
+) -> list[Prepared]:
+    """``make()``'s workloads, built once per process for the same ``parts`` (what they depend
+    on, as JSON) and the file at ``path`` (its size and mtime: an edited file is read again);
+    each caller gets the jobs (frozen) shared and its own records (a plan may add to them).
+    An unreadable ``path``: built as usual (and refused there), not memoised."""
+    stamp = file_stamp(path) if path else ()
+    if stamp is None:
+        return make()
+    key = json.dumps([*parts, stamp], sort_keys=True, default=repr)
+    return [replace(p, record=copy.deepcopy(p.record)) for p in memo(_PREPARED, key, make)]
 
 
 def prepare_workloads(
@@ -246,15 +254,18 @@ def prepare_workloads(
     once per process for the same workload, seeds, cluster and elastic world (and the trace
     or workload file, by its size and mtime): a benchmark's cells of one scenario share them."""
     w = cfg.workload
-    stamp = file_stamp(to_absolute_path(w.path)) if w.path else ()
-    if stamp is None:  # an unreadable file: built (and refused) as usual
-        return _prepare(cfg, cluster, need_elastic)
-    key = json.dumps(
-        [asdict(w), list(cfg.seeds), asdict(cluster), asdict(cfg.elastic), need_elastic, stamp],
-        sort_keys=True,
-        default=repr,
+    return memo_prepared(
+        to_absolute_path(w.path) if w.path else None,
+        [
+            "workloads",
+            asdict(w),
+            list(cfg.seeds),
+            asdict(cluster),
+            asdict(cfg.elastic),
+            need_elastic,
+        ],
+        lambda: _prepare(cfg, cluster, need_elastic),
     )
-    return copied(memo(_PREPARED, key, lambda: _prepare(cfg, cluster, need_elastic)))
 
 
 def _prepare(cfg: EvaluateConfig, cluster: ClusterSpec, need_elastic: bool) -> list[Prepared]:

@@ -36,7 +36,6 @@ def empty_memos(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trace_options, "_TRACES", OrderedDict())
     monkeypatch.setattr(workloads, "_PREPARED", OrderedDict())
     monkeypatch.setattr(env_runs, "_TRACE_JOBS", OrderedDict())
-    monkeypatch.setattr(env_runs, "_PREPARED", OrderedDict())
     monkeypatch.setattr(policy, "_METAS", OrderedDict())
 
 
