@@ -47,7 +47,7 @@ from envs.sim.policies.base import count_eligible
 from envs.sim.spec import Workload
 from envs.sim.stacks import make_stack
 from envs.sim.workload import ADA_SRSF_GPU_COUNTS as _GENERATOR_GPUS
-from envs.sim.workload import generate_ada_srsf, paper_scale_workload
+from envs.sim.workload import ADA_SRSF_SCALES, generate_ada_srsf, paper_scale_workload
 
 __all__ = [
     "CONTENTION_ENV_ID",
@@ -210,9 +210,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         self.max_invalid = int(max_invalid)
         self.wait_action = self.J * self.C
         self.action_space = spaces.Discrete(self.J * self.C + 1)
-        self.obs_size = self.J * _JOB_F + self.cluster.num_servers * _SERVER_F + _GLOBAL_F
-        size = self.obs_size
-        self.observation_space = spaces.Box(-1.0, 10.0, shape=(size,), dtype=np.float32)
+        self._use(self.cluster)
         self.sim: DecisionSimulator | None = None
         self.window: list[Job] = []
         self.done = True
@@ -232,6 +230,12 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
                 max_iterations=self.trace_max_iterations,
             )
         return self._windows[seed]
+
+    def _use(self, cluster: ClusterSpec) -> None:
+        """Act on ``cluster``: the observation's length and space follow its servers."""
+        self.cluster = cluster
+        self.obs_size = self.J * _JOB_F + cluster.num_servers * _SERVER_F + _GLOBAL_F
+        self.observation_space = spaces.Box(-1.0, 10.0, shape=(self.obs_size,), dtype=np.float32)
 
     def _workload(self, seed: int) -> Workload:
         if self.trace is not None:
@@ -630,10 +634,10 @@ def draw_setting(
         return DrawnSetting(cluster(servers), workload, record)
     servers = int(dist.servers[int(rng.integers(len(dist.servers)))])
     load = float(dist.loads[int(rng.integers(len(dist.loads)))])
-    paper = base.scale == "paper"
-    window_ms = (1_200_000.0 if paper else 12_000.0) * _PAPER_SERVERS / servers / load
+    iterations_scale, scale_window_ms = ADA_SRSF_SCALES[base.scale]
+    window_ms = scale_window_ms * _PAPER_SERVERS / servers / load
     workload = generate_ada_srsf(int(seed), num_jobs=base.num_jobs,
-                                 iterations_scale=100.0 if paper else 1.0,
+                                 iterations_scale=iterations_scale,
                                  arrival_window_ms=window_ms, models=REFERENCE_MODELS)  # fmt: skip
     label = f"generator:{base.scale} seed={seed} load={load:g} servers={servers}"
     record = {"kind": "generator", "num_servers": servers, "load": load, "label": label,
@@ -675,11 +679,6 @@ class ContentionMixEnv(ContentionEnv):
                 self._drawn.clear()
             self._drawn[seed] = draw_setting(self.distribution, self, seed, self.role)
         return self._drawn[seed]
-
-    def _use(self, cluster: ClusterSpec) -> None:
-        self.cluster = cluster
-        self.obs_size = self.J * _JOB_F + cluster.num_servers * _SERVER_F + _GLOBAL_F
-        self.observation_space = spaces.Box(-1.0, 10.0, shape=(self.obs_size,), dtype=np.float32)
 
     def _workload(self, seed: int) -> Workload:
         drawn = self.setting = self.drawn(seed)

@@ -46,6 +46,7 @@ from envs.sim.traces._csv import (  # noqa: F401
 
 __all__ = [
     "ADA_SRSF_GPU_COUNTS",
+    "ADA_SRSF_SCALES",
     "ADA_SRSF_SEEDS",
     "REFERENCE_RESULT_SEEDS",
     "builtin_ada_srsf",
@@ -247,11 +248,20 @@ def gpu_count_layout(num_jobs: int) -> list[tuple[int, int]]:
     return [(g, n) for (g, _), n in zip(ADA_SRSF_GPU_COUNTS, counts, strict=True)]
 
 
+#: The Ada-SRSF generator's two scales, ``(iterations_scale, arrival_window_ms)``: ``small``,
+#: the reference code's 1/100 scale (its defaults), and ``paper``, 1000-6000 iterations with
+#: arrivals over 20 minutes (:func:`paper_scale_workload`).
+ADA_SRSF_SCALES: dict[str, tuple[float, float]] = {
+    "small": (1.0, 12_000.0),
+    "paper": (100.0, 1_200_000.0),
+}
+
+
 def generate_ada_srsf(
     seed: int,
     num_jobs: int = 160,
-    iterations_scale: float = 1.0,
-    arrival_window_ms: float = 12000.0,
+    iterations_scale: float = ADA_SRSF_SCALES["small"][0],
+    arrival_window_ms: float = ADA_SRSF_SCALES["small"][1],
     models: Mapping[str, ModelProfile] | None = None,
 ) -> Workload:
     """Draw a workload from the Ada-SRSF distribution with ``numpy.random.default_rng(seed)``.
@@ -310,11 +320,12 @@ def paper_scale_workload(seed: int, num_jobs: int = 160) -> Workload:
 
     Uses the same :data:`REFERENCE_MODELS` as the default generator, so only the scale differs.
     """
+    iterations_scale, arrival_window_ms = ADA_SRSF_SCALES["paper"]
     return generate_ada_srsf(
         seed,
         num_jobs=num_jobs,
-        iterations_scale=100.0,
-        arrival_window_ms=1_200_000.0,
+        iterations_scale=iterations_scale,
+        arrival_window_ms=arrival_window_ms,
         models=REFERENCE_MODELS,
     )
 
