@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents.expert_iteration import ExpertConfig
 from agents.exploration import ExplorationConfig
 from agents.group import GroupConfig
 from agents.learners import LEARNERS
@@ -109,8 +110,11 @@ class AgentConfig:
     it: :mod:`training.plan`; settings in ``plan``, with ``learning_rate`` and
     ``ent_coef``), ``plan_a2c`` (DL²'s actor-critic over the slot's plan: ``plan_pg``'s
     pipeline with a critic, replay and job-aware exploration, :mod:`agents.plan_a2c`;
-    settings in ``plan`` and ``a2c``), ``contention_pg`` (EpisodePG in ``dlsched/Contention-v0``:
-    :mod:`training.contention`; settings in ``contention``).  The rest as in
+    settings in ``plan`` and ``a2c``), ``plan_expert`` (expert iteration over the slot's plan:
+    a rollout search labels the policy's states, the policy is distilled from it,
+    :mod:`agents.expert_iteration`; settings in ``plan`` and ``expert``), ``contention_pg``
+    (EpisodePG in ``dlsched/Contention-v0``: :mod:`training.contention`; settings in
+    ``contention``).  The rest as in
     :class:`agents.dl2.DL2A2C` / SB3."""
 
     name: str = "a2c"
@@ -133,4 +137,5 @@ class AgentConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
     plan: PlanPGConfig = field(default_factory=PlanPGConfig)
     a2c: PlanA2CConfig = field(default_factory=PlanA2CConfig)  # plan_a2c's ingredients
+    expert: ExpertConfig = field(default_factory=ExpertConfig)  # plan_expert's search
     contention: ContentionPGConfig = field(default_factory=ContentionPGConfig)

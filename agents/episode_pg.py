@@ -688,6 +688,11 @@ class EpisodePG:
             out["kl_to_reference"] = masked_kl(self.net, self.reference, obs_t, mask_t)
         return out
 
+    def iterate(self) -> dict[str, float]:
+        """One iteration's work: rollouts, then the update (an interrupt during the rollouts
+        leaves the weights untouched); its figures."""
+        return self.update(self.collect())
+
     def learn(
         self,
         iterations: int,
@@ -697,8 +702,7 @@ class EpisodePG:
         Ctrl-C (KeyboardInterrupt) stops between iterations with the weights of the last
         finished update left in ``net``."""
         for _ in range(iterations):
-            groups = self.collect()  # an interrupt here leaves the weights untouched
-            stats = self.update(groups)
+            stats = self.iterate()
             self.iteration += 1
             if on_iteration is not None:
                 on_iteration(self.iteration, stats)

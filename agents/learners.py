@@ -157,6 +157,13 @@ LEARNERS: dict[str, Learner] = {
             envs=(PLAN, CONTENTION),
         ),
         Learner(
+            "plan_expert",
+            "episodes",
+            ("learning_rate", "plan", "expert"),
+            build="agents.expert_iteration:build_plan_expert",
+            envs=(PLAN,),
+        ),
+        Learner(
             "contention_pg",
             "episodes",
             ("learning_rate", "ent_coef", "contention"),

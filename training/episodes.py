@@ -56,6 +56,10 @@ STATE, STATE_META = "state.pt", "state.json"
 RESUME_KEYS = ("seed", "env_id", "env", "contention", "pretrain", "eval", "mixture", "federated")
 
 
+#: expert iteration's figures of an iteration (agents/expert_iteration.py), logged when present
+SEARCH_KEYS = ("search_regret", "agree", "ties", "accuracy", "labelled")
+
+
 def _say(line: str) -> None:
     """``line`` and its newline to stderr in one write: a Ctrl-C between ``print``'s two writes
     (the text, then the newline) left the line unended, and train.py's own line after it."""
@@ -179,8 +183,9 @@ class EpisodeLog:
     ) -> None:
         for key in ("return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped"):
             self.writer.add_scalar(f"train/{key}", st[key], decisions)
-        for key in ("value_loss", "explained_variance", "replayed", "learning_rate"):
-            if key in st:  # the actor-critic's (agents/plan_a2c.py) and the optimiser's rate
+        for key in ("value_loss", "explained_variance", "replayed", "learning_rate", *SEARCH_KEYS):
+            if key in st:  # the actor-critic's (agents/plan_a2c.py), expert iteration's
+                # (agents/expert_iteration.py) and the optimiser's rate
                 self.writer.add_scalar(f"train/{key}", st[key], decisions)
         kl = st.get("kl_to_reference")
         if kl is not None:
@@ -193,6 +198,12 @@ class EpisodeLog:
             f"[{self.tag}] iteration {i}/{total}: return {st['return']:.1f}, entropy "
             f"{st['entropy']:.3f}"
             + ("" if kl is None else f", KL to the clone {kl:.4f}")
+            + (
+                f", search: regret {st['search_regret']:.2%}, agree {st['agree']:.0%}, "
+                f"distilled accuracy {st['accuracy']:.0%}, {int(st['labelled']):,} labelled"
+                if "search_regret" in st
+                else ""
+            )
             + f", {decisions:,} decisions, {iteration_s:.1f} s ({wall:.0f} s in all)"
         )
 
@@ -386,8 +397,9 @@ class EpisodeWorld(abc.ABC):
         that reads it (the actor-critic), ``a2c``."""
         agent = self.cfg.agent
         blocks = {self.block: asdict(getattr(agent, self.block))}
-        if "a2c" in learner(agent.algo).keys:
-            blocks["a2c"] = asdict(agent.a2c)
+        for extra in ("a2c", "expert"):  # the actor-critic's, expert iteration's
+            if extra in learner(agent.algo).keys:
+                blocks[extra] = asdict(getattr(agent, extra))
         return blocks
 
     def agent_config(self) -> dict[str, Any]:

@@ -82,6 +82,16 @@ from training.episodes import EpisodeWorld, Teacher, train_episodes
 __all__ = ["PlanWorld", "check_plan_config", "train_plan", "validate_plan"]
 
 
+def _check_learner_blocks(cfg: TrainConfig) -> None:
+    """The blocks of the learner's own (plan_a2c's critic, replay and exploration; plan_expert's
+    search budget and horizon)."""
+    keys = learner(cfg.agent.algo).keys
+    if "a2c" in keys:
+        cfg.agent.a2c.check(int(cfg.agent.plan.iterations))
+    if "expert" in keys:
+        cfg.agent.expert.check()
+
+
 def check_plan_config(cfg: TrainConfig) -> None:
     """Clear errors for what ``plan_pg`` does not take or cannot use."""
     p: PlanPGConfig = cfg.agent.plan
@@ -101,8 +111,7 @@ def check_plan_config(cfg: TrainConfig) -> None:
                 "agent.plan.arch=set"
             )
     plan_specs([str(x) for x in p.plans] or None)
-    if "a2c" in learner(cfg.agent.algo).keys:  # plan_a2c's critic, replay, exploration
-        cfg.agent.a2c.check(int(p.iterations))
+    _check_learner_blocks(cfg)
     if not 0.0 <= float(p.bc_smoothing) < 1.0:
         raise ConfigError(f"agent.plan.bc_smoothing must be in [0, 1), got {p.bc_smoothing}")
     if cfg.env.reward not in JCT_RETURN:

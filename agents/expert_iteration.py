@@ -1,0 +1,295 @@
+"""Expert iteration over the slot's plan (``train.py +agent=plan_expert``): a rollout search
+improves the policy, the policy is distilled from it, and the next search starts from the
+distilled policy.
+
+Why: RL over the plan of a confident clone moved one training seed in three past its clone
+(docs/experiments/general-policy.md), while a rollout search over EfficientSRTF's plan found
+~9% on ``medium`` (docs/experiments/against-heuristics.md).  The search's gain is a coordinated
+choice of plan per slot, which is exactly ``dlsched/ClusterPlan-v0``'s action, so its labels
+are consistent where per-increment labels were not.  The anchors (AlphaZero's expert
+iteration, DAgger with a search expert) learn this way: the search is the teacher, the states
+are the learner's.
+
+One iteration of :class:`PlanExpert`, for each of ``groups`` workloads (drawn as EpisodePG
+draws them: the env's generator, or a mixture's setting in its own env):
+
+1. the current policy (masked argmax) runs the workload to the end (its states: DAgger's);
+2. ``states`` of its slots, drawn with the learner's generator, are searched
+   (:func:`plan_values`): every plan is tried on a copy of the env at that slot and followed by
+   the **base** (``policy``: the current network, the policy guiding the search; or a plan
+   label: that constant plan) for ``horizon`` slots (0: to the end of the episode); a plan's
+   value is the return from the slot on (``env.reward=jct``: minus the job-slots spent in the
+   system, so over the whole remaining episode, the total JCT it leads to);
+3. each searched slot gets the set of plans within ``tol`` (relative) of the best; slots where
+   every plan ties carry nothing and are dropped;
+
+then ``epochs`` passes of cross-entropy of the network towards each slot's best set (uniform
+over it) over the labelled slots of the last ``keep`` iterations (0: all, DAgger's
+aggregate).  The search sees the workload's future (arrivals and lengths), as every search in
+:mod:`agents.search`; the distilled network sees only the observation, so what it can keep is
+what the observation predicts.  Every draw comes from the learner's generators, so a run is
+bit-reproducible from its seed (and its ``workers`` do not change the result).
+
+Reported per iteration: ``search_regret`` (the current policy's plan against the search's
+best, mean relative loss of the return from the slot: what the search adds at the policy's
+own states), ``agree`` (share of searched slots where the policy's plan is in the best set),
+``ties`` (share where every plan ties), ``labelled`` (slots in the training set).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch as th
+from torch import nn
+
+from agents.episode_pg import EpisodePG, EpisodePGConfig, PolicyNet
+from envs.sim.errors import ConfigError
+
+__all__ = ["ExpertConfig", "Labelled", "PlanExpert", "build_plan_expert", "plan_values"]
+
+
+@dataclass
+class ExpertConfig:
+    """``agent.expert`` of ``train.py +agent=plan_expert`` (module docstring): ``states``
+    searched slots per workload (the search budget), ``horizon`` slots each rollout follows
+    the base after the tried plan (0: to the episode's end), ``base`` what the rollouts
+    follow (``policy`` or a plan label of the env), ``epochs`` distillation passes per
+    iteration, ``tol`` the relative tie margin, ``keep`` iterations of labelled slots trained
+    on (0: all)."""
+
+    states: int = 16
+    horizon: int = 0
+    base: str = "policy"
+    epochs: int = 4
+    tol: float = 1e-3
+    keep: int = 0
+
+    def check(self, env: Any = None) -> None:
+        """One :class:`ConfigError` for a setting the search cannot run with (``env``: the
+        plan env, to check the base's label and the horizon against its episode limit)."""
+        if int(self.states) < 1:
+            raise ConfigError(
+                f"agent.expert.states (the search budget: slots searched per workload) must be "
+                f">= 1, got {self.states}"
+            )
+        if int(self.horizon) < 0:
+            raise ConfigError(
+                f"agent.expert.horizon must be >= 0 (0: to the episode's end), got {self.horizon}"
+            )
+        for key in ("epochs",):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"agent.expert.{key} must be >= 1, got {getattr(self, key)}")
+        if int(self.keep) < 0:
+            raise ConfigError(f"agent.expert.keep must be >= 0 (0: all), got {self.keep}")
+        tol = float(self.tol)
+        if not (math.isfinite(tol) and 0.0 <= tol < 1.0):
+            raise ConfigError(f"agent.expert.tol must be in [0, 1), got {self.tol}")
+        if env is None:
+            return
+        base = str(self.base)
+        if base != "policy" and base not in env.labels:
+            raise ConfigError(
+                f"agent.expert.base={base!r} is neither 'policy' nor a plan of the env "
+                f"({', '.join(env.labels)})"
+            )
+        limit = int(getattr(env.inner, "max_slots", 0) or 0)
+        if limit and int(self.horizon) >= limit:
+            raise ConfigError(
+                f"agent.expert.horizon={self.horizon} slots is past the episode: the env "
+                f"truncates every episode at max_slots={limit} (0: to the episode's end)"
+            )
+
+
+def _follow(env: Any, obs: Any, base: Any, horizon: int) -> float:
+    """Step ``env`` with ``base(env, obs)`` for ``horizon`` slots (0: to the end); the sum of
+    the rewards."""
+    total, n = 0.0, 0
+    while horizon == 0 or n < horizon:
+        obs, r, term, trunc, _ = env.step(base(env, obs))
+        total += float(r)
+        n += 1
+        if term or trunc:
+            break
+    return total
+
+
+def plan_values(env: Any, base: Any, horizon: int = 0) -> npt.NDArray[np.float64]:
+    """Every plan's value at ``env``'s current slot (a ``dlsched/ClusterPlan-v0`` env, not
+    ended): the return from this slot on when the plan plans it and ``base(env, obs)`` the
+    following ``horizon`` slots (0: to the episode's end), each on a copy of the env (the env
+    itself is not stepped)."""
+    blob = pickle.dumps(env)
+    out = np.empty(env.K, dtype=np.float64)
+    for k in range(env.K):
+        e = pickle.loads(blob)
+        obs, r, term, trunc, _ = e.step(k)
+        out[k] = float(r) + (0.0 if term or trunc else _follow(e, obs, base, horizon))
+    return out
+
+
+@dataclass
+class Labelled:
+    """Searched slots: observations, the best-set mask per slot (plans within the tie margin
+    of the best), and the current policy's relative regret at each."""
+
+    obs: list[npt.NDArray[np.float32]]
+    best: list[npt.NDArray[np.bool_]]
+    regret: list[float]
+    ties: int = 0  # searched slots where every plan tied (dropped)
+    searched: int = 0
+
+
+def _constant(k: int) -> Any:
+    def act(_env: Any, _obs: Any) -> int:
+        return k
+
+    return act
+
+
+def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) -> Labelled:
+    """One workload's labelled slots (steps 1-3 of the module docstring): ``item`` is (plan
+    env, workload seed, the seed of the slots' draw, the config).  A module-level function of
+    ``(net, item)``, so :meth:`~agents.rollout_pool.RolloutPool.map` runs it in the workers."""
+    env, wseed, draw_seed, cfg = item
+    act = net.act
+    base = act if cfg.base == "policy" else _constant(env.labels.index(cfg.base))
+    obs, _ = env.reset(seed=wseed)
+    actions: list[int] = []
+    while True:
+        a = act(env, obs)
+        actions.append(a)
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    rng = np.random.default_rng(draw_seed)
+    n = min(int(cfg.states), len(actions))
+    chosen = set(rng.choice(len(actions), size=n, replace=False).tolist())
+    out = Labelled([], [], [])
+    obs, _ = env.reset(seed=wseed)
+    for i, a in enumerate(actions):
+        if i in chosen:
+            v = plan_values(env, base, int(cfg.horizon))
+            best = float(v.max())
+            scale = max(abs(best), 1e-12)
+            mask = (best - v) <= float(cfg.tol) * scale
+            out.searched += 1
+            if mask.all():
+                out.ties += 1
+            else:
+                out.obs.append(obs)
+                out.best.append(mask)
+                out.regret.append(float(best - v[a]) / scale)
+        if len(out.obs) + out.ties == n:
+            break
+        obs, _, _, _, _ = env.step(a)
+    return out
+
+
+class PlanExpert(EpisodePG):
+    """Expert iteration (module docstring) behind EpisodePG's interface: the episodes
+    pipeline's validation, checkpoints, resume and Ctrl-C hold as for ``plan_pg``."""
+
+    def __init__(
+        self, env: Any, net: PolicyNet, config: EpisodePGConfig, expert: ExpertConfig
+    ) -> None:
+        super().__init__(env, net, config)
+        expert.check(env)
+        self.expert = expert
+        #: per iteration, its labelled slots (the training set: the last ``keep``)
+        self.data: list[tuple[list[npt.NDArray[np.float32]], list[npt.NDArray[np.bool_]]]] = []
+
+    def training_state(self) -> dict[str, Any]:
+        state = super().training_state()
+        state["expert_data"] = [
+            ([o.copy() for o in obs], [m.copy() for m in best]) for obs, best in self.data
+        ]
+        return state
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        super().load_training_state(state)
+        self.data = [(list(o), list(b)) for o, b in state.get("expert_data", [])]
+
+    def search(self) -> list[Labelled]:
+        """This iteration's searched workloads (drawn in the learner's order, then searched
+        over the workers)."""
+        items = []
+        for _ in range(self.cfg.groups):
+            if self.draw_workload is None:
+                env, wseed = self.env, int(self.rng.integers(10_000, 2**31))
+            else:
+                env, wseed = self.draw_workload(self.rng)
+            items.append((env, wseed, int(self.rng.integers(2**63)), self.expert))
+        return self.rollout_pool().map(self.net, search_workload, items)
+
+    def distil(self) -> dict[str, float]:
+        """``epochs`` passes of cross-entropy towards the best sets over the kept slots."""
+        keep = int(self.expert.keep)
+        data = self.data[-keep:] if keep else self.data
+        obs = [o for d in data for o in d[0]]
+        best = [b for d in data for b in d[1]]
+        if not obs:
+            return {"loss": 0.0, "accuracy": float("nan")}
+        obs_t = th.as_tensor(self.net.stack(obs))
+        best_t = th.as_tensor(np.array(best))
+        mask_t = th.ones_like(best_t)
+        target = best_t.float() / best_t.float().sum(-1, keepdim=True)
+        total, n = 0.0, 0
+        for _ in range(int(self.expert.epochs)):
+            for idx in th.randperm(len(obs), generator=self.gen).split(self.cfg.batch_size):
+                logp = th.log_softmax(self.net(obs_t[idx], mask_t[idx]), -1)
+                loss = -(target[idx] * logp).sum(-1).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.net.parameters(), 0.5)
+                self.opt.step()
+                total += float(loss.detach())
+                n += 1
+        with th.no_grad():
+            logits = self.net(obs_t, mask_t)
+            hit = best_t.gather(1, logits.argmax(-1, keepdim=True))[:, 0]
+            probs = th.softmax(logits, -1)
+            ent = -(probs * th.log_softmax(logits, -1).clamp(min=-30)).sum(-1).mean()
+        return {"loss": total / max(n, 1), "accuracy": float(hit.float().mean()),
+                "entropy": float(ent)}  # fmt: skip
+
+    def iterate(self) -> dict[str, float]:
+        """Search (an interrupt here leaves the weights untouched), then distil."""
+        return self.update_from(self.search())
+
+    def update_from(self, found: Sequence[Labelled]) -> dict[str, float]:
+        """Add the iteration's labelled slots and distil; the iteration's figures."""
+        obs = [o for f in found for o in f.obs]
+        best = [b for f in found for b in f.best]
+        regret = [r for f in found for r in f.regret]
+        searched = sum(f.searched for f in found)
+        ties = sum(f.ties for f in found)
+        self.data.append((obs, best))
+        out = self.distil()
+        out.update(
+            {
+                "search_regret": float(np.mean(regret)) if regret else 0.0,
+                "agree": float(np.mean([r <= self.expert.tol for r in regret])) if regret else 1.0,
+                "ties": ties / max(searched, 1),
+                "labelled": float(sum(len(d[0]) for d in self.data)),
+                "decisions": float(searched),
+                "return": -float(np.mean(regret)) if regret else 0.0,
+                "pg_loss": out["loss"],
+                "entropy_loss": 0.0,
+                "clipped": 0.0,
+                "learning_rate": float(self.opt.param_groups[0]["lr"]),
+            }
+        )
+        out.setdefault("entropy", 0.0)
+        return out
+
+
+def build_plan_expert(agent: Any, env: Any, net: PolicyNet, config: EpisodePGConfig) -> PlanExpert:
+    """The learner of ``agent.algo=plan_expert`` (:data:`agents.learners.LEARNERS`)."""
+    return PlanExpert(env, net, config, agent.expert)
