@@ -110,9 +110,10 @@ class AgentConfig:
     it: :mod:`training.plan`; settings in ``plan``, with ``learning_rate`` and
     ``ent_coef``), ``plan_a2c`` (DL²'s actor-critic over the slot's plan: ``plan_pg``'s
     pipeline with a critic, replay and job-aware exploration, :mod:`agents.plan_a2c`;
-    settings in ``plan`` and ``a2c``), ``plan_expert`` (expert iteration over the slot's plan:
-    a rollout search labels the policy's states, the policy is distilled from it,
-    :mod:`agents.expert_iteration`; settings in ``plan`` and ``expert``), ``contention_pg``
+    settings in ``plan`` and ``a2c``), ``expert_iteration`` (a rollout search labels the
+    policy's own decisions, the policy is distilled from it, in either env:
+    :mod:`agents.expert_iteration`; settings in ``expert`` and the env's block),
+    ``contention_pg``
     (EpisodePG in ``dlsched/Contention-v0``: :mod:`training.contention`; settings in
     ``contention``).  The rest as in
     :class:`agents.dl2.DL2A2C` / SB3."""
@@ -137,5 +138,5 @@ class AgentConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
     plan: PlanPGConfig = field(default_factory=PlanPGConfig)
     a2c: PlanA2CConfig = field(default_factory=PlanA2CConfig)  # plan_a2c's ingredients
-    expert: ExpertConfig = field(default_factory=ExpertConfig)  # plan_expert's search
+    expert: ExpertConfig = field(default_factory=ExpertConfig)  # expert_iteration's search
     contention: ContentionPGConfig = field(default_factory=ContentionPGConfig)

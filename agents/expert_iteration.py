@@ -10,7 +10,7 @@ are consistent where per-increment labels were not.  The anchors (AlphaZero's ex
 iteration, DAgger with a search expert) learn this way: the search is the teacher, the states
 are the learner's.
 
-One iteration of :class:`PlanExpert`, for each of ``groups`` workloads (drawn as EpisodePG
+One iteration of :class:`ExpertIteration`, for each of ``groups`` workloads (drawn as EpisodePG
 draws them: the env's generator, or a mixture's setting in its own env):
 
 1. the current policy (masked argmax) runs the workload to the end (its states: DAgger's);
@@ -52,7 +52,16 @@ from torch import nn
 from agents.episode_pg import EpisodePG, EpisodePGConfig, PolicyNet
 from envs.sim.errors import ConfigError
 
-__all__ = ["ExpertConfig", "Labelled", "PlanExpert", "build_plan_expert", "plan_values"]
+__all__ = [
+    "ExpertConfig",
+    "ExpertIteration",
+    "Labelled",
+    "action_values",
+    "base_rule",
+    "build_expert",
+    "plan_values",
+    "search_workload",
+]
 
 
 @dataclass
@@ -70,41 +79,75 @@ class ExpertConfig:
     epochs: int = 4
     tol: float = 1e-3
     keep: int = 0
+    candidates: int = 0
 
-    def check(self, env: Any = None) -> None:
-        """One :class:`ConfigError` for a setting the search cannot run with (``env``: the
-        plan env, to check the base's label and the horizon against its episode limit)."""
+    def check(self, env: Any = None, contention: bool | None = None) -> None:
+        """One :class:`ConfigError` for a setting the search cannot run with.  ``env``: the
+        env it will search in (its base and horizon are checked against it); ``contention``:
+        whether that is ``dlsched/Contention-v0`` (read off ``env`` when given)."""
         if int(self.states) < 1:
             raise ConfigError(
-                f"agent.expert.states (the search budget: slots searched per workload) must be "
-                f">= 1, got {self.states}"
+                f"agent.expert.states (the search budget: decisions searched per workload) "
+                f"must be >= 1, got {self.states}"
             )
         if int(self.horizon) < 0:
             raise ConfigError(
                 f"agent.expert.horizon must be >= 0 (0: to the episode's end), got {self.horizon}"
             )
-        for key in ("epochs",):
-            if int(getattr(self, key)) < 1:
-                raise ConfigError(f"agent.expert.{key} must be >= 1, got {getattr(self, key)}")
-        if int(self.keep) < 0:
-            raise ConfigError(f"agent.expert.keep must be >= 0 (0: all), got {self.keep}")
+        if int(self.epochs) < 1:
+            raise ConfigError(f"agent.expert.epochs must be >= 1, got {self.epochs}")
+        for key, zero in (("keep", "all"), ("candidates", "every valid action")):
+            if int(getattr(self, key)) < 0:
+                raise ConfigError(
+                    f"agent.expert.{key} must be >= 0 (0: {zero}), got {getattr(self, key)}"
+                )
         tol = float(self.tol)
         if not (math.isfinite(tol) and 0.0 <= tol < 1.0):
             raise ConfigError(f"agent.expert.tol must be in [0, 1), got {self.tol}")
-        if env is None:
-            return
-        base = str(self.base)
-        if base != "policy" and base not in env.labels:
+        if env is not None:
+            contention = not hasattr(env, "labels")
+        if contention and int(self.horizon):
             raise ConfigError(
-                f"agent.expert.base={base!r} is neither 'policy' nor a plan of the env "
-                f"({', '.join(env.labels)})"
+                f"agent.expert.horizon={self.horizon}: Contention-v0's rollouts run to the "
+                "episode's end (how many decisions an episode takes is not known before it "
+                "runs, so a horizon could be past it); set agent.expert.horizon=0"
             )
+        if contention:
+            base_rule(self.base, None)
+        if env is None or contention:
+            return
+        base_rule(self.base, env)
         limit = int(getattr(env.inner, "max_slots", 0) or 0)
         if limit and int(self.horizon) >= limit:
             raise ConfigError(
                 f"agent.expert.horizon={self.horizon} slots is past the episode: the env "
                 f"truncates every episode at max_slots={limit} (0: to the episode's end)"
             )
+
+
+def base_rule(base: str, env: Any) -> Any:
+    """The rollouts' continuation other than the policy: in ``dlsched/ClusterPlan-v0`` a plan
+    label of the env (that constant plan), in ``dlsched/Contention-v0`` (``env`` one, or
+    ``None``) a registered Contention-v0 teacher (:func:`~envs.gym.contention_env.teacher`);
+    ``None`` for ``policy``.  An unknown name is one :class:`ConfigError`."""
+    base = str(base)
+    if base == "policy":
+        return None
+    labels = getattr(env, "labels", None)
+    if labels is None:
+        from envs.gym.contention_env import teacher
+
+        try:
+            rule = teacher(base)
+        except ConfigError as exc:
+            raise ConfigError(f"agent.expert.base: {exc} (or 'policy')") from None
+        return lambda e, _obs: rule(e)
+    if base not in labels:
+        raise ConfigError(
+            f"agent.expert.base={base!r} is neither 'policy' nor a plan of the env "
+            f"({', '.join(labels)})"
+        )
+    return _constant(list(labels).index(base))
 
 
 def _follow(env: Any, obs: Any, base: Any, horizon: int) -> float:
@@ -120,18 +163,28 @@ def _follow(env: Any, obs: Any, base: Any, horizon: int) -> float:
     return total
 
 
-def plan_values(env: Any, base: Any, horizon: int = 0) -> npt.NDArray[np.float64]:
-    """Every plan's value at ``env``'s current slot (a ``dlsched/ClusterPlan-v0`` env, not
-    ended): the return from this slot on when the plan plans it and ``base(env, obs)`` the
-    following ``horizon`` slots (0: to the episode's end), each on a copy of the env (the env
-    itself is not stepped)."""
+def action_values(
+    env: Any, base: Any, horizon: int = 0, actions: Sequence[int] | None = None
+) -> npt.NDArray[np.float64]:
+    """The value of each of ``actions`` (default: every action of the env's mask) at
+    ``env``'s current decision (not ended): the return from this decision on when the action
+    is taken and ``base(env, obs)`` the following ``horizon`` steps (0: to the episode's end),
+    each on a copy of the env (the env itself is not stepped)."""
+    if actions is None:
+        actions = np.flatnonzero(env.action_masks()).tolist()
     blob = pickle.dumps(env)
-    out = np.empty(env.K, dtype=np.float64)
-    for k in range(env.K):
+    out = np.empty(len(actions), dtype=np.float64)
+    for i, a in enumerate(actions):
         e = pickle.loads(blob)
-        obs, r, term, trunc, _ = e.step(k)
-        out[k] = float(r) + (0.0 if term or trunc else _follow(e, obs, base, horizon))
+        obs, r, term, trunc, _ = e.step(int(a))
+        out[i] = float(r) + (0.0 if term or trunc else _follow(e, obs, base, horizon))
     return out
+
+
+def plan_values(env: Any, base: Any, horizon: int = 0) -> npt.NDArray[np.float64]:
+    """Every plan's value at a ``dlsched/ClusterPlan-v0`` env's current slot
+    (:func:`action_values` over all ``K`` plans, in their order)."""
+    return action_values(env, base, horizon, range(env.K))
 
 
 @dataclass
@@ -140,6 +193,7 @@ class Labelled:
     of the best), and the current policy's relative regret at each."""
 
     obs: list[npt.NDArray[np.float32]]
+    masks: list[npt.NDArray[np.bool_]]
     best: list[npt.NDArray[np.bool_]]
     regret: list[float]
     ties: int = 0  # searched slots where every plan tied (dropped)
@@ -153,13 +207,25 @@ def _constant(k: int) -> Any:
     return act
 
 
+def _candidates(net: PolicyNet, obs: Any, mask: npt.NDArray[np.bool_], n: int) -> list[int]:
+    """The valid actions the search tries: all of them, or (``n`` > 0) the ``n`` the policy
+    scores highest (ties: the lower action)."""
+    valid = np.flatnonzero(mask)
+    if n <= 0 or len(valid) <= n:
+        return valid.tolist()
+    logits = net.logits_one(obs, mask).numpy()[valid]
+    order = np.argsort(-logits, kind="stable")[:n]
+    return sorted(valid[order].tolist())
+
+
 def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) -> Labelled:
-    """One workload's labelled slots (steps 1-3 of the module docstring): ``item`` is (plan
-    env, workload seed, the seed of the slots' draw, the config).  A module-level function of
-    ``(net, item)``, so :meth:`~agents.rollout_pool.RolloutPool.map` runs it in the workers."""
+    """One workload's labelled decisions (steps 1-3 of the module docstring): ``item`` is
+    (env, workload seed, the seed of the decisions' draw, the config).  A module-level
+    function of ``(net, item)``, so :meth:`~agents.rollout_pool.RolloutPool.map` runs it in
+    the workers."""
     env, wseed, draw_seed, cfg = item
     act = net.act
-    base = act if cfg.base == "policy" else _constant(env.labels.index(cfg.base))
+    base = base_rule(cfg.base, env) or act
     obs, _ = env.reset(seed=wseed)
     actions: list[int] = []
     while True:
@@ -171,28 +237,40 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
     rng = np.random.default_rng(draw_seed)
     n = min(int(cfg.states), len(actions))
     chosen = set(rng.choice(len(actions), size=n, replace=False).tolist())
-    out = Labelled([], [], [])
+    out = Labelled([], [], [], [])
     obs, _ = env.reset(seed=wseed)
     for i, a in enumerate(actions):
         if i in chosen:
-            v = plan_values(env, base, int(cfg.horizon))
+            mask = env.action_masks()
+            cands = _candidates(net, obs, mask, int(cfg.candidates))
+            if a not in cands:  # (the policy's own action is always tried)
+                cands = sorted([*cands, a])
+            v = action_values(env, base, int(cfg.horizon), cands)
             best = float(v.max())
             scale = max(abs(best), 1e-12)
-            mask = (best - v) <= float(cfg.tol) * scale
+            good = (best - v) <= float(cfg.tol) * scale
             out.searched += 1
-            if mask.all():
+            if good.all():
                 out.ties += 1
             else:
+                target = np.zeros(len(mask), dtype=bool)
+                target[np.asarray(cands)[good]] = True
                 out.obs.append(obs)
-                out.best.append(mask)
-                out.regret.append(float(best - v[a]) / scale)
+                out.masks.append(mask)
+                out.best.append(target)
+                out.regret.append(float(best - v[cands.index(a)]) / scale)
         if len(out.obs) + out.ties == n:
             break
         obs, _, _, _, _ = env.step(a)
     return out
 
 
-class PlanExpert(EpisodePG):
+#: one iteration's labelled decisions: observations, action masks, best sets
+Masks = list[npt.NDArray[np.bool_]]
+Batch = tuple[list[npt.NDArray[np.float32]], Masks, Masks]
+
+
+class ExpertIteration(EpisodePG):
     """Expert iteration (module docstring) behind EpisodePG's interface: the episodes
     pipeline's validation, checkpoints, resume and Ctrl-C hold as for ``plan_pg``."""
 
@@ -203,18 +281,16 @@ class PlanExpert(EpisodePG):
         expert.check(env)
         self.expert = expert
         #: per iteration, its labelled slots (the training set: the last ``keep``)
-        self.data: list[tuple[list[npt.NDArray[np.float32]], list[npt.NDArray[np.bool_]]]] = []
+        self.data: list[Batch] = []
 
     def training_state(self) -> dict[str, Any]:
         state = super().training_state()
-        state["expert_data"] = [
-            ([o.copy() for o in obs], [m.copy() for m in best]) for obs, best in self.data
-        ]
+        state["expert_data"] = [tuple([x.copy() for x in part] for part in d) for d in self.data]
         return state
 
     def load_training_state(self, state: dict[str, Any]) -> None:
         super().load_training_state(state)
-        self.data = [(list(o), list(b)) for o, b in state.get("expert_data", [])]
+        self.data = [(list(o), list(m), list(b)) for o, m, b in state.get("expert_data", [])]
 
     def search(self) -> list[Labelled]:
         """This iteration's searched workloads (drawn in the learner's order, then searched
@@ -233,12 +309,13 @@ class PlanExpert(EpisodePG):
         keep = int(self.expert.keep)
         data = self.data[-keep:] if keep else self.data
         obs = [o for d in data for o in d[0]]
-        best = [b for d in data for b in d[1]]
+        masks = [m for d in data for m in d[1]]
+        best = [b for d in data for b in d[2]]
         if not obs:
-            return {"loss": 0.0, "accuracy": float("nan")}
+            return {"loss": 0.0, "accuracy": float("nan"), "entropy": 0.0}
         obs_t = th.as_tensor(self.net.stack(obs))
         best_t = th.as_tensor(np.array(best))
-        mask_t = th.ones_like(best_t)
+        mask_t = th.as_tensor(np.array(masks))
         target = best_t.float() / best_t.float().sum(-1, keepdim=True)
         total, n = 0.0, 0
         for _ in range(int(self.expert.epochs)):
@@ -266,11 +343,12 @@ class PlanExpert(EpisodePG):
     def update_from(self, found: Sequence[Labelled]) -> dict[str, float]:
         """Add the iteration's labelled slots and distil; the iteration's figures."""
         obs = [o for f in found for o in f.obs]
+        masks = [m for f in found for m in f.masks]
         best = [b for f in found for b in f.best]
         regret = [r for f in found for r in f.regret]
         searched = sum(f.searched for f in found)
         ties = sum(f.ties for f in found)
-        self.data.append((obs, best))
+        self.data.append((obs, masks, best))
         out = self.distil()
         out.update(
             {
@@ -290,6 +368,6 @@ class PlanExpert(EpisodePG):
         return out
 
 
-def build_plan_expert(agent: Any, env: Any, net: PolicyNet, config: EpisodePGConfig) -> PlanExpert:
-    """The learner of ``agent.algo=plan_expert`` (:data:`agents.learners.LEARNERS`)."""
-    return PlanExpert(env, net, config, agent.expert)
+def build_expert(agent: Any, env: Any, net: PolicyNet, config: EpisodePGConfig) -> ExpertIteration:
+    """The learner of ``agent.algo=expert_iteration`` (:data:`agents.learners.LEARNERS`)."""
+    return ExpertIteration(env, net, config, agent.expert)

@@ -157,11 +157,11 @@ LEARNERS: dict[str, Learner] = {
             envs=(PLAN, CONTENTION),
         ),
         Learner(
-            "plan_expert",
+            "expert_iteration",
             "episodes",
-            ("learning_rate", "plan", "expert"),
-            build="agents.expert_iteration:build_plan_expert",
-            envs=(PLAN,),
+            ("learning_rate", "plan", "contention", "expert"),
+            build="agents.expert_iteration:build_expert",
+            envs=(PLAN, CONTENTION),
         ),
         Learner(
             "contention_pg",

@@ -124,6 +124,8 @@ def check_contention_config(cfg: TrainConfig) -> None:
         a2c.check(int(c.iterations))
         if float(a2c.explore) > 0:
             raise no_starved_jobs(a2c.explore, CONTENTION_ENV_ID)
+    if "expert" in learner(algo).keys:  # expert iteration's budget, horizon and base
+        cfg.agent.expert.check(contention=True)
 
 
 def teacher_names(spec: str) -> list[str]:

@@ -83,13 +83,13 @@ __all__ = ["PlanWorld", "check_plan_config", "train_plan", "validate_plan"]
 
 
 def _check_learner_blocks(cfg: TrainConfig) -> None:
-    """The blocks of the learner's own (plan_a2c's critic, replay and exploration; plan_expert's
-    search budget and horizon)."""
+    """The blocks of the learner's own (plan_a2c's critic, replay and exploration;
+    expert_iteration's search budget and horizon)."""
     keys = learner(cfg.agent.algo).keys
     if "a2c" in keys:
         cfg.agent.a2c.check(int(cfg.agent.plan.iterations))
     if "expert" in keys:
-        cfg.agent.expert.check()
+        cfg.agent.expert.check(contention=False)
 
 
 def check_plan_config(cfg: TrainConfig) -> None:

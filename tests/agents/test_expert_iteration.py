@@ -17,9 +17,10 @@ from agents.config import AgentConfig
 from agents.episode_pg import EpisodePGConfig, plan_net
 from agents.expert_iteration import (
     ExpertConfig,
+    ExpertIteration,
     Labelled,
-    PlanExpert,
-    build_plan_expert,
+    action_values,
+    build_expert,
     plan_values,
     search_workload,
 )
@@ -79,15 +80,15 @@ def test_a_plans_value_is_the_return_its_continuation_gets_and_the_env_is_untouc
         assert one[k] == pytest.approx(float(r1) + float(r2), rel=1e-12)
 
 
-def _learner(seed: int, workers: int = 1, **expert: Any) -> PlanExpert:
+def _learner(seed: int, workers: int = 1, **expert: Any) -> ExpertIteration:
     env = _env("tiny")
     th.manual_seed(seed)
     net = plan_net("set", env, 16)
     cfg = EpisodePGConfig(seed=seed, groups=2, hidden=16, workers=workers, lr=1e-3)
-    return PlanExpert(env, net, cfg, ExpertConfig(states=4, epochs=3, **expert))
+    return ExpertIteration(env, net, cfg, ExpertConfig(states=4, epochs=3, **expert))
 
 
-def _weights(pg: PlanExpert) -> dict[str, np.ndarray]:
+def _weights(pg: ExpertIteration) -> dict[str, np.ndarray]:
     return {k: v.detach().numpy().copy() for k, v in pg.net.state_dict().items()}
 
 
@@ -141,7 +142,7 @@ def test_the_distillation_takes_the_searchs_best_plans() -> None:
         if term or trunc:
             break
     pg.expert.epochs = 60
-    pg.data.append((observations, best))
+    pg.data.append((observations, [np.ones(env.K, dtype=bool)] * len(best), best))
     out = pg.distil()
     assert out["accuracy"] == 1.0
     assert all(pg.net.act(env, o) == 2 for o in observations)
@@ -162,11 +163,11 @@ def test_the_distillation_takes_the_searchs_best_plans() -> None:
 def test_a_search_that_cannot_run_is_one_clear_error_before_anything_runs(
     change: dict[str, Any], message: str
 ) -> None:
-    agent = AgentConfig(algo="plan_expert")
+    agent = AgentConfig(algo="expert_iteration")
     agent.expert = ExpertConfig(**change)
     env = _env()
     with pytest.raises(ConfigError, match=re.escape(message)):
-        build_plan_expert(agent, env, plan_net("set", env, 16), EpisodePGConfig())
+        build_expert(agent, env, plan_net("set", env, 16), EpisodePGConfig())
 
 
 def test_a_plan_label_as_the_base_follows_that_constant_plan() -> None:
@@ -187,3 +188,65 @@ def test_a_plan_label_as_the_base_follows_that_constant_plan() -> None:
             break
     assert found.searched == len(expected) + found.ties
     assert [m.tolist() for m in found.best] == [m.tolist() for m in expected]
+
+
+# ------------------------------------------------------------------------ dlsched/Contention-v0
+def _contention(servers: int = 4) -> Any:
+    from envs.gym.contention_env import ContentionConfig
+
+    return ContentionConfig(scale="small", num_jobs=10, num_servers=servers).make()
+
+
+def test_in_contention_an_actions_value_is_the_return_its_continuation_gets() -> None:
+    from envs.gym.contention_env import srsf_exclusive_teacher
+
+    env = _contention()
+    env.reset(seed=3)
+    for _ in range(4):
+        env.step(srsf_exclusive_teacher(env))
+    before = pickle.dumps(env)
+    valid = np.flatnonzero(env.action_masks()).tolist()
+
+    def rule(e: Any, _o: Any) -> int:
+        return srsf_exclusive_teacher(e)
+
+    values = action_values(env, rule)
+    assert pickle.dumps(env) == before and len(values) == len(valid) >= 2
+    for a, v in zip(valid, values, strict=True):
+        e = pickle.loads(before)
+        _, r, term, trunc, _ = e.step(a)
+        total = float(r) + (0.0 if term or trunc else _run_to_end(e, rule(e, None), rule))
+        assert v == pytest.approx(total, rel=1e-12)
+
+
+def test_in_contention_the_search_tries_the_policys_top_candidates_and_reproduces() -> None:
+    from agents.episode_pg import contention_net
+
+    env = _contention()
+    th.manual_seed(0)
+    net = contention_net("set", env, 16)
+    cfg = ExpertConfig(states=5, candidates=3, tol=0.0)
+    found = search_workload(net, (env, 7, 11, cfg))
+    again = search_workload(net, (env, 7, 11, cfg))
+    assert found.searched == 5
+    assert [b.tolist() for b in found.best] == [b.tolist() for b in again.best]
+    for mask, best in zip(found.masks, found.best, strict=True):
+        assert best.any() and not (best & ~mask).any()  # only valid actions are ever best
+        assert best.sum() <= 3
+    pg = ExpertIteration(env, net, EpisodePGConfig(seed=2, groups=1, hidden=16, lr=1e-3), cfg)
+    pg.learn(1)
+    assert pg.iteration == 1 and len(pg.data) == 1
+    # the same weights act on 4 and 16 servers
+    for servers in (4, 16):
+        e = _contention(servers)
+        obs, _ = e.reset(seed=1)
+        assert e.action_masks()[net.act(e, obs)]
+
+
+def test_in_contention_a_horizon_or_an_unknown_rule_is_refused() -> None:
+    env = _contention()
+    with pytest.raises(ConfigError, match="run to the episode's end"):
+        ExpertConfig(horizon=5).check(env)
+    with pytest.raises(ConfigError, match="unknown Contention-v0 teacher 'nope'"):
+        ExpertConfig(base="nope").check(contention=True)
+    ExpertConfig(base="exclusive").check(env)
