@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,7 @@ class ExpertConfig:
     tol: float = 1e-3
     keep: int = 0
     candidates: int = 0
+    anchor: float = 0.0
 
     def check(self, env: Any = None, contention: bool | None = None) -> None:
         """One :class:`ConfigError` for a setting the search cannot run with.  ``env``: the
@@ -104,6 +105,9 @@ class ExpertConfig:
         tol = float(self.tol)
         if not (math.isfinite(tol) and 0.0 <= tol < 1.0):
             raise ConfigError(f"agent.expert.tol must be in [0, 1), got {self.tol}")
+        anchor = float(self.anchor)
+        if not (math.isfinite(anchor) and anchor >= 0.0):
+            raise ConfigError(f"agent.expert.anchor must be finite and >= 0, got {self.anchor}")
         if env is not None:
             contention = not hasattr(env, "labels")
         if contention and int(self.horizon):
@@ -196,6 +200,11 @@ class Labelled:
     masks: list[npt.NDArray[np.bool_]]
     best: list[npt.NDArray[np.bool_]]
     regret: list[float]
+    #: the policy's own decisions that were not labelled (``anchor`` > 0): observations,
+    #: masks, the action it took
+    kept: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], int]] = field(
+        default_factory=list
+    )
     ties: int = 0  # searched slots where every plan tied (dropped)
     searched: int = 0
 
@@ -228,9 +237,12 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
     base = base_rule(cfg.base, env) or act
     obs, _ = env.reset(seed=wseed)
     actions: list[int] = []
+    visited: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], int]] = []
     while True:
         a = act(env, obs)
         actions.append(a)
+        if cfg.anchor > 0:
+            visited.append((obs, env.action_masks(), a))
         obs, _, term, trunc, _ = env.step(a)
         if term or trunc:
             break
@@ -238,6 +250,7 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
     n = min(int(cfg.states), len(actions))
     chosen = set(rng.choice(len(actions), size=n, replace=False).tolist())
     out = Labelled([], [], [], [])
+    labelled: set[int] = set()
     obs, _ = env.reset(seed=wseed)
     for i, a in enumerate(actions):
         if i in chosen:
@@ -259,9 +272,11 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
                 out.masks.append(mask)
                 out.best.append(target)
                 out.regret.append(float(best - v[cands.index(a)]) / scale)
+                labelled.add(i)
         if len(out.obs) + out.ties == n:
             break
         obs, _, _, _, _ = env.step(a)
+    out.kept = [d for i, d in enumerate(visited) if i not in labelled]
     return out
 
 
@@ -282,6 +297,8 @@ class ExpertIteration(EpisodePG):
         self.expert = expert
         #: per iteration, its labelled slots (the training set: the last ``keep``)
         self.data: list[Batch] = []
+        #: this iteration's unlabelled decisions of the policy (``anchor`` > 0)
+        self.kept: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], int]] = []
 
     def training_state(self) -> dict[str, Any]:
         state = super().training_state()
@@ -305,7 +322,10 @@ class ExpertIteration(EpisodePG):
         return self.rollout_pool().map(self.net, search_workload, items)
 
     def distil(self) -> dict[str, float]:
-        """``epochs`` passes of cross-entropy towards the best sets over the kept slots."""
+        """``epochs`` passes of cross-entropy towards the best sets over the kept labelled
+        decisions, plus ``anchor`` x the cross-entropy towards the policy's own action over
+        this iteration's other decisions (:attr:`kept`: the policy stays where the search
+        said nothing)."""
         keep = int(self.expert.keep)
         data = self.data[-keep:] if keep else self.data
         obs = [o for d in data for o in d[0]]
@@ -317,11 +337,24 @@ class ExpertIteration(EpisodePG):
         best_t = th.as_tensor(np.array(best))
         mask_t = th.as_tensor(np.array(masks))
         target = best_t.float() / best_t.float().sum(-1, keepdim=True)
+        w = float(self.expert.anchor)
+        kept = self.kept if w > 0 else []
+        if kept:
+            k_obs = th.as_tensor(self.net.stack([d[0] for d in kept]))
+            k_mask = th.as_tensor(np.array([d[1] for d in kept]))
+            k_act = th.as_tensor([d[2] for d in kept])
+            k_batch = max(1, -(-len(kept) * self.cfg.batch_size // len(obs)))
         total, n = 0.0, 0
         for _ in range(int(self.expert.epochs)):
-            for idx in th.randperm(len(obs), generator=self.gen).split(self.cfg.batch_size):
+            batches = th.randperm(len(obs), generator=self.gen).split(self.cfg.batch_size)
+            anchors = th.randperm(len(kept), generator=self.gen).split(k_batch) if kept else ()
+            for b, idx in enumerate(batches):
                 logp = th.log_softmax(self.net(obs_t[idx], mask_t[idx]), -1)
                 loss = -(target[idx] * logp).sum(-1).mean()
+                if kept and b < len(anchors):
+                    j = anchors[b]
+                    lk = th.log_softmax(self.net(k_obs[j], k_mask[j]), -1)
+                    loss = loss - w * lk.gather(1, k_act[j, None]).mean()
                 self.opt.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.net.parameters(), 0.5)
@@ -349,6 +382,7 @@ class ExpertIteration(EpisodePG):
         searched = sum(f.searched for f in found)
         ties = sum(f.ties for f in found)
         self.data.append((obs, masks, best))
+        self.kept = [d for f in found for d in f.kept]
         out = self.distil()
         out.update(
             {

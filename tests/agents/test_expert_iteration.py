@@ -250,3 +250,25 @@ def test_in_contention_a_horizon_or_an_unknown_rule_is_refused() -> None:
     with pytest.raises(ConfigError, match="unknown Contention-v0 teacher 'nope'"):
         ExpertConfig(base="nope").check(contention=True)
     ExpertConfig(base="exclusive").check(env)
+
+
+def test_the_anchor_keeps_the_policys_own_unlabelled_decisions() -> None:
+    env = _env("medium")
+    th.manual_seed(0)
+    net = plan_net("set", env, 16)
+    found = search_workload(net, (env, 2000, 1, ExpertConfig(states=6, anchor=1.0)))
+    none = search_workload(net, (env, 2000, 1, ExpertConfig(states=6)))
+    assert none.kept == [] and [b.tolist() for b in none.best] == [b.tolist() for b in found.best]
+    # every decision of the policy's episode is either labelled or kept, with its own action
+    obs, _ = env.reset(seed=2000)
+    episode = 0
+    while True:
+        a = net.act(env, obs)
+        episode += 1
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    assert len(found.kept) + len(found.obs) == episode
+    assert all(net.act(env, o) == a for o, _m, a in found.kept[:20])
+    with pytest.raises(ConfigError, match="anchor must be finite and >= 0"):
+        ExpertConfig(anchor=float("inf")).check()
