@@ -232,7 +232,8 @@ def test_plan_pg_validates_on_trace_windows_too(tmp_path: Path) -> None:
     proc = run_script("train.py", "+agent=ppo", "env=tiny", "eval.windows=2", "total_timesteps=8",
                       f"hydra.run.dir={tmp_path / 'ppo'}", timeout=600)  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "in dlsched/ClusterPlan-v0 only (agent.algo plan_a2c, plan_pg)" in proc.stderr
+    learners = "agent.algo expert_iteration, plan_a2c, plan_pg"
+    assert f"in dlsched/ClusterPlan-v0 only ({learners})" in proc.stderr
 
 
 def _assert_same_curve(a: Path, b: Path) -> None:
