@@ -391,14 +391,9 @@ class ExpertIteration(EpisodePG):
                 "ties": ties / max(searched, 1),
                 "labelled": float(sum(len(d[0]) for d in self.data)),
                 "decisions": float(searched),
-                "return": -float(np.mean(regret)) if regret else 0.0,
-                "pg_loss": out["loss"],
-                "entropy_loss": 0.0,
-                "clipped": 0.0,
                 "learning_rate": float(self.opt.param_groups[0]["lr"]),
             }
         )
-        out.setdefault("entropy", 0.0)
         return out
 
 

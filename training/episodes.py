@@ -56,8 +56,14 @@ STATE, STATE_META = "state.pt", "state.json"
 RESUME_KEYS = ("seed", "env_id", "env", "contention", "pretrain", "eval", "mixture", "federated")
 
 
-#: expert iteration's figures of an iteration (agents/expert_iteration.py), logged when present
-SEARCH_KEYS = ("search_regret", "agree", "ties", "accuracy", "labelled")
+#: an iteration's figures logged to TensorBoard (``train/<key>``) when the learner reports
+#: them: the policy gradient's (agents/episode_pg.py), the actor-critic's (agents/plan_a2c.py),
+#: the optimiser's rate, and expert iteration's (agents/expert_iteration.py)
+TRAIN_KEYS = (
+    "return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped",
+    "value_loss", "explained_variance", "replayed", "learning_rate",
+    "search_regret", "agree", "ties", "accuracy", "labelled",
+)  # fmt: skip
 
 
 def _say(line: str) -> None:
@@ -181,11 +187,8 @@ class EpisodeLog:
         wall: float,
         iteration_s: float,
     ) -> None:
-        for key in ("return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped"):
-            self.writer.add_scalar(f"train/{key}", st[key], decisions)
-        for key in ("value_loss", "explained_variance", "replayed", "learning_rate", *SEARCH_KEYS):
-            if key in st:  # the actor-critic's (agents/plan_a2c.py), expert iteration's
-                # (agents/expert_iteration.py) and the optimiser's rate
+        for key in TRAIN_KEYS:
+            if key in st:  # what the learner reports (a search-based one has no PG terms)
                 self.writer.add_scalar(f"train/{key}", st[key], decisions)
         kl = st.get("kl_to_reference")
         if kl is not None:
@@ -195,8 +198,9 @@ class EpisodeLog:
             rate = st["decisions"] / iteration_s
             self.writer.add_scalar(f"time/{self.decision}_per_s", rate, decisions)
         _say(
-            f"[{self.tag}] iteration {i}/{total}: return {st['return']:.1f}, entropy "
-            f"{st['entropy']:.3f}"
+            f"[{self.tag}] iteration {i}/{total}: "
+            + ("" if "return" not in st else f"return {st['return']:.1f}, ")
+            + f"entropy {st['entropy']:.3f}"
             + ("" if kl is None else f", KL to the clone {kl:.4f}")
             + (
                 f", search: regret {st['search_regret']:.2%}, agree {st['agree']:.0%}, "
