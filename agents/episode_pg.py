@@ -587,10 +587,7 @@ class EpisodePG:
         cfg = self.cfg
         draws: list[tuple[Any, int, list[np.random.Generator]]] = []
         for _ in range(cfg.groups):
-            if self.draw_workload is None:
-                env, wseed = self.env, int(self.rng.integers(10_000, 2**31))
-            else:
-                env, wseed = self.draw_workload(self.rng)
+            env, wseed = self.next_workload()
             rolls = [np.random.default_rng(self.rng.integers(2**63)) for _ in range(cfg.group_size)]
             draws.append((env, wseed, rolls))
         tasks = [
@@ -603,6 +600,13 @@ class EpisodePG:
         flat = run(self.net, tasks, cfg.temperature, self._epsilon())
         n = cfg.group_size
         return [flat[g * n : (g + 1) * n] for g in range(cfg.groups)]
+
+    def next_workload(self) -> tuple[Any, int]:
+        """The next group's (env, workload seed), drawn with the learner's generator:
+        :attr:`draw_workload`'s, or ``env`` with a seed in [10,000, 2^31)."""
+        if self.draw_workload is None:
+            return self.env, int(self.rng.integers(10_000, 2**31))
+        return self.draw_workload(self.rng)
 
     def _epsilon(self) -> Epsilon:
         return self.cfg.epsilon if self.explore is None else self.explore

@@ -314,10 +314,7 @@ class ExpertIteration(EpisodePG):
         over the workers)."""
         items = []
         for _ in range(self.cfg.groups):
-            if self.draw_workload is None:
-                env, wseed = self.env, int(self.rng.integers(10_000, 2**31))
-            else:
-                env, wseed = self.draw_workload(self.rng)
+            env, wseed = self.next_workload()
             items.append((env, wseed, int(self.rng.integers(2**63)), self.expert))
         return self.rollout_pool().map(self.net, search_workload, items)
 
