@@ -110,15 +110,16 @@ class ExpertConfig:
             raise ConfigError(f"agent.expert.anchor must be finite and >= 0, got {self.anchor}")
         if env is not None:
             contention = not hasattr(env, "labels")
-        if contention and int(self.horizon):
-            raise ConfigError(
-                f"agent.expert.horizon={self.horizon}: Contention-v0's rollouts run to the "
-                "episode's end (how many decisions an episode takes is not known before it "
-                "runs, so a horizon could be past it); set agent.expert.horizon=0"
-            )
         if contention:
-            base_rule(self.base, None)
-        if env is None or contention:
+            if int(self.horizon):
+                raise ConfigError(
+                    f"agent.expert.horizon={self.horizon}: Contention-v0's rollouts run to the "
+                    "episode's end (how many decisions an episode takes is not known before it "
+                    "runs, so a horizon could be past it); set agent.expert.horizon=0"
+                )
+            base_rule(self.base, None)  # a registered rule: known without the env
+            return
+        if env is None:  # the plan env's labels are not known yet
             return
         base_rule(self.base, env)
         limit = int(getattr(env.inner, "max_slots", 0) or 0)
