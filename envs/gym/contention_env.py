@@ -6,9 +6,9 @@ contending on NICs, continuous time, so that learned policies meet the Ada-SRSF 
 their own ground.  Each step is one decision at an instant where the engine
 (:mod:`envs.sim.decisions`) stopped: start a window job with a candidate placement, or wait.
 Actions, masks, observation, reward and workloads: :class:`ContentionEnv`; teachers:
-:func:`srsf_teacher`, :func:`srsf_exclusive_teacher`; training over a distribution of
-settings (generator loads and cluster sizes, Philly windows of the training VCs):
-:class:`ContentionDistribution`, :class:`ContentionMixEnv`.
+:func:`srsf_teacher`, :func:`srsf_exclusive_teacher`, :func:`exclusive_backfill_teacher`;
+training over a distribution of settings (generator loads and cluster sizes, Philly windows
+of the training VCs): :class:`ContentionDistribution`, :class:`ContentionMixEnv`.
 Details: docs/design/envs.md#dlschedcontention-v0
 """
 
@@ -59,6 +59,7 @@ __all__ = [
     "ContentionEnv",
     "ContentionMixEnv",
     "contention_teacher",
+    "exclusive_backfill_teacher",
     "srsf_exclusive_teacher",
     "srsf_teacher",
     "teacher",
@@ -804,3 +805,24 @@ def srsf_exclusive_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     if workers + env.window[a // env.C].spec.num_gpus > env.cluster.num_gpus:
         return env.wait_action
     return a
+
+
+@contention_teacher("exclusive_backfill")
+def exclusive_backfill_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
+    """The exclusive rule with backfilling: start the first window job (remaining-service
+    order) that fits and would not put more workers on the cluster than it has GPUs, even
+    when an earlier one would (where :func:`srsf_exclusive_teacher` waits for the earlier
+    one); wait when none would; where waiting is not valid, :func:`srsf_teacher`'s choice.
+    Not in the Ada-SRSF paper: the strongest rule found for issue 36 (docs/experiments/
+    contention-env.md, "Backfilling")."""
+    mask = env.action_masks()
+    if not mask[env.wait_action]:
+        return srsf_teacher(env, placement)
+    sim = env.sim
+    assert sim is not None
+    idle = env.cluster.num_gpus - sum(len(r) for r in sim.residents)
+    c = env.placements.index(placement)
+    for j, job in enumerate(env.window):
+        if mask[j * env.C + c] and job.spec.num_gpus <= idle:
+            return j * env.C + c
+    return env.wait_action
