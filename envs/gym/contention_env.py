@@ -60,6 +60,7 @@ __all__ = [
     "ContentionMixEnv",
     "contention_teacher",
     "exclusive_backfill_teacher",
+    "exclusive_easy_teacher",
     "srsf_exclusive_teacher",
     "srsf_teacher",
     "teacher",
@@ -824,5 +825,43 @@ def exclusive_backfill_teacher(env: ContentionEnv, placement: str = "lwf1") -> i
     c = env.placements.index(placement)
     for j, job in enumerate(env.window):
         if mask[j * env.C + c] and job.spec.num_gpus <= idle:
+            return j * env.C + c
+    return env.wait_action
+
+
+@contention_teacher("exclusive_easy")
+def exclusive_easy_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
+    """The exclusive rule with EASY backfilling (Lifka, 1995): the job SRSF would start (the
+    first window job that fits) starts when it would not put more workers on the cluster than
+    it has GPUs; else it holds a reservation at the *shadow time*, when enough running jobs
+    will have finished for it, and a later window job starts only if it runs on idle GPUs and
+    ends by then or leaves the reservation's GPUs free (it takes no more than the GPUs idle
+    at the shadow time beyond the first job's).  A job's run time is estimated as its
+    remaining compute per worker (the SRSF key's own figure; communication not counted).
+    Where waiting is not valid: :func:`srsf_teacher`'s choice."""
+    mask = env.action_masks()
+    if not mask[env.wait_action]:
+        return srsf_teacher(env, placement)
+    sim = env.sim
+    assert sim is not None
+    c = env.placements.index(placement)
+    fits = [j for j in range(len(env.window)) if mask[j * env.C + c]]
+    if not fits:
+        return env.wait_action
+    idle = env.cluster.num_gpus - sum(len(r) for r in sim.residents)
+    need = env.window[fits[0]].spec.num_gpus
+    if need <= idle:
+        return fits[0] * env.C + c
+    shadow, extra, free = math.inf, 0, idle
+    for end, gpus in sorted((sim.now + j.remaining_compute_ms / len(j.gpus), len(j.gpus))
+                            for j in sim.running):  # fmt: skip
+        free += gpus
+        if free >= need:
+            shadow, extra = end, free - need
+            break
+    for j in fits[1:]:
+        job = env.window[j]
+        gpus = job.spec.num_gpus
+        if gpus <= idle and (sim.now + job.remaining_compute_ms / gpus <= shadow or gpus <= extra):
             return j * env.C + c
     return env.wait_action

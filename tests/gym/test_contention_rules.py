@@ -10,6 +10,7 @@ from envs.gym.contention_env import (
     CONTENTION_TEACHERS,
     ContentionEnv,
     exclusive_backfill_teacher,
+    exclusive_easy_teacher,
     srsf_exclusive_teacher,
     srsf_teacher,
     teacher,
@@ -23,15 +24,16 @@ def _workers(env: ContentionEnv) -> int:
     return sum(len(r) for r in env.sim.residents)
 
 
-def _hand_built() -> ContentionEnv:
-    """2 servers x 4 GPUs. At t=0 a 6-GPU job starts (the only one queued); at t=1 ms a short
-    4-GPU job and a longer 2-GPU job arrive. The 4-GPU job is first in remaining-service order
-    (4 x 10 iterations < 2 x 400), but only 2 GPUs are idle."""
+def _hand_built(later: int = 400) -> ContentionEnv:
+    """2 servers x 4 GPUs. At t=0 a 6-GPU job of 2,000 iterations starts (the only one
+    queued); at t=1 ms a short 7-GPU job and a 2-GPU job of ``later`` iterations arrive. The
+    7-GPU job is first in remaining-service order (7 x 10 iterations < 2 x ``later``), but only
+    2 GPUs are idle."""
     model = REFERENCE_MODELS["resnet50"]
     jobs = (
         JobSpec(job_id=0, submit_ms=0.0, model=model, iterations=2000, num_gpus=6),
-        JobSpec(job_id=1, submit_ms=1.0, model=model, iterations=10, num_gpus=4),
-        JobSpec(job_id=2, submit_ms=1.0, model=model, iterations=400, num_gpus=2),
+        JobSpec(job_id=1, submit_ms=1.0, model=model, iterations=10, num_gpus=7),
+        JobSpec(job_id=2, submit_ms=1.0, model=model, iterations=later, num_gpus=2),
     )
     env = ContentionEnv(workloads=[Workload(jobs, name="hand")], num_servers=2,
                         placements=("lwf1", "ls"), J=4)  # fmt: skip
@@ -44,14 +46,27 @@ def _hand_built() -> ContentionEnv:
 
 def test_on_a_hand_built_state_exclusive_waits_and_backfill_starts_the_job_that_fits() -> None:
     env = _hand_built()
-    assert srsf_teacher(env) == 0  # SRSF time-shares: the 4-GPU job on 2 busy GPUs
-    assert srsf_exclusive_teacher(env) == env.wait_action  # it waits for the 4-GPU job
+    assert srsf_teacher(env) == 0  # SRSF time-shares: the 7-GPU job on 5 busy GPUs
+    assert srsf_exclusive_teacher(env) == env.wait_action  # it waits for the 7-GPU job
     a = exclusive_backfill_teacher(env)
     assert a == 1 * env.C + 0  # the 2-GPU job (window row 1), LWF-1
     env.step(a)
     assert _workers(env) == 8  # on the two idle GPUs: nothing shares a GPU
     assert env.sim is not None
     assert all(len(r) == 1 for r in env.sim.residents)
+
+
+@pytest.mark.parametrize(("later", "starts"), [(400, True), (1999, True), (2100, False)])
+def test_easy_backfills_only_a_job_that_ends_before_the_reservation(
+    later: int, starts: bool
+) -> None:
+    """The 7-GPU job's reservation is at the 6-GPU job's end (its 2,000 iterations), when 8
+    GPUs are free and 1 is left over: the 2-GPU job is backfilled only if its iterations end
+    by then (the same model: fewer iterations); backfilling without a reservation starts it
+    either way."""
+    env = _hand_built(later)
+    assert exclusive_easy_teacher(env) == (1 * env.C if starts else env.wait_action)
+    assert exclusive_backfill_teacher(env) == 1 * env.C
 
 
 @pytest.mark.parametrize("servers", [8, 16])
@@ -89,4 +104,30 @@ def test_backfill_at_every_decision_starts_the_first_job_that_fits_without_shari
 
 def test_the_rules_are_registered_by_name() -> None:
     assert teacher("exclusive_backfill") is exclusive_backfill_teacher
-    assert {"srsf", "exclusive", "exclusive_backfill"} <= set(CONTENTION_TEACHERS)
+    assert teacher("exclusive_easy") is exclusive_easy_teacher
+    assert {"srsf", "exclusive", "exclusive_backfill", "exclusive_easy"} <= set(CONTENTION_TEACHERS)
+
+
+def test_easy_never_shares_a_gpu_it_could_wait_for_and_starts_what_exclusive_starts() -> None:
+    """At every decision where waiting is valid, EASY's start adds no worker beyond the GPUs,
+    and where the exclusive rule starts a job EASY starts the same one; its episodes end with
+    every job finished, between the exclusive rule's and backfilling's starts."""
+    env = ContentionEnv(num_jobs=40, num_servers=8, placements=("lwf1", "ls"))
+    backfills = 0
+    for seed in (0, 1, 2):
+        env.reset(seed=seed)
+        while not env.done:
+            a = exclusive_easy_teacher(env)
+            if env.action_masks()[env.wait_action]:
+                ex = srsf_exclusive_teacher(env)
+                if ex != env.wait_action:
+                    assert a == ex
+                elif a != env.wait_action:
+                    backfills += 1
+                    need = env.window[a // env.C].spec.num_gpus
+                    assert _workers(env) + need <= env.cluster.num_gpus
+                    assert exclusive_backfill_teacher(env) != env.wait_action
+            env.step(a)
+        assert env.sim is not None
+        assert all(r.finish_ms >= r.start_ms >= r.submit_ms for r in env.sim.result().records)
+    assert backfills > 0

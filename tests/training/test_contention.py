@@ -86,7 +86,8 @@ def test_its_policy_runs_in_evaluate_py(run: Path, tmp_path: Path) -> None:
     [
         (
             "agent.contention.teacher=oracle",
-            "unknown Contention-v0 teacher 'oracle'; known: exclusive, exclusive_backfill, srsf",
+            "unknown Contention-v0 teacher 'oracle'; known: exclusive, exclusive_backfill, "
+            "exclusive_easy, srsf",
         ),
         ("agent.contention.epsilon=1.0", "agent.contention.epsilon must be in [0, 1)"),
         ("agent.contention.iterations=0", "agent.contention.iterations must be an integer >= 1"),
