@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents.cem import CEMConfig
 from agents.expert_iteration import ExpertConfig
 from agents.exploration import ExplorationConfig
 from agents.group import GroupConfig
@@ -115,7 +116,9 @@ class AgentConfig:
     :mod:`agents.expert_iteration`; settings in ``expert`` and the env's block),
     ``contention_pg``
     (EpisodePG in ``dlsched/Contention-v0``: :mod:`training.contention`; settings in
-    ``contention``).  The rest as in
+    ``contention``), ``cem`` (the cross-entropy method over a rule selector in
+    ``dlsched/Contention-v0``: :mod:`agents.cem`; settings in ``cem`` and ``contention``).
+    The rest as in
     :class:`agents.dl2.DL2A2C` / SB3."""
 
     name: str = "a2c"
@@ -139,4 +142,5 @@ class AgentConfig:
     plan: PlanPGConfig = field(default_factory=PlanPGConfig)
     a2c: PlanA2CConfig = field(default_factory=PlanA2CConfig)  # plan_a2c's ingredients
     expert: ExpertConfig = field(default_factory=ExpertConfig)  # expert_iteration's search
+    cem: CEMConfig = field(default_factory=CEMConfig)  # cem's search over a rule selector
     contention: ContentionPGConfig = field(default_factory=ContentionPGConfig)

@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +42,7 @@ from agents.cloning import CloneConfig, CloneData, fit_clone
 from agents.policy_format import load_weights, save_episode_net
 from agents.policy_format import read as read_policy_file
 from agents.rollout_pool import RolloutPool, replicas
+from agents.rule_selector import RuleSelector
 from agents.set_contention import SetContentionNet
 from agents.set_plan import SetPlanNet
 from envs.gym.actors import RuleActor
@@ -200,10 +201,11 @@ class MaskedMLP(nn.Module):
 PolicyNet = MaskedMLP | SetPlanNet | SetContentionNet
 
 #: ``describe()["arch"]`` -> the network's class (how a saved policy is rebuilt)
-NETS: dict[str, type[MaskedMLP] | type[SetPlanNet] | type[SetContentionNet]] = {
+NETS: dict[str, type[nn.Module]] = {
     "mlp": MaskedMLP,
     "set": SetPlanNet,
     "contention_set": SetContentionNet,
+    "rule_selector": RuleSelector,
 }
 
 
@@ -221,13 +223,15 @@ def plan_net(arch: str, env: Any, hidden: int) -> PolicyNet:
 
 
 #: ``agent.contention.arch`` -> how the network is built for Contention-v0 (:func:`contention_net`)
-CONTENTION_ARCHS = ("mlp", "set")
+CONTENTION_ARCHS = ("mlp", "set", "selector")
 
 
 def contention_net(arch: str, env: Any, hidden: int) -> PolicyNet:
     """The network ``arch`` for a ``ContentionEnv``: the flat MLP of its observation size
-    (welded to its cluster and window), or the set network of its job and server rows (any
-    cluster, any window: :class:`~agents.set_contention.SetContentionNet`)."""
+    (welded to its cluster and window), the set network of its job and server rows (any
+    cluster, any window: :class:`~agents.set_contention.SetContentionNet`), or ``selector``:
+    a learned choice among the registered rules (any cluster, any window:
+    :class:`~agents.rule_selector.RuleSelector`)."""
     if arch not in CONTENTION_ARCHS:
         raise ConfigError(
             f"agent.contention.arch must be one of {list(CONTENTION_ARCHS)}, got {arch!r}"
@@ -235,6 +239,8 @@ def contention_net(arch: str, env: Any, hidden: int) -> PolicyNet:
     if arch == "set":
         job, server, globs = OBS_WIDTHS
         return SetContentionNet(job, server, globs, len(env.placements), hidden)
+    if arch == "selector":  # no network: a learned choice among the rules (agents.cem trains it)
+        return cast(PolicyNet, RuleSelector())
     return MaskedMLP(env.obs_size, env.wait_action + 1, hidden)
 
 
@@ -245,7 +251,11 @@ def build_net(description: dict[str, Any]) -> PolicyNet:
     arch = description.get("arch", "mlp")
     if arch not in NETS:
         raise ConfigError(f"unknown network arch {arch!r}; known: {', '.join(NETS)}")
-    return NETS[arch](**{k: int(v) for k, v in description.items() if k != "arch"})
+    if arch == RuleSelector.arch:  # its rules are names; it acts through the env (acts_on_env)
+        selector = RuleSelector(list(description["rules"]), int(description["n_features"]))
+        return cast(PolicyNet, selector)
+    net = NETS[arch](**{k: int(v) for k, v in description.items() if k != "arch"})
+    return cast(PolicyNet, net)
 
 
 @dataclass

@@ -169,6 +169,13 @@ LEARNERS: dict[str, Learner] = {
             ("learning_rate", "ent_coef", "contention"),
             envs=(CONTENTION,),
         ),
+        Learner(
+            "cem",
+            "episodes",
+            ("contention", "cem"),
+            build="agents.cem:build_cem",
+            envs=(CONTENTION,),
+        ),
     )
 }
 

@@ -145,6 +145,8 @@ def episode_layout(
     if getattr(net, "arch", "mlp") == "contention_set":
         net.layout(env.obs_size, n_actions)  # a ConfigError if the rows do not fit
         fits = True
+    elif getattr(net, "arch", "mlp") == "rule_selector":  # the rules act on any cluster
+        fits = True
     elif isinstance(net, SetPlanNet):
         net.window_of(env.obs_size)  # a ConfigError if the rows do not fit
         fits = net.n_actions == n_actions
@@ -192,7 +194,8 @@ def _window_of(config: dict[str, Any]) -> int | None:
 
 def _contention_layout(net: Any, env: dict[str, Any]) -> dict[str, Any]:
     J, places = int(env["J"]), [str(x) for x in env["placements"]]
-    anywhere = getattr(net, "arch", "mlp") == "contention_set"  # any cluster, any window
+    # any cluster, any window
+    anywhere = getattr(net, "arch", "mlp") in ("contention_set", "rule_selector")
     return {
         "env_id": CONTENTION_ID,
         "obs_size": "any" if anywhere else int(net.obs_size),

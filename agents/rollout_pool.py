@@ -111,6 +111,13 @@ def _map(state: dict[str, Any], items: Sequence[Any], fn: Callable[[Any, Any], A
     return [fn(_NET, item) for item in items]
 
 
+def _map_env(
+    state: dict[str, Any], items: Sequence[Any], fn: Callable[[Any, Any, Any], Any]
+) -> list[Any]:
+    _NET.load_state_dict(state)
+    return [fn(_NET, _ENV, item) for item in items]
+
+
 def _run(
     state: dict[str, Any], tasks: Sequence[Task], temperature: float, epsilon: Any
 ) -> list[Any]:
@@ -212,6 +219,17 @@ class RolloutPool:
         if self.workers == 1 or len(items) < 2:
             return [fn(net, item) for item in items]
         return self._scatter(_map, net, items, self.workers, fn)
+
+    def map_env(
+        self, net: Any, fn: Callable[[Any, Any, Any], Any], items: Sequence[Any]
+    ) -> list[Any]:
+        """``[fn(net, env, item) for item in items]`` over the workers, ``env`` the pool's env
+        (in a worker its copy, with ``net`` its copy at ``net``'s current weights): e.g. a
+        population's episodes, each item naming its policy and workload."""
+        if self.workers == 1 or len(items) < 2:
+            return [fn(net, self.env, item) for item in items]
+        # smaller chunks than map's: episodes of one population differ in length by 100x
+        return self._scatter(_map_env, net, items, 4 * self.workers, fn)
 
     def _scatter(
         self,

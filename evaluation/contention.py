@@ -13,7 +13,8 @@ difference and plot covers them), next to the bound no schedule can beat.
   ``experiments/contention_h2h.py`` (:data:`TEACHER_ENV`);
 - ``contention:<file.npz | directory with policy.npz>``: an EpisodePG policy saved by
   :func:`agents.episode_pg.save_episode_pg`, acting by masked argmax in the env layout it
-  records (window, placements, comm; its cluster shape must be the run's);
+  records (window, placements, comm; its cluster shape must be the run's, but for the set
+  network and the rule selector, which act on any cluster);
 - ``bound:solo``: each job alone on the empty cluster from its arrival, at its best placement
   candidate (:data:`SOLO_PLACEMENTS`): JCTs no schedule can beat.
 """
@@ -40,6 +41,7 @@ from evaluation.workloads import Prepared, sim_config
 
 if TYPE_CHECKING:
     from agents.episode_pg import MaskedMLP
+    from agents.rule_selector import RuleSelector
     from agents.set_contention import SetContentionNet
     from envs.gym.contention_env import ContentionEnv
     from envs.gym.episode import Actor
@@ -75,12 +77,13 @@ def _policy_file(arg: str) -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str) -> tuple[MaskedMLP | SetContentionNet, dict[str, Any]]:
+def _load(path: str) -> tuple[MaskedMLP | SetContentionNet | RuleSelector, dict[str, Any]]:
     from agents.episode_pg import MaskedMLP, load_episode_pg
+    from agents.rule_selector import RuleSelector
     from agents.set_contention import SetContentionNet
 
     net, meta = load_episode_pg(path)
-    if not isinstance(net, MaskedMLP | SetContentionNet):
+    if not isinstance(net, MaskedMLP | SetContentionNet | RuleSelector):
         raise ConfigError(
             f"{path}: a {net.arch!r} network acts on plan observations "
             "(dlsched/ClusterPlan-v0), not in dlsched/Contention-v0: evaluate it as policy:<path>"
@@ -175,6 +178,8 @@ class ContentionKind:
         from agents.set_contention import SetContentionNet
 
         net, meta = _load(str(_policy_file(arg)))
+        if getattr(net, "acts_on_env", False):  # a rule selector: the rules act anywhere
+            return
         if isinstance(net, SetContentionNet):  # any cluster and window
             try:
                 net.layout(env.obs_size, env.wait_action + 1)

@@ -46,6 +46,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agents.actors import NetActor
 from agents.config import ContentionPGConfig
 from agents.episode_pg import (
     CONTENTION_ARCHS,
@@ -58,6 +59,7 @@ from agents.episode_pg import (
 from agents.learners import learner
 from agents.plan_a2c import no_starved_jobs
 from agents.protocol import episode_pg_config
+from agents.rule_selector import SELECTOR_RULES
 from envs.gym.actors import rule_actor
 from envs.gym.contention_env import (
     CONTENTION_ENV_ID,
@@ -126,6 +128,27 @@ def check_contention_config(cfg: TrainConfig) -> None:
             raise no_starved_jobs(a2c.explore, CONTENTION_ENV_ID)
     if "expert" in learner(algo).keys:  # expert iteration's budget, horizon and base
         cfg.agent.expert.check(contention=True)
+    _check_selector(cfg)
+
+
+def _check_selector(cfg: TrainConfig) -> None:
+    """The rule selector and the cross-entropy method go together, with no teacher."""
+    c, algo = cfg.agent.contention, cfg.agent.algo
+    cem = "cem" in learner(algo).keys
+    if cem:  # the search's population, elite, deviations and start
+        cfg.agent.cem.check(tuple(SELECTOR_RULES))
+    if cem != (c.arch == "selector"):
+        raise ConfigError(
+            f"agent.algo={algo} with agent.contention.arch={c.arch}: the rule selector has no "
+            "gradient and is trained by the cross-entropy method only: use agent.algo=cem "
+            "with agent.contention.arch=selector (+agent=contention_cem)"
+        )
+    if cem and c.teacher != NO_TEACHER:
+        raise ConfigError(
+            f"agent.contention.teacher={c.teacher}: a rule selector is not cloned (it starts "
+            f"as one rule, agent.cem.start={cfg.agent.cem.start!r}): set "
+            "agent.contention.teacher=none"
+        )
 
 
 def teacher_names(spec: str) -> list[str]:
@@ -172,10 +195,11 @@ def check_distribution(cfg: TrainConfig) -> None:
     observation size), validation seeds among the training draws' ([10,000, 2^31): the two
     must be disjoint), and the distribution's own keys."""
     arch = cfg.agent.contention.arch
-    if arch != "set":
+    if arch not in ("set", "selector"):
         raise ConfigError(
             f"contention.distribution draws clusters of several sizes: it needs "
-            f"agent.contention.arch=set (the network of any cluster), got {arch!r}"
+            f"agent.contention.arch=set (the network of any cluster) or selector (the rule "
+            f"selector), got {arch!r}"
         )
     clash = [int(s) for s in cfg.eval.seeds if int(s) >= TRAIN_SEEDS]
     if clash:
@@ -194,7 +218,8 @@ def validate_contention(
     """The network's masked argmax on each validation workload: mean avg JCT and p95 JCT (s)
     and the unfinished jobs in all (an unfinished job counts as finishing at the end); with
     ``best`` (the best rule's avg JCT per workload) also ``score``, the mean ratio to it."""
-    infos = [run_episode(env, int(s), net).info for s in seeds]
+    act = NetActor(net) if getattr(net, "acts_on_env", False) else None  # a rule selector
+    infos = [run_episode(env, int(s), net, act=act).info for s in seeds]
     out = _metrics(infos)
     if best is not None:
         ratios = [i["avg_jct_s"] / b for i, b in zip(infos, best, strict=True)]

@@ -63,6 +63,7 @@ TRAIN_KEYS = (
     "return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped",
     "value_loss", "explained_variance", "replayed", "learning_rate",
     "search_regret", "agree", "ties", "accuracy", "labelled",
+    "score_mean", "score_best", "best_rule_score", "sigma",
 )  # fmt: skip
 
 
@@ -200,15 +201,22 @@ class EpisodeLog:
         _say(
             f"[{self.tag}] iteration {i}/{total}: "
             + ("" if "return" not in st else f"return {st['return']:.1f}, ")
-            + f"entropy {st['entropy']:.3f}"
-            + ("" if kl is None else f", KL to the clone {kl:.4f}")
+            + ("" if "entropy" not in st else f"entropy {st['entropy']:.3f}, ")
+            + ("" if kl is None else f"KL to the clone {kl:.4f}, ")
             + (
-                f", search: regret {st['search_regret']:.2%}, agree {st['agree']:.0%}, "
-                f"distilled accuracy {st['accuracy']:.0%}, {int(st['labelled']):,} labelled"
+                f"search: regret {st['search_regret']:.2%}, agree {st['agree']:.0%}, "
+                f"distilled accuracy {st['accuracy']:.0%}, {int(st['labelled']):,} labelled, "
                 if "search_regret" in st
                 else ""
             )
-            + f", {decisions:,} decisions, {iteration_s:.1f} s ({wall:.0f} s in all)"
+            + (
+                f"score (ratio to the best rule) of the mean {st['score_mean']:.4f}, of the "
+                f"best candidate {st['score_best']:.4f}, of the best rule "
+                f"{st['best_rule_score']:.4f}, sigma {st['sigma']:.3f}, "
+                if "score_mean" in st
+                else ""
+            )
+            + f"{decisions:,} decisions, {iteration_s:.1f} s ({wall:.0f} s in all)"
         )
 
     def pretrain(self, losses: Sequence[float]) -> None:

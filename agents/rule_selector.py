@@ -1,0 +1,149 @@
+"""A learned choice among ``dlsched/Contention-v0``'s rules, decision by decision
+(``agent.contention.arch=selector``).
+
+Why: no registered rule wins every setting (docs/experiments/contention-env.md,
+"Backfilling"): the exclusive rule wins where backfilled jobs would hold GPUs the queue behind
+the first job needs, backfilling where the cluster idles behind a large job, time-sharing
+(``srsf``, LWF-1 + SRSF(1) or, with ``comm=adasrsf``, LWF-1 + Ada-SRSF) on small clusters
+with large gang jobs.  Which one is right depends on the cluster and the workload, and can be
+read off the state.  :class:`RuleSelector` scores each rule of its ``rules`` (default
+:data:`SELECTOR_RULES`) by a linear function of :data:`FEATURES`, a few figures of the state
+that do not depend on the cluster's size, and takes the action the rule scored highest
+would take (SchedInspector's "accept or veto the base rule", with several rules).  One set of
+weights acts on any cluster, window and trace, and its episode is a rule's wherever one rule
+wins every comparison.
+
+It has no gradient to follow (its choice is an argmax over rules): it is trained by
+:mod:`agents.cem` (the cross-entropy method on whole-episode avg JCTs).  It is saved as a
+policy file like the networks (net kind ``rule_selector``: the weights, the rule names and
+the feature count), which ``evaluate.py contention:<dir>`` runs on any cluster.  Its
+:meth:`~RuleSelector.act` takes the env (``NetActor``'s ``net.act(view, obs)``): the rules
+read the engine's state, not the observation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch as th
+from torch import nn
+
+from envs.sim.errors import ConfigError
+
+__all__ = ["FEATURES", "SELECTOR_RULES", "RuleSelector", "selector_features"]
+
+#: the rules a selector chooses among by default (registered Contention-v0 rules)
+SELECTOR_RULES = ("exclusive", "exclusive_backfill", "exclusive_easy", "srsf")
+
+#: what :func:`selector_features` returns, in order ("first job": the window's first, the job
+#: SRSF would start next; every figure is a share or a scaled log, so none grows with the
+#: cluster)
+FEATURES = (
+    "bias (1)",
+    "log2(servers) / 6",
+    "first job's GPUs / the cluster's GPUs",
+    "idle GPUs (no worker) / GPUs",
+    "log1p(queued jobs) / 3",
+    "jobs still to arrive / jobs",
+    "log1p(first job's wait, s) / 10",
+    "running jobs / GPUs",
+    "first job needs more GPUs than are idle (0 or 1)",
+)
+
+
+def selector_features(env: Any) -> npt.NDArray[np.float64]:
+    """:data:`FEATURES` of ``env``'s current decision (a
+    :class:`~envs.gym.contention_env.ContentionEnv` between steps): finite, each in [0, 2] for
+    any cluster of up to 4,096 servers and waits of up to 30 years."""
+    sim = env.sim
+    gpus = env.cluster.num_gpus
+    idle = max(gpus - sum(len(r) for r in sim.residents), 0)
+    head = env.window[0] if env.window else None
+    need = head.spec.num_gpus if head is not None else 0
+    wait_s = (sim.now - head.spec.submit_ms) / 1000.0 if head is not None else 0.0
+    to_arrive = len(env.submits) - int(np.searchsorted(env.submits, sim.now, side="right"))
+    return np.array(
+        [
+            1.0,
+            math.log2(env.cluster.num_servers) / 6.0,
+            need / gpus,
+            idle / gpus,
+            math.log1p(len(sim.queue)) / 3.0,
+            to_arrive / max(env.n, 1),
+            math.log1p(max(wait_s, 0.0)) / 10.0,
+            len(sim.running) / gpus,
+            float(need > idle),
+        ],
+        dtype=np.float64,
+    )
+
+
+class RuleSelector(nn.Module):
+    """The selector (module docstring): ``weight[k] @ selector_features(env)`` scores rule
+    ``rules[k]``; :meth:`act` returns the action of the rule scored highest (the first on a
+    tie).  Built with zero weights (it acts as ``rules[0]``); :meth:`start_as` makes it one
+    rule.  An unknown rule name is one :class:`ConfigError` listing the registered ones."""
+
+    arch = "rule_selector"
+    #: it acts through the env (the rules read the engine), not on the observation alone
+    acts_on_env = True
+
+    def __init__(self, rules: Sequence[str] = SELECTOR_RULES, n_features: int = len(FEATURES)):
+        super().__init__()
+        from envs.gym.contention_env import teacher
+
+        names = tuple(str(r) for r in rules)
+        if not names or len(set(names)) != len(names):
+            raise ConfigError(f"a rule selector needs distinct rule names, got {list(rules)}")
+        if int(n_features) != len(FEATURES):
+            raise ConfigError(
+                f"a rule selector reads {len(FEATURES)} features ({', '.join(FEATURES)}), "
+                f"got n_features={n_features}"
+            )
+        self.rules = names
+        self._fns = [teacher(n) for n in names]  # an unknown name: one clear error
+        w = th.zeros(len(names), len(FEATURES), dtype=th.float64)
+        self.weight = nn.Parameter(w, requires_grad=False)
+
+    def describe(self) -> dict[str, Any]:
+        """What rebuilds it (saved with its weights)."""
+        return {"arch": self.arch, "rules": list(self.rules), "n_features": len(FEATURES)}
+
+    def start_as(self, rule: str) -> None:
+        """Weights that choose ``rule`` at every decision (its bias 1, the rest 0)."""
+        if rule not in self.rules:
+            raise ConfigError(f"rule {rule!r} is not one of the selector's {list(self.rules)}")
+        with th.no_grad():
+            self.weight.zero_()
+            self.weight[self.rules.index(rule), 0] = 1.0
+
+    def set_flat(self, theta: npt.ArrayLike) -> None:
+        """Weights from a flat vector (rule-major), as the cross-entropy method searches them."""
+        t = th.as_tensor(np.asarray(theta, dtype=np.float64).reshape(self.weight.shape))
+        if not bool(th.isfinite(t).all()):
+            raise ConfigError("a rule selector's weights must be finite")
+        with th.no_grad():
+            self.weight.copy_(t)
+
+    def flat(self) -> npt.NDArray[np.float64]:
+        """The weights as one flat vector (rule-major)."""
+        return self.weight.detach().numpy().reshape(-1).copy()
+
+    def choose(self, env: Any) -> int:
+        """The index of the rule that acts at ``env``'s current decision."""
+        scores = self.weight.detach().numpy() @ selector_features(env)
+        return int(np.argmax(scores))
+
+    def act(self, env: Any, obs: Any = None) -> int:
+        """The chosen rule's action at ``env``'s current decision."""
+        return int(self._fns[self.choose(env)](env))
+
+    def forward(self, *_args: Any) -> th.Tensor:
+        raise ConfigError(
+            "a rule selector has no logits over actions: it acts through the env "
+            "(act(env, obs)); train it with agent.algo=cem"
+        )
