@@ -1,0 +1,227 @@
+"""The rule selector (agents/rule_selector.py) and the cross-entropy method that trains it
+(agents/cem.py, ``train.py +agent=contention_cem``): features, acting as a rule, choosing by
+state, the search's update, bad settings, and a whole run: bit-reproducible, resumed bit for
+bit, its policy file acting in ``evaluate.py`` on clusters it never saw."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.cem import CEMConfig, CrossEntropyMethod
+from agents.episode_pg import load_episode_pg, run_episode
+from agents.rule_selector import FEATURES, SELECTOR_RULES, RuleSelector, selector_features
+from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher, teacher
+from envs.sim.errors import ConfigError
+from tests.cli import run_script, train_refusal
+
+BASE = [
+    "+agent=contention_cem",
+    "contention=small",
+    "contention.num_jobs=16",
+    "agent.contention.val_every=1",
+    "agent.cem.population=5",
+    "agent.cem.elite=0.4",
+    "agent.cem.episodes=2",
+    "eval.seeds=[100,101]",
+    "progress_bar=false",
+]
+TINY = [*BASE, "agent.contention.iterations=2"]
+
+
+def _env(servers: int = 8, jobs: int = 30) -> ContentionEnv:
+    return ContentionEnv(num_jobs=jobs, num_servers=servers)
+
+
+@pytest.mark.parametrize("servers", [8, 16, 64, 256])
+def test_features_are_finite_in_range_and_the_same_length_on_any_cluster(servers: int) -> None:
+    env = _env(servers)
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        n = 0
+        while not env.done:
+            f = selector_features(env)
+            assert f.shape == (len(FEATURES),) and np.isfinite(f).all()
+            assert (f >= 0).all() and (f <= 2).all() and f[0] == 1.0
+            env.step(srsf_teacher(env))  # time-shares: more workers than GPUs at times
+            n += 1
+        assert n > 0
+
+
+@pytest.mark.parametrize("rule", SELECTOR_RULES)
+def test_a_selector_started_as_a_rule_takes_that_rules_action_at_every_decision(rule: str) -> None:
+    sel = RuleSelector()
+    sel.start_as(rule)
+    fn = teacher(rule)
+    env = _env(8, 40)
+    env.reset(seed=3)
+    while not env.done:
+        a = sel.act(env)
+        assert a == fn(env)
+        env.step(a)
+
+
+def test_the_selector_chooses_its_rule_by_the_state() -> None:
+    """Weights that pick ``srsf`` exactly where the first job needs more GPUs than are idle,
+    the exclusive rule elsewhere: at every decision its action is that rule's, and both rules
+    act in the episode."""
+    sel = RuleSelector(("exclusive", "srsf"))
+    theta = np.zeros((2, len(FEATURES)))
+    theta[0, 0] = 0.5  # exclusive: 0.5
+    theta[1, -1] = 1.0  # srsf: 1 when the first job is blocked
+    sel.set_flat(theta.reshape(-1))
+    env = _env(8, 40)
+    env.reset(seed=1)
+    used = set()
+    while not env.done:
+        blocked = selector_features(env)[-1] == 1.0
+        want = srsf_teacher(env) if blocked else srsf_exclusive_teacher(env)
+        assert sel.choose(env) == int(blocked)
+        a = sel.act(env)
+        assert a == want
+        used.add(bool(blocked))
+        env.step(a)
+    assert used == {True, False}
+
+
+def test_a_selector_refuses_what_it_cannot_be() -> None:
+    with pytest.raises(ConfigError, match="unknown Contention-v0 teacher 'oracle'"):
+        RuleSelector(("exclusive", "oracle"))
+    with pytest.raises(ConfigError, match="distinct"):
+        RuleSelector(("srsf", "srsf"))
+    with pytest.raises(ConfigError, match="reads 9 features"):
+        RuleSelector(SELECTOR_RULES, 3)
+    with pytest.raises(ConfigError, match="finite"):
+        RuleSelector().set_flat([np.nan] * (len(SELECTOR_RULES) * len(FEATURES)))
+    with pytest.raises(ConfigError, match="no logits"):
+        RuleSelector()(np.zeros(3))
+
+
+def test_the_cross_entropy_method_finds_a_minimum_and_repeats_itself() -> None:
+    target = np.array([1.5, -2.0, 0.25])
+
+    def search(seed: int) -> np.ndarray:
+        cem = CrossEntropyMethod(np.zeros(3), 2.0, 60, 12, 1e-3, np.random.default_rng(seed))
+        for _ in range(60):
+            cands = cem.ask()
+            assert np.array_equal(cands[0], cem.mean)  # the mean is candidate 0
+            cem.tell(cands, [float(((c - target) ** 2).sum()) for c in cands])
+        return cem.mean
+
+    found = search(7)
+    assert np.abs(found - target).max() < 0.02
+    assert np.array_equal(found, search(7))
+    with pytest.raises(ConfigError, match="one finite score per candidate"):
+        cem = CrossEntropyMethod(np.zeros(2), 1.0, 4, 1, 0.1, np.random.default_rng(0))
+        cem.tell(cem.ask(), [1.0, np.nan, 2.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"population": 1}, "agent.cem.population must be an integer >= 2"),
+        ({"episodes": 0}, "agent.cem.episodes must be an integer >= 1"),
+        ({"elite": 0.0}, "agent.cem.elite must be a share in (0, 1)"),
+        ({"elite": 1.0}, "agent.cem.elite must be a share in (0, 1)"),
+        ({"elite": 0.01}, "keeps at least one of the 20 candidates"),
+        ({"sigma": float("nan")}, "agent.cem.sigma must be finite and > 0"),
+        ({"sigma_min": 0.0}, "agent.cem.sigma_min must be finite and > 0"),
+        ({"start": "fifo"}, "agent.cem.start='fifo' is not one of the selector's rules"),
+    ],
+)
+def test_bad_search_settings_are_one_clear_error(change: dict, says: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        CEMConfig(**change).check(SELECTOR_RULES)
+    assert says in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (["agent.cem.population=1"], "agent.cem.population must be an integer >= 2"),
+        (["agent.contention.arch=set"], "the rule selector has no gradient"),
+        (["agent.contention.teacher=exclusive"], "a rule selector is not cloned"),
+    ],
+)
+def test_train_py_refuses_a_bad_cem_run_in_one_line(
+    overrides: list[str], says: str, tmp_path: Path
+) -> None:
+    assert says in train_refusal([*TINY, *overrides], tmp_path / "r")
+
+
+def test_a_policy_gradient_learner_refuses_the_selector(tmp_path: Path) -> None:
+    args = ["+agent=contention_pg", "contention=small", "agent.contention.arch=selector"]
+    assert "the rule selector has no gradient" in train_refusal(args, tmp_path / "r")
+
+
+def _weights(run: Path, which: str = "final") -> tuple[RuleSelector, dict]:
+    net, meta = load_episode_pg(run / "checkpoints" / which / "policy.npz")
+    assert isinstance(net, RuleSelector)
+    return net, meta
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("cem")
+    out = {}
+    for name, extra in (("a", []), ("b", ["agent.contention.workers=2"])):
+        out[name] = root / name
+        proc = run_script("train.py", *TINY, *extra, f"hydra.run.dir={out[name]}", timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert "score (ratio to the best rule)" in proc.stderr
+    return out
+
+
+def test_a_run_is_bit_reproducible_from_its_seed_with_one_or_two_workers(runs: dict) -> None:
+    a, meta = _weights(runs["a"])
+    b, _ = _weights(runs["b"])
+    assert np.array_equal(a.flat(), b.flat())
+    assert not np.array_equal(a.flat(), RuleSelector().flat())  # the search moved it
+    assert meta["net"]["kind"] == "rule_selector" and meta["net"]["rules"] == list(SELECTOR_RULES)
+    assert (
+        meta["layout"]["obs_size"] == "any" and meta["training"]["config"]["agent"]["algo"] == "cem"
+    )
+    summary = json.loads((runs["a"] / "summary.json").read_text())
+    assert summary["iterations"] == 2
+
+
+def test_the_validation_curve_is_the_saved_selectors_own_episodes(runs: dict) -> None:
+    import csv
+
+    with open(runs["a"] / "learning_curve.csv", newline="") as f:
+        curve = list(csv.DictReader(f))
+    net, _ = _weights(runs["a"])
+    env = ContentionEnv(scale="small", num_jobs=16, comm="srsf1")
+    jcts = [
+        run_episode(env, s, act=lambda e, o: net.act(e, o)).info["avg_jct_s"] for s in (100, 101)
+    ]
+    assert float(curve[-1]["avg_jct"]) == pytest.approx(float(np.mean(jcts)), rel=1e-12)
+
+
+def test_a_resumed_run_ends_where_the_whole_run_ends(runs: dict, tmp_path: Path) -> None:
+    one = tmp_path / "one"
+    proc = run_script(
+        "train.py", *BASE, "agent.contention.iterations=1", f"hydra.run.dir={one}", timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    two = tmp_path / "two"
+    proc = run_script("train.py", *TINY, f"resume={one}", f"hydra.run.dir={two}", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert np.array_equal(_weights(two)[0].flat(), _weights(runs["a"])[0].flat())
+
+
+def test_its_policy_runs_in_evaluate_py_on_clusters_it_never_saw(
+    runs: dict, tmp_path: Path
+) -> None:
+    best = runs["a"] / "checkpoints" / "best"
+    for servers in (8, 32):
+        proc = run_script(
+            "evaluate.py", "workload=ada160", f"cluster.num_servers={servers}",
+            f"stacks=[contention:exclusive,contention:{best}]", "workers=1", "plot=false",
+            f"out_dir={tmp_path / f'ev{servers}'}", timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert f"contention:{best}" in proc.stdout
