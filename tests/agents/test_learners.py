@@ -62,7 +62,7 @@ def test_every_env_has_two_learners_and_each_pairing_is_decided_by_the_entry() -
             own = {ENV_BLOCKS[env_id]} if env_id in ENV_BLOCKS else set()
             assert set(entry.keys_in(env_id)) & blocks == own
     assert env_for("plan_pg", CLUSTER) == PLAN  # DL²'s cluster, through its plan wrapper
-    with pytest.raises(ConfigError, match="learners for dlsched/Contention-v0: contention_pg"):
+    with pytest.raises(ConfigError, match="learners for dlsched/Contention-v0: cem, contention_pg"):
         env_for("dl2_a2c", CONTENTION)
     with pytest.raises(ConfigError, match="unknown env_id 'x'; known: dlsched/Cluster-v0"):
         env_for("plan_pg", "x")

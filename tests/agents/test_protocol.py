@@ -30,8 +30,16 @@ def _small(algo: str) -> AgentConfig:
         ppo=dataclasses.replace(a.ppo, batch_size=8, n_epochs=1),
         group=dataclasses.replace(a.group, groups=1, group_size=2),
         plan=dataclasses.replace(a.plan, groups=1, group_size=2, hidden=16, workers=1, epochs=1),
-        contention=dataclasses.replace(a.contention, groups=1, group_size=2, hidden=16),
+        contention=dataclasses.replace(
+            a.contention,
+            groups=1,
+            group_size=2,
+            hidden=16,
+            # the cross-entropy method trains the rule selector only, not cloned
+            **({"arch": "selector", "teacher": "none"} if algo == "cem" else {}),
+        ),
         a2c=dataclasses.replace(a.a2c, replay=0, explore=0.0),
+        cem=dataclasses.replace(a.cem, population=3, elite=0.4, episodes=1),
     )
 
 
