@@ -16,6 +16,8 @@ from agents.episode_pg import load_episode_pg, run_episode
 from agents.rule_selector import FEATURES, SELECTOR_RULES, RuleSelector, selector_features
 from envs.gym.contention_env import ContentionEnv, srsf_exclusive_teacher, srsf_teacher, teacher
 from envs.sim.errors import ConfigError
+from envs.sim.spec import Workload
+from envs.sim.workload import generate_ada_srsf
 from tests.cli import run_script, train_refusal
 
 BASE = [
@@ -33,10 +35,15 @@ TINY = [*BASE, "agent.contention.iterations=2"]
 
 
 def _env(servers: int = 8, jobs: int = 30) -> ContentionEnv:
-    return ContentionEnv(num_jobs=jobs, num_servers=servers)
+    if servers >= 8:
+        return ContentionEnv(num_jobs=jobs, num_servers=servers)
+    # the generator's jobs of at most the cluster's GPUs (it draws up to 32)
+    w = [generate_ada_srsf(s, num_jobs=jobs) for s in range(4)]
+    fit = [Workload(tuple(j for j in x.jobs if j.num_gpus <= 4 * servers), name=x.name) for x in w]
+    return ContentionEnv(workloads=fit, num_servers=servers)
 
 
-@pytest.mark.parametrize("servers", [8, 16, 64, 256])
+@pytest.mark.parametrize("servers", [4, 8, 16, 64, 256])
 def test_features_are_finite_in_range_and_the_same_length_on_any_cluster(servers: int) -> None:
     env = _env(servers)
     for seed in (0, 1):
@@ -225,3 +232,20 @@ def test_its_policy_runs_in_evaluate_py_on_clusters_it_never_saw(
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert f"contention:{best}" in proc.stdout
+
+
+def test_one_set_of_weights_acts_on_clusters_of_4_to_256_servers() -> None:
+    """Weights drawn at random (every rule gets chosen somewhere) act on 4, 16 and 256
+    servers: every action valid, every episode to its end."""
+    sel = RuleSelector()
+    sel.set_flat(np.random.default_rng(0).standard_normal(len(SELECTOR_RULES) * len(FEATURES)))
+    for servers in (4, 16, 256):
+        env = _env(servers, 30)
+        env.reset(seed=2)
+        chosen = set()
+        while not env.done:
+            chosen.add(sel.choose(env))
+            a = sel.act(env)
+            assert env.action_masks()[a]
+            env.step(a)
+        assert chosen  # it acted
