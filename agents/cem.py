@@ -141,7 +141,7 @@ def selector_episode(net: RuleSelector, env: Any, item: tuple[Any, str | None, i
     decisions]`` (a module-level function: it runs in the rollout workers)."""
     weights, rule, seed = item
     if rule is not None:
-        fn = net._fns[net.rules.index(rule)]
+        fn = net.rule(rule)
         info = run_episode(env, int(seed), act=lambda view, _obs: int(fn(view))).info
     else:
         net.set_flat(weights)

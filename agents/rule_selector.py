@@ -133,6 +133,12 @@ class RuleSelector(nn.Module):
         """The weights as one flat vector (rule-major)."""
         return self.weight.detach().numpy().reshape(-1).copy()
 
+    def rule(self, name: str) -> Any:
+        """The rule ``name`` of the selector's (``rule(env) -> action``)."""
+        if name not in self.rules:
+            raise ConfigError(f"rule {name!r} is not one of the selector's {list(self.rules)}")
+        return self._fns[self.rules.index(name)]
+
     def choose(self, env: Any) -> int:
         """The index of the rule that acts at ``env``'s current decision."""
         scores = self.weight.detach().numpy() @ selector_features(env)
