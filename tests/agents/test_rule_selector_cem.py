@@ -243,3 +243,30 @@ def test_one_set_of_weights_acts_on_clusters_of_4_to_256_servers() -> None:
             assert env.action_masks()[a]
             env.step(a)
         assert chosen  # it acted
+
+
+def test_the_released_selector_loads_acts_anywhere_and_mixes_the_rules() -> None:
+    """``policies/contention_selector``: one small file, a selector of the four rules trained
+    by ``train.py +agent=contention_cem`` (seed 0, its best validation point), documented; on
+    a validation workload of 4 and of 64 servers it acts validly and chooses more than one
+    rule (it is no single rule's clone)."""
+    root = Path(__file__).resolve().parents[2]
+    path = root / "policies" / "contention_selector" / "policy.npz"
+    assert path.stat().st_size < 100_000
+    net, meta = load_episode_pg(path)
+    assert isinstance(net, RuleSelector) and net.rules == SELECTOR_RULES
+    record = meta["training"]
+    assert record["seed"] == 0 and record["config"]["agent"]["algo"] == "cem"
+    assert "+agent=contention_cem" in record["command"] and record["iteration"] == 21
+    assert meta["env"]["comm"] == "adasrsf"
+    assert "`contention_selector`" in (root / "policies" / "README.md").read_text()
+    chosen = set()
+    for servers in (4, 64):
+        env = _env(servers, 40)
+        env.reset(seed=100)
+        while not env.done:
+            chosen.add(net.choose(env))
+            a = net.act(env)
+            assert env.action_masks()[a]
+            env.step(a)
+    assert len(chosen) > 1
