@@ -33,6 +33,9 @@ from envs.sim.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASED = sorted((ROOT / "policies").glob("*/policy.npz"))
+#: released in the one format from the start: no older file to compare with
+BORN_IN_FORMAT = {"contention_selector"}
+RESAVED = [p for p in RELEASED if p.parent.name not in BORN_IN_FORMAT]
 #: the commit whose ``policies/`` still held the older formats (before the re-save)
 OLD_COMMIT = "4bf034790690940df85db0a1add2ef01ccee1e77"
 OLD_FILES = {"policy.pt", "policy.json"}
@@ -91,7 +94,7 @@ def _old_copy(path: Path, tmp: Path) -> Path | None:
 
 
 def test_every_released_policy_is_one_file_of_the_format() -> None:
-    assert len(RELEASED) == 8
+    assert len(RELEASED) == 9 and len(RESAVED) == 8
     for path in RELEASED:
         assert not {p.name for p in path.parent.iterdir()} & OLD_FILES, path.parent
         with np.load(path, allow_pickle=False) as data:  # no pickle anywhere in it
@@ -104,7 +107,7 @@ def test_every_released_policy_is_one_file_of_the_format() -> None:
             assert meta["training"].get(key) is not None or key in meta["training"]["unknown"]
 
 
-@pytest.mark.parametrize("path", RELEASED, ids=[p.parent.name for p in RELEASED])
+@pytest.mark.parametrize("path", RESAVED, ids=[p.parent.name for p in RESAVED])
 def test_released_file_gives_the_old_files_logits(path: Path, tmp_path: Path) -> None:
     """The re-saved network against the older file it came from (at :data:`OLD_COMMIT`),
     loaded by the older loader: the same weights and the same logits, bit for bit, on
