@@ -779,12 +779,23 @@ def teacher(name: str) -> Callable[[ContentionEnv], int]:
     return rule
 
 
+def _candidate(env: ContentionEnv, placement: str) -> int:
+    """The index of ``placement`` among ``env``'s candidates; one :class:`ConfigError` when
+    the env has no such candidate (the rules place with it)."""
+    if placement not in env.placements:
+        raise ConfigError(
+            f"the rule places with {placement!r}, which is not among this env's placement "
+            f"candidates {list(env.placements)}; add it to placements"
+        )
+    return env.placements.index(placement)
+
+
 @contention_teacher("srsf")
 def srsf_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     """The SRSF rule through the env: start the window's first job that fits (the window is
     in remaining-service order) with ``placement``; wait when none fits."""
     mask = env.action_masks()
-    c = env.placements.index(placement)
+    c = _candidate(env, placement)
     for j in range(len(env.window)):
         if mask[j * env.C + c]:
             return j * env.C + c
@@ -822,7 +833,7 @@ def exclusive_backfill_teacher(env: ContentionEnv, placement: str = "lwf1") -> i
     sim = env.sim
     assert sim is not None
     idle = env.cluster.num_gpus - sum(len(r) for r in sim.residents)
-    c = env.placements.index(placement)
+    c = _candidate(env, placement)
     for j, job in enumerate(env.window):
         if mask[j * env.C + c] and job.spec.num_gpus <= idle:
             return j * env.C + c
@@ -844,7 +855,7 @@ def exclusive_easy_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
         return srsf_teacher(env, placement)
     sim = env.sim
     assert sim is not None
-    c = env.placements.index(placement)
+    c = _candidate(env, placement)
     fits = [j for j in range(len(env.window)) if mask[j * env.C + c]]
     if not fits:
         return env.wait_action

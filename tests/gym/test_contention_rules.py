@@ -15,6 +15,7 @@ from envs.gym.contention_env import (
     srsf_teacher,
     teacher,
 )
+from envs.sim.errors import ConfigError
 from envs.sim.models import REFERENCE_MODELS
 from envs.sim.spec import JobSpec, Workload
 
@@ -131,3 +132,12 @@ def test_easy_never_shares_a_gpu_it_could_wait_for_and_starts_what_exclusive_sta
         assert env.sim is not None
         assert all(r.finish_ms >= r.start_ms >= r.submit_ms for r in env.sim.result().records)
     assert backfills > 0
+
+
+def test_a_rule_in_an_env_without_its_placement_is_one_clear_error() -> None:
+    env = ContentionEnv(num_jobs=10, placements=("ls", "ff"))
+    env.reset(seed=0)
+    for rule in (srsf_teacher, srsf_exclusive_teacher, exclusive_backfill_teacher,
+                 exclusive_easy_teacher):  # fmt: skip
+        with pytest.raises(ConfigError, match=r"'lwf1', which is not among this env's placement"):
+            rule(env)
