@@ -38,8 +38,10 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from agents.actors import NetActor
 from agents.episode_pg import EpisodePG, EpisodePGConfig, PolicyNet, run_episode
 from agents.rule_selector import RuleSelector
+from envs.gym.actors import RuleActor
 from envs.sim.errors import ConfigError
 
 __all__ = ["CEMConfig", "CrossEntropyMethod", "SelectorCEM", "build_cem", "selector_episode"]
@@ -140,12 +142,10 @@ def selector_episode(net: RuleSelector, env: Any, item: tuple[Any, str | None, i
     that rule of ``net``; else ``net`` with the flat weights ``item[0]``.  ``[avg JCT (s),
     decisions]`` (a module-level function: it runs in the rollout workers)."""
     weights, rule, seed = item
-    if rule is not None:
-        fn = net.rule(rule)
-        info = run_episode(env, int(seed), act=lambda view, _obs: int(fn(view))).info
-    else:
+    if rule is None:
         net.set_flat(weights)
-        info = run_episode(env, int(seed), act=lambda view, obs: net.act(view, obs)).info
+    actor = NetActor(net) if rule is None else RuleActor(net.rule(rule))
+    info = run_episode(env, int(seed), act=actor).info
     jct = float(info["avg_jct_s"])
     if not math.isfinite(jct):
         raise ConfigError(f"workload seed {seed}: the episode's avg JCT is {jct}")

@@ -61,11 +61,10 @@ def selector_features(env: Any) -> npt.NDArray[np.float64]:
     any cluster of up to 4,096 servers and waits of up to 30 years."""
     sim = env.sim
     gpus = env.cluster.num_gpus
-    idle = max(gpus - sum(len(r) for r in sim.residents), 0)
+    idle = max(env.idle_gpus(), 0)
     head = env.window[0] if env.window else None
     need = head.spec.num_gpus if head is not None else 0
     wait_s = (sim.now - head.spec.submit_ms) / 1000.0 if head is not None else 0.0
-    to_arrive = len(env.submits) - int(np.searchsorted(env.submits, sim.now, side="right"))
     return np.array(
         [
             1.0,
@@ -73,7 +72,7 @@ def selector_features(env: Any) -> npt.NDArray[np.float64]:
             need / gpus,
             idle / gpus,
             math.log1p(len(sim.queue)) / 3.0,
-            to_arrive / max(env.n, 1),
+            env.jobs_to_arrive() / max(env.n, 1),
             math.log1p(max(wait_s, 0.0)) / 10.0,
             len(sim.running) / gpus,
             float(need > idle),
@@ -113,13 +112,17 @@ class RuleSelector(nn.Module):
         """What rebuilds it (saved with its weights)."""
         return {"arch": self.arch, "rules": list(self.rules), "n_features": len(FEATURES)}
 
-    def start_as(self, rule: str) -> None:
-        """Weights that choose ``rule`` at every decision (its bias 1, the rest 0)."""
+    def _index(self, rule: str) -> int:
         if rule not in self.rules:
             raise ConfigError(f"rule {rule!r} is not one of the selector's {list(self.rules)}")
+        return self.rules.index(rule)
+
+    def start_as(self, rule: str) -> None:
+        """Weights that choose ``rule`` at every decision (its bias 1, the rest 0)."""
+        k = self._index(rule)
         with th.no_grad():
             self.weight.zero_()
-            self.weight[self.rules.index(rule), 0] = 1.0
+            self.weight[k, 0] = 1.0
 
     def set_flat(self, theta: npt.ArrayLike) -> None:
         """Weights from a flat vector (rule-major), as the cross-entropy method searches them."""
@@ -135,9 +138,7 @@ class RuleSelector(nn.Module):
 
     def rule(self, name: str) -> Any:
         """The rule ``name`` of the selector's (``rule(env) -> action``)."""
-        if name not in self.rules:
-            raise ConfigError(f"rule {name!r} is not one of the selector's {list(self.rules)}")
-        return self._fns[self.rules.index(name)]
+        return self._fns[self._index(name)]
 
     def choose(self, env: Any) -> int:
         """The index of the rule that acts at ``env``'s current decision."""

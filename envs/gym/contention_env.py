@@ -356,8 +356,18 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         (the wait action's entry of :meth:`action_masks`)."""
         sim = self.sim
         assert sim is not None
-        to_arrive = len(self.submits) - bisect_right(self.submits, sim.now)
-        return bool(sim.running) or to_arrive > 0
+        return bool(sim.running) or self.jobs_to_arrive() > 0
+
+    def jobs_to_arrive(self) -> int:
+        """How many of the episode's jobs have not arrived yet."""
+        assert self.sim is not None
+        return len(self.submits) - bisect_right(self.submits, self.sim.now)
+
+    def idle_gpus(self) -> int:
+        """The cluster's GPUs less the workers placed on them (negative when GPUs are
+        time-shared): what the rules that do not time-share may still start."""
+        assert self.sim is not None
+        return self.cluster.num_gpus - sum(len(r) for r in self.sim.residents)
 
     def step(
         self, action: Any
@@ -446,7 +456,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         g0 = base + self.cluster.num_servers * _SERVER_F
         obs[g0] = math.log1p(max(len(sim.queue) - self.J, 0))
         obs[g0 + 1] = len(sim.running) / self.cluster.num_gpus
-        obs[g0 + 2] = (len(self.submits) - bisect_right(self.submits, now)) / self.n
+        obs[g0 + 2] = self.jobs_to_arrive() / self.n
         return np.clip(obs, -1.0, 10.0)
 
 
@@ -811,10 +821,7 @@ def srsf_exclusive_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     a = srsf_teacher(env, placement)
     if a == env.wait_action or not env.can_wait():  # the wait action's mask, not the whole mask
         return a
-    sim = env.sim
-    assert sim is not None
-    workers = sum(len(r) for r in sim.residents)
-    if workers + env.window[a // env.C].spec.num_gpus > env.cluster.num_gpus:
+    if env.window[a // env.C].spec.num_gpus > env.idle_gpus():
         return env.wait_action
     return a
 
@@ -830,9 +837,7 @@ def exclusive_backfill_teacher(env: ContentionEnv, placement: str = "lwf1") -> i
     mask = env.action_masks()
     if not mask[env.wait_action]:
         return srsf_teacher(env, placement)
-    sim = env.sim
-    assert sim is not None
-    idle = env.cluster.num_gpus - sum(len(r) for r in sim.residents)
+    idle = env.idle_gpus()
     c = _candidate(env, placement)
     for j, job in enumerate(env.window):
         if mask[j * env.C + c] and job.spec.num_gpus <= idle:
@@ -859,7 +864,7 @@ def exclusive_easy_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
     fits = [j for j in range(len(env.window)) if mask[j * env.C + c]]
     if not fits:
         return env.wait_action
-    idle = env.cluster.num_gpus - sum(len(r) for r in sim.residents)
+    idle = env.idle_gpus()
     need = env.window[fits[0]].spec.num_gpus
     if need <= idle:
         return fits[0] * env.C + c
