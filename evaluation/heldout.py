@@ -29,7 +29,7 @@ from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, setting_of
 from envs.gym.workloads import TEST_VCS, Scenario, TraceWindows, scenario_envs, window_scenarios
 from envs.sim.elastic.allocators import allocator_from_label
-from envs.sim.elastic.bounds import mean_jct, solo_bounds, window_bounds
+from envs.sim.elastic.bounds import capacity_bound, mean_jct, solo_bounds, window_bounds
 from envs.sim.errors import ConfigError
 from evaluation.stats import mean_ci95
 
@@ -54,20 +54,25 @@ class Workload:
     def env(self, config: EnvConfig) -> ClusterEnv:
         return scenario_envs(config, self.scenario, 1)[0]
 
-    def lower_bound(self, config: EnvConfig) -> float:
+    def lower_bound(self, config: EnvConfig, capacity: bool = False) -> float:
         """:func:`lower_bound` of this workload through ``config``'s env."""
         env = self.env(config)
         env.reset(seed=self.scenario.seed)
-        return lower_bound(env, config)
+        return lower_bound(env, config, capacity)
 
 
-def lower_bound(env: ClusterEnv, config: EnvConfig) -> float:
+def lower_bound(env: ClusterEnv, config: EnvConfig, capacity: bool = False) -> float:
     """No policy of ``env`` (a ``config`` env, reset on its workload) can have a lower avg JCT
     (slots) on that workload (:mod:`envs.sim.elastic.bounds`): the window bound, or the solo
-    bound when the jobs beyond the window are allocated too (``config.backlog``); NaN in the
-    contention speed mode, whose rates do not come from the speed model the bounds use."""
+    bound when the jobs beyond the window are allocated too (``config.backlog``); with
+    ``capacity``, the same plus the cluster's capacity (``capacity_bound``, a linear
+    programme: seconds, not microseconds); NaN in the contention speed mode, whose rates do not
+    come from the speed model the bounds use."""
     if config.speed != "measured":
         return math.nan
+    if capacity:
+        window = None if config.backlog != "none" else env.J
+        return capacity_bound(env.jobs, env.cluster_spec, env.speed, window)
     if config.backlog != "none":
         return mean_jct(solo_bounds(env.jobs, env.cluster_spec, env.speed))
     return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, env.J))

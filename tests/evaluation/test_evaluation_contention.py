@@ -1,6 +1,7 @@
-"""``contention:<policy>`` and ``bound:solo`` in ``evaluate.py``: policies acting in
-``dlsched/Contention-v0`` on the same prepared workloads as the engine's stacks, and the bound
-of each job alone.  Small scale (the shipped Ada-SRSF workloads at 1/100), full fidelity."""
+"""``contention:<policy>``, ``bound:solo`` and ``bound:capacity`` in ``evaluate.py``: policies
+acting in ``dlsched/Contention-v0`` on the same prepared workloads as the engine's stacks, and
+the bounds (each job alone; with the cluster's capacity).  Small scale (the shipped Ada-SRSF
+workloads at 1/100), full fidelity."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def test_the_srsf_teacher_gives_exactly_lwf1_srsf1s_jobs_and_the_bound_is_below_
     tmp_path: Path,
 ) -> None:
     # the teachers act in comm=srsf1: the SRSF rule with LWF-1 placement is LWF-1 + SRSF(1)
-    run_dir, rows = _run(tmp_path, ["lwf1_srsf1", "contention:srsf", "bound:solo"])
+    run_dir, rows = _run(
+        tmp_path, ["lwf1_srsf1", "contention:srsf", "bound:solo", "bound:capacity"]
+    )
     stack, env = _jobs(run_dir, "lwf1_srsf1"), _jobs(run_dir, "contention:srsf")
     assert len(stack) == len(env) == 160
     for a, b in zip(stack, env, strict=True):
@@ -60,6 +63,9 @@ def test_the_srsf_teacher_gives_exactly_lwf1_srsf1s_jobs_and_the_bound_is_below_
         assert b["job_id"] == s["job_id"]
         assert float(b["ideal_s"]) - 1e-9 <= float(b["jct_s"]) <= float(s["jct_s"]) + 1e-9
     assert rows["bound:solo"]["avg_jct_s"] < rows["lwf1_srsf1"]["avg_jct_s"]
+    # the cluster's capacity on top: no lower than each job alone, still below the schedule
+    capacity = rows["bound:capacity"]["avg_jct_s"]
+    assert rows["bound:solo"]["avg_jct_s"] <= capacity < rows["lwf1_srsf1"]["avg_jct_s"]
     record = json.loads((run_dir / "run.json").read_text())
     run = next(r for r in record["runs"] if r["stack"] == "contention:srsf")
     assert run["env"]["comm"] == "srsf1"

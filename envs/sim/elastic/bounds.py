@@ -19,6 +19,12 @@ scheduler is run), both in slots and directly comparable with
 Both ignore that jobs compete for the cluster's capacity, so real schedulers stay above them
 (tests check every heuristic against them); on DL²'s small setting the window bound alone is
 close to what the paper's "44% below DRF" would need (see EXPERIMENTS.md).
+
+* :func:`capacity_bound` -- adds the competition: the mean-busy-time programme of
+  :mod:`envs.sim.capacity_bound` over the cluster's GPUs and CPUs, each job progressing no
+  faster than its fastest allocation and holding at least the GPUs and the CPUs that the
+  lower convex envelope of its allocations gives at its rate, from its window entry on, never
+  finishing before its window (or solo) bound.  A bound on the mean JCT only, not per job.
 """
 
 from __future__ import annotations
@@ -28,10 +34,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from envs.sim.capacity_bound import capacity_bound as _programme
+from envs.sim.capacity_bound import lower_envelope
 from envs.sim.elastic.spec import ElasticCluster, ElasticJob, SpeedModel
 from envs.sim.errors import ConfigError
 
-__all__ = ["JobBound", "fastest_rate", "mean_jct", "solo_bounds", "window_bounds"]
+__all__ = [
+    "JobBound",
+    "capacity_bound",
+    "fastest_rate",
+    "holding_envelopes",
+    "mean_jct",
+    "solo_bounds",
+    "window_bounds",
+]
 
 
 @dataclass(frozen=True)
@@ -130,3 +146,55 @@ def mean_jct(bounds: Sequence[JobBound]) -> float:
     if not bounds:
         raise ConfigError("no jobs")
     return sum(b.jct_slots for b in bounds) / len(bounds)
+
+
+def holding_envelopes(
+    job: ElasticJob, cluster: ElasticCluster, speed: SpeedModel
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """The least GPUs and the least CPUs ``job`` holds at a progress rate (epochs per slot), as
+    :func:`~envs.sim.capacity_bound.lower_envelope` pieces over its allocations within its caps
+    and the cluster's totals (as :func:`fastest_rate`) and idling."""
+    t = job.type
+    total_cpu = cluster.num_nodes * cluster.cpu_slots
+    total_gpu = cluster.num_nodes * cluster.gpu_slots
+    per_its = job.speed_factor / t.iterations_per_epoch * cluster.slot_s
+    gpus, cpus = [], []
+    for w in range(1, job.max_workers + 1):
+        for p in range(job.max_ps + 1):
+            c = w * t.worker_cpu + p * t.ps_cpu
+            g = w * t.worker_gpu + p * t.ps_gpu
+            if c > total_cpu or g > total_gpu:
+                continue
+            rate = float(speed.speed(t, p, w)) * per_its
+            if rate > 0:
+                gpus.append((rate, float(g)))
+                cpus.append((rate, float(c)))
+    return lower_envelope(gpus), lower_envelope(cpus)
+
+
+def capacity_bound(
+    jobs: Sequence[ElasticJob], cluster: ElasticCluster, speed: SpeedModel, J: int | None = None
+) -> float:
+    """A lower bound on the mean JCT (slots) of every scheduler that counts the cluster's
+    capacity (see the module doc): behind the env's window ``J``, or with every job
+    allocatable (``None``: the env's backlog modes, :func:`solo_bounds`)."""
+    per_job = (
+        solo_bounds(jobs, cluster, speed) if J is None else window_bounds(jobs, cluster, speed, J)
+    )
+    by_id = {j.job_id: j for j in jobs}
+    work, cap, use = [], [], []
+    for b in per_job:
+        job = by_id[b.job_id]
+        work.append(job.real_num_epochs)
+        cap.append(fastest_rate(job, cluster, speed)[0])
+        use.append(list(holding_envelopes(job, cluster, speed)))
+    out = _programme(
+        release=[float(b.arrival) for b in per_job],
+        earliest=[b.entry for b in per_job],
+        work=work,
+        rate_cap=cap,
+        use=use,
+        capacity=[cluster.num_nodes * cluster.gpu_slots, cluster.num_nodes * cluster.cpu_slots],
+        floor=[b.jct_slots for b in per_job],
+    )
+    return out.mean_response
