@@ -32,7 +32,7 @@ pipeline's (:mod:`training.episodes`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from agents.actors import NetActor
 from agents.episode_pg import EpisodePG, EpisodePGConfig, PolicyNet, run_episode
-from agents.rule_selector import RuleSelector
+from agents.rule_selector import SELECTOR_RULES, RuleSelector
 from envs.gym.actors import RuleActor
 from envs.sim.errors import ConfigError
 
@@ -52,7 +52,9 @@ class CEMConfig:
     """``agent.cem`` (module docstring): ``population`` candidates per iteration (the mean
     among them), the ``elite`` share that sets the next distribution, the first standard
     deviation ``sigma`` of every weight and its floor ``sigma_min``, ``episodes`` workloads
-    per iteration, and the rule the selector ``start``\\ s as.  The floor keeps the search
+    per iteration, the rule the selector ``start``\\ s as, and the registered ``rules`` it
+    chooses among (its env needs each rule's placement candidates: ``exclusive_overlap``
+    needs ``ovl``).  The floor keeps the search
     exploring: with 4 elites of 20 in 36 weights the deviations shrink to a tenth in about six
     iterations, and with a floor of 0.05 two of three training seeds stopped at backfilling's
     score (docs/experiments/contention-env.md)."""
@@ -63,6 +65,7 @@ class CEMConfig:
     sigma_min: float = 0.25
     episodes: int = 12
     start: str = "exclusive"
+    rules: list[str] = field(default_factory=lambda: list(SELECTOR_RULES))
 
     def elites(self) -> int:
         """How many candidates set the next distribution."""

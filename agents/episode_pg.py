@@ -226,11 +226,14 @@ def plan_net(arch: str, env: Any, hidden: int) -> PolicyNet:
 CONTENTION_ARCHS = ("mlp", "set", "selector")
 
 
-def contention_net(arch: str, env: Any, hidden: int) -> PolicyNet:
+def contention_net(
+    arch: str, env: Any, hidden: int, rules: Sequence[str] | None = None
+) -> PolicyNet:
     """The network ``arch`` for a ``ContentionEnv``: the flat MLP of its observation size
     (welded to its cluster and window), the set network of its job and server rows (any
     cluster, any window: :class:`~agents.set_contention.SetContentionNet`), or ``selector``:
-    a learned choice among the registered rules (any cluster, any window:
+    a learned choice among the registered ``rules`` (default
+    :data:`~agents.rule_selector.SELECTOR_RULES`; any cluster, any window:
     :class:`~agents.rule_selector.RuleSelector`)."""
     if arch not in CONTENTION_ARCHS:
         raise ConfigError(
@@ -240,7 +243,7 @@ def contention_net(arch: str, env: Any, hidden: int) -> PolicyNet:
         job, server, globs = OBS_WIDTHS
         return SetContentionNet(job, server, globs, len(env.placements), hidden)
     if arch == "selector":  # no network: a learned choice among the rules (agents.cem trains it)
-        return cast(PolicyNet, RuleSelector())
+        return cast(PolicyNet, RuleSelector(rules) if rules else RuleSelector())
     return MaskedMLP(env.obs_size, env.wait_action + 1, hidden)
 
 

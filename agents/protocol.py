@@ -224,7 +224,8 @@ def build_learner(
     net: PolicyNet
     if isinstance(spec, ContentionConfig):
         gym_env = spec.make()
-        net = contention_net(agent.contention.arch, gym_env, agent.contention.hidden)
+        c = agent.contention
+        net = contention_net(c.arch, gym_env, c.hidden, [str(r) for r in agent.cem.rules])
     else:
         gym_env = PlanEnv(config=spec, plans=[str(x) for x in agent.plan.plans] or None)
         net = plan_net(agent.plan.arch, gym_env, agent.plan.hidden)

@@ -62,7 +62,11 @@ __all__ = [
 
 #: The env the teachers act in: ``experiments/contention_h2h.py``'s (and the released
 #: policy's) comm, placement candidates and window.
-TEACHER_ENV: dict[str, Any] = {"comm": "srsf1", "placements": ["lwf1", "ls", "ff"], "J": 20}
+TEACHER_ENV: dict[str, Any] = {
+    "comm": "srsf1",
+    "placements": ["lwf1", "ls", "ff", "ovl"],  # ovl: for exclusive_overlap (others: lwf1)
+    "J": 20,
+}
 #: The placements ``bound:solo`` tries for each job alone (it keeps the fastest).
 SOLO_PLACEMENTS = ("lwf1", "ff", "ls")
 _POLICY_FILE = "policy.npz"

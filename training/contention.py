@@ -59,12 +59,12 @@ from agents.episode_pg import (
 from agents.learners import learner
 from agents.plan_a2c import no_starved_jobs
 from agents.protocol import episode_pg_config
-from agents.rule_selector import SELECTOR_RULES
 from envs.gym.actors import rule_actor
 from envs.gym.contention_env import (
     CONTENTION_ENV_ID,
     CONTENTION_TEACHERS,
     ContentionEnv,
+    rule_missing,
     teacher,
 )
 from envs.sim.errors import ConfigError, check_number
@@ -135,8 +135,10 @@ def _check_selector(cfg: TrainConfig) -> None:
     """The rule selector and the cross-entropy method go together, with no teacher."""
     c, algo = cfg.agent.contention, cfg.agent.algo
     cem = "cem" in learner(algo).keys
-    if cem:  # the search's population, elite, deviations and start
-        cfg.agent.cem.check(tuple(SELECTOR_RULES))
+    if cem:  # the search's population, elite, deviations, start and rules
+        rules = tuple(str(r) for r in cfg.agent.cem.rules)
+        cfg.agent.cem.check(rules)
+        _check_rules_act(rules, cfg)
     if cem != (c.arch == "selector"):
         raise ConfigError(
             f"agent.algo={algo} with agent.contention.arch={c.arch}: the rule selector has no "
@@ -149,6 +151,20 @@ def _check_selector(cfg: TrainConfig) -> None:
             f"as one rule, agent.cem.start={cfg.agent.cem.start!r}): set "
             "agent.contention.teacher=none"
         )
+
+
+def _check_rules_act(rules: tuple[str, ...], cfg: TrainConfig) -> None:
+    """Every rule of the selector is registered and places with candidates the run's env has
+    (``exclusive_overlap`` needs ``ovl``): one :class:`ConfigError` naming the rule and the
+    missing candidates, before anything runs."""
+    placements = [str(p) for p in cfg.contention.placements]
+    for name in rules:
+        missing = rule_missing(name, placements)
+        if missing:
+            raise ConfigError(
+                f"agent.cem.rules: {name} places with {missing}, which the env's placement "
+                f"candidates {placements} lack: add them to contention.placements"
+            )
 
 
 def teacher_names(spec: str) -> list[str]:
@@ -236,9 +252,12 @@ def _metrics(infos: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def rule_runs(env: ContentionEnv, seeds: list[int]) -> dict[str, list[float]]:
-    """The avg JCT (s) of every registered rule through ``env`` on each of ``seeds``."""
+    """The avg JCT (s) of every registered rule that acts in ``env`` (its placement candidates
+    are the env's) through ``env`` on each of ``seeds``."""
     out = {}
     for name in CONTENTION_TEACHERS:
+        if rule_missing(name, env.placements):
+            continue  # it places with a candidate this env lacks (exclusive_overlap: ovl)
         actor = rule_actor(env, name, role="baseline")  # (RuleActor: the rule of the view)
         out[name] = [float(run_episode(env, int(s), act=actor).info["avg_jct_s"]) for s in seeds]
     return out
@@ -296,7 +315,8 @@ class ContentionWorld(EpisodeWorld):
         else:
             make = contention.make
             self.env, self.val = self.envs if self.envs is not None else (make(), make())
-        self.net = contention_net(self.c.arch, self.env, self.c.hidden)
+        rules = [str(r) for r in self.cfg.agent.cem.rules]
+        self.net = contention_net(self.c.arch, self.env, self.c.hidden, rules)
 
     def teacher(self) -> Teacher | None:
         c = self.c

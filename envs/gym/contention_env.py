@@ -44,6 +44,7 @@ from envs.sim.engine import Job
 from envs.sim.errors import ConfigError
 from envs.sim.models import REFERENCE_MODELS
 from envs.sim.policies.base import count_eligible
+from envs.sim.policies.placement import COMM_ONLY, Overlap
 from envs.sim.spec import Workload
 from envs.sim.stacks import make_stack
 from envs.sim.workload import ADA_SRSF_GPU_COUNTS as _GENERATOR_GPUS
@@ -54,6 +55,7 @@ __all__ = [
     "CONTENTION_TEACHERS",
     "OBS_WIDTHS",
     "PLACEMENTS",
+    "RULE_PLACEMENTS",
     "ContentionConfig",
     "ContentionDistribution",
     "ContentionEnv",
@@ -61,6 +63,8 @@ __all__ = [
     "contention_teacher",
     "exclusive_backfill_teacher",
     "exclusive_easy_teacher",
+    "exclusive_overlap_teacher",
+    "rule_missing",
     "srsf_exclusive_teacher",
     "srsf_teacher",
     "teacher",
@@ -68,7 +72,7 @@ __all__ = [
 
 CONTENTION_ENV_ID = "dlsched/Contention-v0"
 #: Placement candidates an action may name (stack placement tokens).
-PLACEMENTS = ("lwf1", "lwf4", "ls", "ff")
+PLACEMENTS = ("lwf1", "lwf4", "ls", "ff", "ovl")
 _MODELS = tuple(REFERENCE_MODELS)
 _JOB_F = len(_MODELS) + 5
 _SERVER_F = 4
@@ -760,13 +764,16 @@ class ContentionConfig:
 #: :func:`contention_teacher`.  ``evaluate.py`` runs them as ``contention:<name>``, and any of
 #: them is a behaviour-cloning teacher (:func:`agents.episode_pg.clone`).
 CONTENTION_TEACHERS: dict[str, Callable[[ContentionEnv], int]] = {}
+#: the placement candidates each rule places with (an env without them cannot run it)
+RULE_PLACEMENTS: dict[str, tuple[str, ...]] = {}
 
 
 _Rule = TypeVar("_Rule", bound=Callable[..., int])
 
 
-def contention_teacher(name: str) -> Callable[[_Rule], _Rule]:
-    """Register a Contention-v0 rule under ``name`` (letters, digits and ``_``; once)."""
+def contention_teacher(name: str, needs: Sequence[str] = ("lwf1",)) -> Callable[[_Rule], _Rule]:
+    """Register a Contention-v0 rule under ``name`` (letters, digits and ``_``; once) that
+    places with the candidates ``needs``."""
     if not name.replace("_", "").isalnum() or not name[:1].isalpha():
         raise ConfigError(f"contention teacher name {name!r}: letters, digits and '_' only")
 
@@ -774,9 +781,17 @@ def contention_teacher(name: str) -> Callable[[_Rule], _Rule]:
         if name in CONTENTION_TEACHERS:
             raise ConfigError(f"contention teacher {name!r} is registered twice")
         CONTENTION_TEACHERS[name] = rule
+        RULE_PLACEMENTS[name] = tuple(needs)
         return rule
 
     return register
+
+
+def rule_missing(name: str, placements: Sequence[str]) -> list[str]:
+    """The placement candidates rule ``name`` needs that ``placements`` lacks (``[]``: it
+    acts in an env of those candidates)."""
+    teacher(name)
+    return [p for p in RULE_PLACEMENTS[name] if p not in placements]
 
 
 def teacher(name: str) -> Callable[[ContentionEnv], int]:
@@ -879,5 +894,33 @@ def exclusive_easy_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
         job = env.window[j]
         gpus = job.spec.num_gpus
         if gpus <= idle and (sim.now + job.remaining_compute_ms / gpus <= shadow or gpus <= extra):
+            return j * env.C + c
+    return env.wait_action
+
+
+@contention_teacher("exclusive_overlap", needs=("lwf1", "ovl"))
+def exclusive_overlap_teacher(env: ContentionEnv, placement: str = "lwf1") -> int:
+    """The exclusive rule with backfilling, and compute overlapped with communication: what
+    :func:`exclusive_backfill_teacher` does where it starts a job; where it waits, the first
+    window job (remaining-service order) that fits one server and that the ``ovl`` candidate
+    (:class:`~envs.sim.policies.placement.Overlap`) puts on one server's GPUs that are idle or
+    held only by jobs that span servers starts there.  Those jobs' GPUs idle while they
+    all-reduce; the new job computes in those gaps and never communicates itself.  The env
+    needs the ``ovl`` candidate (a clear error names it otherwise)."""
+    c = _candidate(env, "ovl")  # an env without it: one clear error at once
+    a = exclusive_backfill_teacher(env, placement)
+    if a != env.wait_action or not env.action_masks()[env.wait_action]:
+        return a
+    sim = env.sim
+    assert sim is not None
+    placer = env.placers[c]
+    assert isinstance(placer, Overlap)
+    per = env.cluster.gpus_per_server
+    mask = env.action_masks()
+    for j, job in enumerate(env.window):
+        if job.spec.num_gpus > per or not mask[j * env.C + c]:
+            continue
+        got = placer.choose(job.spec, sim)
+        if got is not None and got[1] <= COMM_ONLY and len({g // per for g in got[0]}) == 1:
             return j * env.C + c
     return env.wait_action

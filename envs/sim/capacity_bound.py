@@ -11,19 +11,20 @@ Math. 15(2), 2002), with a rate cap per job and one capacity per resource.
 The relaxation.  Job ``j`` arrives at ``release[j]`` and needs ``work[j]`` units of progress.
 In any schedule of the simulators it progresses at a rate of at most ``rate_cap[j]`` units per
 time, and while it progresses at rate ``x`` it holds at least ``x * use[j, r]`` of resource
-``r`` (or a convex function of ``x``, below), whose cluster-wide capacity is ``capacity[r]``.  Let ``M_j`` be the mean time at which
-its progress happens (the centre of mass of its progress over time).  Because progress is
-spread at no more than ``rate_cap[j]`` per unit of time, at least ``work[j] / rate_cap[j]``
-time lies between the start of its progress and its completion, and the centre of mass is at
-least half of that before the end: ``C_j >= M_j + work[j] / (2 rate_cap[j])``.  The
-programme chooses progress per time interval (intervals start at every release and grow
-geometrically, :func:`intervals`), each unit counted at its interval's *start* (so a lower
-value of ``M_j`` than the true one), subject to the rate caps and the capacities, and
-minimises ``sum_j C_j`` with ``C_j >= M_j + work / (2 cap)``, ``C_j >= release + floor``
-(a per-job bound the caller has, e.g. the job alone at its best placement) and ``C_j >=
-earliest + work / cap`` (when it can first progress, e.g. its entry into the env's window).  Every real
-schedule gives a feasible point of the programme with the same or a larger objective, so the
-optimum is a lower bound on every schedule's sum of completion times.
+``r`` (or a convex function of ``x``, below), whose cluster-wide capacity is
+``capacity[r]``.  Let ``M_j`` be the mean time at which its progress happens (the centre of
+mass of its progress over time).  Because progress is spread at no more than ``rate_cap[j]``
+per unit of time, at least ``work[j] / rate_cap[j]`` time lies between the start of its
+progress and its completion, and the centre of mass is at least half of that before the end:
+``C_j >= M_j + work[j] / (2 rate_cap[j])``.  The programme chooses progress per time interval
+(intervals start at every release and grow geometrically, :func:`intervals`), each unit
+counted at its interval's *start* (so a lower value of ``M_j`` than the true one), subject to
+the rate caps and the capacities, and minimises ``sum_j C_j`` with ``C_j >= M_j + work / (2
+cap)``, ``C_j >= release + floor`` (a per-job bound the caller has, e.g. the job alone at its
+best placement) and ``C_j >= earliest + work / cap`` (when it can first progress, e.g. its
+entry into the env's window).  Every real schedule gives a feasible point of the programme
+with the same or a larger objective, so the optimum is a lower bound on every schedule's sum
+of completion times.
 
 What it leaves out (why real schedules stay above it): jobs in it are preemptible and
 divisible across time at no cost, and a job's resources need not sit on one server or come

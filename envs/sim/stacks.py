@@ -7,7 +7,8 @@ communication token is registered once (:func:`register_placement`, :func:`regis
 (SRSF order, LWF-1 placement, AdaDUAL), ``ff_adasrsf``, ``ls_adasrsf``, ``rand_adasrsf``,
 ``lwf1_srsf1``, ``fifo:lwf4_srsf2``.
 
-- placement: ``rand`` | ``ff`` | ``ls`` | ``lwf<κ>`` (any κ >= 1) | ``count`` (Tiresias
+- placement: ``rand`` | ``ff`` | ``ls`` | ``lwf<κ>`` (any κ >= 1) | ``ovl`` (single-server
+  jobs time-share with jobs that span servers rather than with computing ones) | ``count`` (Tiresias
   count-only, exclusive GPUs) | ``skew`` (Tiresias consolidate-if-skewed, exclusive GPUs)
 - comm: ``adasrsf`` (AdaDUAL) | ``srsf<n>`` (n >= 1) | ``fs`` (no admission limit: fair share)
 - order: ``srsf`` (default) | ``fifo`` | preemptive (``PreemptiveOrder``): ``psrsf``
@@ -29,7 +30,7 @@ from envs.sim.errors import ConfigError
 from envs.sim.policies.base import CommScheduler, JobOrder, Placer
 from envs.sim.policies.comm import AdaDual, FairShare, SRSFn
 from envs.sim.policies.job_order import FIFO, SRSF
-from envs.sim.policies.placement import LWF, FirstFit, ListScheduling, RandomPlacer
+from envs.sim.policies.placement import LWF, FirstFit, ListScheduling, Overlap, RandomPlacer
 from envs.sim.policies.preemptive import LAS2D, PreemptiveSRSF
 from envs.sim.policies.skew import CountPlacer, SkewPlacer
 from envs.sim.policies.tiresias import DiscretizedGittins, DiscretizedLAS
@@ -157,6 +158,11 @@ def _ls(m: re.Match[str], lwf_comm: float | None) -> Placer:
 @_part(PLACEMENT_TOKENS, r"lwf(\d+)", "lwf<κ> (e.g. lwf1)")
 def _lwf(m: re.Match[str], lwf_comm: float | None) -> Placer:
     return LWF(int(m.group(1)), lwf_comm)
+
+
+@_part(PLACEMENT_TOKENS, "ovl")
+def _ovl(m: re.Match[str], lwf_comm: float | None) -> Placer:
+    return Overlap(lwf_comm)
 
 
 @_part(PLACEMENT_TOKENS, "count")

@@ -151,6 +151,13 @@ def test_bad_search_settings_are_one_clear_error(change: dict, says: str) -> Non
         (["agent.cem.population=1"], "agent.cem.population must be an integer >= 2"),
         (["agent.contention.arch=set"], "the rule selector has no gradient"),
         (["agent.contention.teacher=exclusive"], "a rule selector is not cloned"),
+        # a rule whose placement candidate the env lacks: named before anything runs
+        (
+            ["agent.cem.rules=[exclusive,exclusive_overlap]"],
+            "agent.cem.rules: exclusive_overlap places with ['ovl'], which the env's placement",
+        ),
+        (["agent.cem.rules=[exclusive,fastest]"], "unknown"),
+        (["agent.cem.rules=[srsf]"], "agent.cem.start='exclusive' is not one of"),
     ],
 )
 def test_train_py_refuses_a_bad_cem_run_in_one_line(

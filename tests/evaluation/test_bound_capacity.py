@@ -32,6 +32,8 @@ def test_no_stack_beats_the_capacity_bound(servers: int, seed: int) -> None:
         got = simulate(cluster, w, stack, cfg).summary()["avg_jct_ms"]
         assert got >= bound, stack
     for name in CONTENTION_TEACHERS:
-        env = ContentionEnv(workloads=[w], num_servers=servers, fidelity="full")
+        env = ContentionEnv(
+            workloads=[w], num_servers=servers, fidelity="full", placements=("lwf1", "ovl")
+        )
         run = run_episode(env, RuleActor(teacher(name)), seed=0)
         assert run.terminated and run.info["avg_jct_s"] * 1000.0 >= bound, name

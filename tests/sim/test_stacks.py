@@ -75,7 +75,7 @@ def test_a_registered_token_is_a_stack_name_everywhere(mine: None) -> None:
 
 def test_unknown_tokens_list_the_known_ones() -> None:
     with pytest.raises(
-        ConfigError, match=r"known: rand, ff, ls, lwf<κ> \(e.g. lwf1\), count, skew$"
+        ConfigError, match=r"known: rand, ff, ls, lwf<κ> \(e.g. lwf1\), ovl, count, skew$"
     ):
         stacks.make_stack("best_adasrsf")
     with pytest.raises(

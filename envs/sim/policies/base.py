@@ -9,7 +9,7 @@ names to classes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -70,6 +70,12 @@ class ClusterView(Protocol):
     @property
     def load_ms(self) -> Sequence[float]:
         """LWF "makespan" per GPU: remaining compute plus communication estimate, ms."""
+        ...
+
+    @property
+    def residents(self) -> Sequence[Sequence[tuple[Any, int]]]:
+        """Per GPU, the ``(job, worker)`` pairs placed on it; a job's ``multi`` says whether
+        it spans servers (its GPUs idle while it communicates)."""
         ...
 
 

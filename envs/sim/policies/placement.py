@@ -1,4 +1,5 @@
-"""Placement policies: RAND, FF (first fit), LS (list scheduling) and LWF-κ.
+"""Placement policies: RAND, FF (first fit), LS (list scheduling), LWF-κ and OVL (overlap
+compute with other jobs' communication).
 
 All are all-or-nothing over ``num_gpus`` distinct GPUs and only take GPUs with enough free
 memory for one worker (GPUs are time-shared, Ada-SRSF §III).
@@ -196,3 +197,74 @@ class ListScheduling(LWF):
     def __init__(self, comm_estimate_ms_per_mb: float | None = None) -> None:
         super().__init__(kappa=1 << 30, comm_estimate_ms_per_mb=comm_estimate_ms_per_mb)
         self.name = "ls"
+
+
+#: :class:`Overlap`'s ranks of a GPU with room: nothing placed on it; only jobs that span
+#: servers (their all-reduces leave it idle); a job that stays on one server (it computes
+#: back to back)
+IDLE, COMM_ONLY, BUSY = 0, 1, 2
+
+
+def gpu_rank(cluster: ClusterView, g: int) -> int:
+    """:data:`IDLE`, :data:`COMM_ONLY` or :data:`BUSY`: what GPU ``g`` already holds."""
+    res = cluster.residents[g]
+    if not res:
+        return IDLE
+    return COMM_ONLY if all(job.multi for job, _ in res) else BUSY
+
+
+class Overlap(CountFit):
+    """OVL: overlap a job's compute with other jobs' communication.
+
+    A job that fits one server goes to the server whose GPUs with room are best for it, each
+    GPU ranked by :func:`gpu_rank` (idle first, then GPUs held only by jobs that span servers,
+    whose GPUs idle while they all-reduce, then the rest), then by workload; of each server's
+    best ``num_gpus`` GPUs, the server whose worst rank is lowest wins, then the lowest sum of
+    ranks, then the lowest workload, then the lowest index.  So it takes idle GPUs on one
+    server when there are, and otherwise time-shares with communicating jobs rather than with
+    computing ones, and never makes the job itself communicate.  A larger job (or one that no
+    single server has room for) takes the servers with the most idle GPUs with room first
+    (fewest servers), each server's GPUs by rank and workload.  Stateless: a refusal changes
+    nothing.
+    """
+
+    name = "ovl"
+    reads_load = True
+
+    def __init__(self, comm_estimate_ms_per_mb: float | None = None) -> None:
+        self.comm_estimate_ms_per_mb = comm_estimate_ms_per_mb
+
+    def choose(self, job: JobSpec, cluster: ClusterView) -> tuple[list[int], int] | None:
+        """``(GPUs, the worst rank among them)`` or ``None`` when fewer GPUs have room."""
+        need = job.model.gpu_memory_mb
+        free, load = cluster.free_mem_mb, cluster.load_ms
+        n, per = job.num_gpus, cluster.spec.gpus_per_server
+        servers = []
+        for s in range(cluster.spec.num_servers):
+            room = [g for g in range(s * per, (s + 1) * per) if free[g] >= need]
+            ranked = sorted((gpu_rank(cluster, g), load[g], g) for g in room)
+            servers.append(ranked)
+        best: tuple[int, int, float, int] | None = None
+        if n <= per:
+            for s, ranked in enumerate(servers):
+                if len(ranked) >= n:
+                    top = ranked[:n]
+                    key = (top[-1][0], sum(r for r, _, _ in top), sum(w for _, w, _ in top), s)
+                    best = key if best is None or key < best else best
+        if best is not None:
+            take = servers[best[3]][:n]
+        else:
+            if sum(map(len, servers)) < n:
+                return None
+            order = sorted(
+                range(len(servers)),
+                key=lambda s: (-sum(r == IDLE for r, _, _ in servers[s]), s),
+            )
+            take = [x for s in order for x in servers[s]][:n]
+        return [g for _, _, g in take], max(r for r, _, _ in take)
+
+    def place(
+        self, job: JobSpec, cluster: ClusterView, rng: np.random.Generator
+    ) -> list[int] | None:
+        got = self.choose(job, cluster)
+        return None if got is None else got[0]
