@@ -10,8 +10,11 @@ one acts there; then the share of scenarios at or below the best heuristic and t
     --policy general=policy:policies/general                            # this table
 ```
 
-A heuristic is a scheduler ``elastic:<allocator>``; a specialist is a ``policy:`` that is not
-one of ``--policy``.  Several ``--policy NAME=SPEC`` with the same name (training seeds) are
+A heuristic is a scheduler ``elastic:<allocator>``, a contention-engine stack (``lwf1_srsf1``,
+``dlas:skew_fs``) or a registered Contention-v0 rule (``contention:exclusive_overlap``), so the
+same table reads a run of the contention world (``--world contention``); a specialist is a
+``policy:`` or ``contention:<policy file>`` that is not one of ``--policy``; bounds are left
+out.  Several ``--policy NAME=SPEC`` with the same name (training seeds) are
 averaged per seed first, as ``experiments/heldout_eval.py`` does.
 """
 
@@ -44,6 +47,18 @@ def _cells(root: Path) -> dict[str, dict[str, dict[int, float]]]:
     return out
 
 
+def _kind(spec: str) -> str:
+    """``heuristic``, ``policy`` or ``bound`` (the module doc)."""
+    from envs.gym.contention_env import CONTENTION_TEACHERS
+
+    kind, _, arg = spec.partition(":")
+    if kind == "bound":
+        return "bound"
+    if kind == "policy" or (kind == "contention" and arg not in CONTENTION_TEACHERS):
+        return "policy"
+    return "heuristic"  # elastic:<allocator>, a stack, contention:<rule>, grouper:<policy>
+
+
 def _ci(x: np.ndarray) -> tuple[float, float]:
     if len(x) < 2:
         return float(x.mean()), math.nan
@@ -69,11 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, list[float]] = defaultdict(list)
     for scenario, by in cells.items():
         seeds = sorted(next(iter(by.values())))
-        heur = {s: v for s, v in by.items() if s.startswith("elastic:")}
-        spec_pol = {s: v for s, v in by.items() if s.startswith("policy:") and s not in ours}
+        heur = {s: v for s, v in by.items() if _kind(s) == "heuristic"}
+        spec_pol = {s: v for s, v in by.items() if _kind(s) == "policy" and s not in ours}
         best_h = np.array([min(v[k] for v in heur.values()) for k in seeds])
         best_name = min(heur, key=lambda s: np.mean([heur[s][k] for k in seeds]))
-        line = [scenario, best_name.removeprefix("elastic:")]
+        line = [scenario, best_name.removeprefix("elastic:").removeprefix("contention:")]
         for name, specs in named.items():
             missing = [s for s in specs if s not in by]
             if missing:
