@@ -54,10 +54,10 @@ class CEMConfig:
     deviation ``sigma`` of every weight and its floor ``sigma_min``, ``episodes`` workloads
     per iteration, the rule the selector ``start``\\ s as, and the registered ``rules`` it
     chooses among (its env needs each rule's placement candidates: ``exclusive_overlap``
-    needs ``ovl``).  The floor keeps the search
-    exploring: with 4 elites of 20 in 36 weights the deviations shrink to a tenth in about six
-    iterations, and with a floor of 0.05 two of three training seeds stopped at backfilling's
-    score (docs/experiments/contention-env.md)."""
+    needs ``ovl``).  The floor keeps the search exploring: with 4 elites of 20 in 36 weights
+    (four rules) the deviations shrink to a tenth in about six iterations, and with a floor
+    of 0.05 two of three training seeds stopped at backfilling's score
+    (docs/experiments/contention-env.md)."""
 
     population: int = 20
     elite: float = 0.2

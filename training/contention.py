@@ -92,8 +92,8 @@ BEST_OF = "+"
 def check_contention_config(cfg: TrainConfig) -> None:
     """One clear error per setting a ``contention_pg`` run cannot use, before anything runs."""
     c: ContentionPGConfig = cfg.agent.contention
-    if c.teacher != NO_TEACHER:
-        teacher_names(c.teacher)  # an unknown rule names the registered ones
+    if c.teacher != NO_TEACHER:  # an unknown rule names the registered ones
+        _check_rules_act(tuple(teacher_names(c.teacher)), cfg, "agent.contention.teacher")
     for key in ("bc_workloads", "bc_epochs", "iterations", "groups", "group_size", "val_every",
                 "hidden", "workers"):  # fmt: skip
         value = getattr(c, key)
@@ -138,7 +138,7 @@ def _check_selector(cfg: TrainConfig) -> None:
     if cem:  # the search's population, elite, deviations, start and rules
         rules = tuple(str(r) for r in cfg.agent.cem.rules)
         cfg.agent.cem.check(rules)
-        _check_rules_act(rules, cfg)
+        _check_rules_act(rules, cfg, "agent.cem.rules")
     if cem != (c.arch == "selector"):
         raise ConfigError(
             f"agent.algo={algo} with agent.contention.arch={c.arch}: the rule selector has no "
@@ -153,16 +153,16 @@ def _check_selector(cfg: TrainConfig) -> None:
         )
 
 
-def _check_rules_act(rules: tuple[str, ...], cfg: TrainConfig) -> None:
-    """Every rule of the selector is registered and places with candidates the run's env has
-    (``exclusive_overlap`` needs ``ovl``): one :class:`ConfigError` naming the rule and the
-    missing candidates, before anything runs."""
+def _check_rules_act(rules: tuple[str, ...], cfg: TrainConfig, key: str) -> None:
+    """Every rule of ``key`` (the selector's or the teachers) is registered and places with
+    candidates the run's env has (``exclusive_overlap`` needs ``ovl``): one
+    :class:`ConfigError` naming the rule and the missing candidates, before anything runs."""
     placements = [str(p) for p in cfg.contention.placements]
     for name in rules:
         missing = rule_missing(name, placements)
         if missing:
             raise ConfigError(
-                f"agent.cem.rules: {name} places with {missing}, which the env's placement "
+                f"{key}: {name} places with {missing}, which the env's placement "
                 f"candidates {placements} lack: add them to contention.placements"
             )
 

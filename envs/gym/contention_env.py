@@ -909,14 +909,14 @@ def exclusive_overlap_teacher(env: ContentionEnv, placement: str = "lwf1") -> in
     needs the ``ovl`` candidate (a clear error names it otherwise)."""
     c = _candidate(env, "ovl")  # an env without it: one clear error at once
     a = exclusive_backfill_teacher(env, placement)
-    if a != env.wait_action or not env.action_masks()[env.wait_action]:
+    mask = env.action_masks()
+    if a != env.wait_action or not mask[env.wait_action]:
         return a
     sim = env.sim
     assert sim is not None
     placer = env.placers[c]
     assert isinstance(placer, Overlap)
     per = env.cluster.gpus_per_server
-    mask = env.action_masks()
     for j, job in enumerate(env.window):
         if job.spec.num_gpus > per or not mask[j * env.C + c]:
             continue

@@ -96,6 +96,10 @@ def test_its_policy_runs_in_evaluate_py(run: Path, tmp_path: Path) -> None:
         ("agent.contention.iterations=0", "agent.contention.iterations must be an integer >= 1"),
         ("mixture=dl2_philly", "mixture is not supported by agent.algo contention_pg"),
         ("contention.placements=[lwf1,best]", "unknown placements ['best']"),
+        (
+            "agent.contention.teacher=exclusive_overlap",
+            "agent.contention.teacher: exclusive_overlap places with ['ovl'], which the env's",
+        ),
     ],
 )
 def test_bad_settings_are_one_clear_error(override: str, says: str, tmp_path: Path) -> None:
