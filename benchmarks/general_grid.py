@@ -59,6 +59,19 @@ def _kind(spec: str) -> str:
     return "heuristic"  # elastic:<allocator>, a stack, contention:<rule>, grouper:<policy>
 
 
+def best_heuristic(
+    by: dict[str, dict[int, float]],
+) -> tuple[list[int], np.ndarray, str] | None:
+    """A scenario's seeds, the best heuristic's avg JCT on each (the least of every heuristic's
+    on that seed) and the heuristic best on average; ``None`` when it has no heuristic."""
+    heur = {s: v for s, v in by.items() if _kind(s) == "heuristic"}
+    if not heur:
+        return None
+    seeds = sorted(next(iter(by.values())))
+    best = np.array([min(v[k] for v in heur.values()) for k in seeds])
+    return seeds, best, min(heur, key=lambda s: np.mean([heur[s][k] for k in seeds]))
+
+
 def _ci(x: np.ndarray) -> tuple[float, float]:
     if len(x) < 2:
         return float(x.mean()), math.nan
@@ -83,11 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     at_or_below: dict[str, int] = defaultdict(int)
     ratios: dict[str, list[float]] = defaultdict(list)
     for scenario, by in cells.items():
-        seeds = sorted(next(iter(by.values())))
-        heur = {s: v for s, v in by.items() if _kind(s) == "heuristic"}
+        got = best_heuristic(by)
+        if got is None:
+            raise SystemExit(f"{scenario}: no heuristic's cells to compare with")
+        seeds, best_h, best_name = got
         spec_pol = {s: v for s, v in by.items() if _kind(s) == "policy" and s not in ours}
-        best_h = np.array([min(v[k] for v in heur.values()) for k in seeds])
-        best_name = min(heur, key=lambda s: np.mean([heur[s][k] for k in seeds]))
         line = [scenario, best_name.removeprefix("elastic:").removeprefix("contention:")]
         for name, specs in named.items():
             missing = [s for s in specs if s not in by]

@@ -1,9 +1,10 @@
 """How far below the best heuristic any scheduler could go, per scenario of a dlsched-bench run of
 the elastic world (issue 39's held-out grid): each scenario's workloads rebuilt from its cells'
-records, their lower bound on the mean JCT (``envs/sim/elastic/bounds.py``: the window bound, or
-the solo bound where the env gives the jobs beyond the window bundles; with ``--capacity``, the
-capacity programme on top), and its ratio to the best heuristic's avg JCT on the same seed.  A
-policy's ratio to the best heuristic (``benchmarks/general_grid.py``) cannot be below it.
+records, their lower bound on the mean JCT (``evaluation.heldout.lower_bound``: the window
+bound, or the solo bound where the env gives the jobs beyond the window bundles; with
+``--capacity``, the capacity programme on top), and its ratio to the best heuristic's avg JCT
+on the same seed.  A policy's ratio to the best heuristic (``benchmarks/general_grid.py``)
+cannot be below it.
 
 ```bash
 .venv/bin/python -m evaluation.bench --world elastic ...            # the cells (cached)
@@ -25,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from general_grid import _cells, _kind
+from general_grid import _cells, best_heuristic
 
 from envs.gym.factory import EnvConfig, make_env
-from envs.sim.elastic.bounds import capacity_bound, mean_jct, solo_bounds, window_bounds
+from evaluation.heldout import lower_bound
 
 
 def _env_config(record: dict[str, Any]) -> EnvConfig:
@@ -46,12 +47,7 @@ def _bound(record: dict[str, Any], seed: int, capacity: bool) -> float:
     config = _env_config(record)
     env = make_env(config)
     env.reset(seed=seed)
-    window = None if config.backlog != "none" else env.J
-    if capacity:
-        return capacity_bound(env.jobs, env.cluster_spec, env.speed, window)
-    if window is None:
-        return mean_jct(solo_bounds(env.jobs, env.cluster_spec, env.speed))
-    return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, window))
+    return lower_bound(env, config, capacity)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,12 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     cells = _cells(args.root)
     rows, ratios = [], []
     for scenario, by in sorted(cells.items()):
-        heur = {s: v for s, v in by.items() if _kind(s) == "heuristic"}
-        if not heur:
+        got = best_heuristic(by)
+        if got is None:
             continue
-        seeds = sorted(next(iter(heur.values())))
-        best = np.array([min(v[k] for v in heur.values()) for k in seeds])
-        name = min(heur, key=lambda s: np.mean([heur[s][k] for k in seeds]))
+        seeds, best, name = got
         run = json.loads((args.root / scenario / name.replace(":", "-") / "run.json").read_text())
         envs = {int(r["seed"]): r["env"] for r in run["runs"]}
         slot_s = float(run["runs"][0]["slot_s"])

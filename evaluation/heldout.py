@@ -70,12 +70,12 @@ def lower_bound(env: ClusterEnv, config: EnvConfig, capacity: bool = False) -> f
     come from the speed model the bounds use."""
     if config.speed != "measured":
         return math.nan
+    window = None if config.backlog != "none" else env.J
     if capacity:
-        window = None if config.backlog != "none" else env.J
         return capacity_bound(env.jobs, env.cluster_spec, env.speed, window)
-    if config.backlog != "none":
+    if window is None:
         return mean_jct(solo_bounds(env.jobs, env.cluster_spec, env.speed))
-    return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, env.J))
+    return mean_jct(window_bounds(env.jobs, env.cluster_spec, env.speed, window))
 
 
 def heldout_workloads(

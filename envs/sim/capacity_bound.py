@@ -95,7 +95,7 @@ def intervals(
 
 
 def _array(values: Sequence[float] | npt.ArrayLike, key: str, n: int | None) -> np.ndarray:
-    a = np.asarray(values, dtype=float)
+    a = np.array(values, dtype=float)  # a copy: the rate caps are lowered in place
     if a.ndim != 1 or (n is not None and a.size != n):
         raise ConfigError(
             f"{key}: expected {n if n is not None else 'a list of'} numbers, got shape {a.shape}"

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from envs.sim.capacity_bound import capacity_bound as _programme
@@ -68,15 +68,13 @@ class JobBound:
         return self.finish - self.arrival
 
 
-def fastest_rate(
-    job: ElasticJob, cluster: ElasticCluster, speed: SpeedModel
-) -> tuple[float, int, int]:
-    """``(epochs per slot, workers, ps)`` of ``job``'s fastest allocation within its caps and
-    the cluster's total CPU/GPU capacity (ties: fewer tasks, then fewer workers)."""
+def _allocations(job: ElasticJob, cluster: ElasticCluster) -> Iterator[tuple[int, int, int, int]]:
+    """``(workers, ps, GPUs, CPUs)`` of every allocation within ``job``'s caps whose total
+    demand fits the cluster's total capacity, workers then PS ascending (demands only grow
+    with either, so the first that does not fit ends its row)."""
     t = job.type
     total_cpu = cluster.num_nodes * cluster.cpu_slots
     total_gpu = cluster.num_nodes * cluster.gpu_slots
-    best: tuple[float, int, int] = (0.0, 0, 0)
     for w in range(1, job.max_workers + 1):
         if w * t.worker_gpu > total_gpu or w * t.worker_cpu > total_cpu:
             break
@@ -85,9 +83,20 @@ def fastest_rate(
             gpu = w * t.worker_gpu + p * t.ps_gpu
             if cpu > total_cpu or gpu > total_gpu:
                 break
-            its = float(speed.speed(t, p, w))
-            if its > best[0]:
-                best = (its, w, p)
+            yield w, p, gpu, cpu
+
+
+def fastest_rate(
+    job: ElasticJob, cluster: ElasticCluster, speed: SpeedModel
+) -> tuple[float, int, int]:
+    """``(epochs per slot, workers, ps)`` of ``job``'s fastest allocation within its caps and
+    the cluster's total CPU/GPU capacity (ties: fewer tasks, then fewer workers)."""
+    t = job.type
+    best: tuple[float, int, int] = (0.0, 0, 0)
+    for w, p, _, _ in _allocations(job, cluster):
+        its = float(speed.speed(t, p, w))
+        if its > best[0]:
+            best = (its, w, p)
     its, w, p = best
     per_slot = its * job.speed_factor / t.iterations_per_epoch * cluster.slot_s
     return per_slot, w, p
@@ -155,20 +164,13 @@ def holding_envelopes(
     :func:`~envs.sim.capacity_bound.lower_envelope` pieces over its allocations within its caps
     and the cluster's totals (as :func:`fastest_rate`) and idling."""
     t = job.type
-    total_cpu = cluster.num_nodes * cluster.cpu_slots
-    total_gpu = cluster.num_nodes * cluster.gpu_slots
     per_its = job.speed_factor / t.iterations_per_epoch * cluster.slot_s
     gpus, cpus = [], []
-    for w in range(1, job.max_workers + 1):
-        for p in range(job.max_ps + 1):
-            c = w * t.worker_cpu + p * t.ps_cpu
-            g = w * t.worker_gpu + p * t.ps_gpu
-            if c > total_cpu or g > total_gpu:
-                continue
-            rate = float(speed.speed(t, p, w)) * per_its
-            if rate > 0:
-                gpus.append((rate, float(g)))
-                cpus.append((rate, float(c)))
+    for w, p, g, c in _allocations(job, cluster):
+        rate = float(speed.speed(t, p, w)) * per_its
+        if rate > 0:
+            gpus.append((rate, float(g)))
+            cpus.append((rate, float(c)))
     return lower_envelope(gpus), lower_envelope(cpus)
 
 
