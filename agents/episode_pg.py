@@ -255,7 +255,11 @@ def build_net(description: dict[str, Any]) -> PolicyNet:
     if arch not in NETS:
         raise ConfigError(f"unknown network arch {arch!r}; known: {', '.join(NETS)}")
     if arch == RuleSelector.arch:  # its rules are names; it acts through the env (acts_on_env)
-        selector = RuleSelector(list(description["rules"]), int(description["n_features"]))
+        selector = RuleSelector(
+            list(description["rules"]),
+            int(description["n_features"]),
+            str(description.get("search", "none")),
+        )
         return cast(PolicyNet, selector)
     net = NETS[arch](**{k: int(v) for k, v in description.items() if k != "arch"})
     return cast(PolicyNet, net)

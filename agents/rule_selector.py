@@ -91,9 +91,20 @@ class RuleSelector(nn.Module):
     #: it acts through the env (the rules read the engine), not on the observation alone
     acts_on_env = True
 
-    def __init__(self, rules: Sequence[str] = SELECTOR_RULES, n_features: int = len(FEATURES)):
+    def __init__(
+        self,
+        rules: Sequence[str] = SELECTOR_RULES,
+        n_features: int = len(FEATURES),
+        search: str = "none",
+    ):
         super().__init__()
+        from agents.selector_search import check_search
         from envs.gym.contention_env import teacher
+
+        self.search = check_search(str(search))
+        #: the search's last chosen rollout: its value and the decisions it passed through
+        #: (agents.selector_search.search_action)
+        self.search_memo: tuple[float, set[Any]] | None = None
 
         names = tuple(str(r) for r in rules)
         if not names or len(set(names)) != len(names):
@@ -109,8 +120,16 @@ class RuleSelector(nn.Module):
         self.weight = nn.Parameter(w, requires_grad=False)
 
     def describe(self) -> dict[str, Any]:
-        """What rebuilds it (saved with its weights)."""
-        return {"arch": self.arch, "rules": list(self.rules), "n_features": len(FEATURES)}
+        """What rebuilds it (saved with its weights; ``search`` only when it searches, so a
+        plain selector's file is as before)."""
+        out: dict[str, Any] = {
+            "arch": self.arch,
+            "rules": list(self.rules),
+            "n_features": len(FEATURES),
+        }
+        if self.search != "none":
+            out["search"] = self.search
+        return out
 
     def _index(self, rule: str) -> int:
         if rule not in self.rules:
@@ -145,9 +164,18 @@ class RuleSelector(nn.Module):
         scores = self.weight.detach().numpy() @ selector_features(env)
         return int(np.argmax(scores))
 
-    def act(self, env: Any, obs: Any = None) -> int:
-        """The chosen rule's action at ``env``'s current decision."""
+    def base_act(self, env: Any) -> int:
+        """The chosen rule's action at ``env``'s current decision (no search)."""
         return int(self._fns[self.choose(env)](env))
+
+    def act(self, env: Any, obs: Any = None) -> int:
+        """The action at ``env``'s current decision: :meth:`base_act`, or with ``search=
+        "drained"`` the search's (:func:`agents.selector_search.search_action`)."""
+        if self.search == "none":
+            return self.base_act(env)
+        from agents.selector_search import search_action
+
+        return search_action(self, env)
 
     def forward(self, *_args: Any) -> th.Tensor:
         raise ConfigError(

@@ -1,0 +1,194 @@
+"""Exact rollouts once every job has arrived: the rule selector's search (``search: drained``).
+
+Why: the selector's gain over the best rule at paper scale comes from decisions late in an
+episode, once every job has arrived (docs/experiments/contention-env.md, "Search where the
+future is known").  From then on the engine is an exact model of what follows a decision: the
+jobs are known, their lengths are (SRSF's premise, and the rules' key), and the engine is
+deterministic given its seeded generators.  So at each such decision the search tries the
+action of every rule the selector chooses among, each on a deep copy of the env followed by
+the selector to the episode's end, and takes the one with the lowest avg JCT (the selector's
+own on a tie): the rollout algorithm (Bertsekas) over the learned selector, in the part of
+the episode where its model is exact.  Before that, it is the selector.
+
+Guarantee (tested): the base is always a candidate and the model exact, so the value of the
+best candidate never rises from one decision to the next, and the search's episode is never
+worse than the selector's on the same workload.  Unlike :mod:`agents.search` (a clairvoyant
+measure that sees future arrivals), this acts only on what the env shows: that no job is still
+to arrive (:meth:`~envs.gym.contention_env.ContentionEnv.jobs_to_arrive`, which the selector's
+features read too) and the jobs' remaining work.  Its model is the engine at the run's own
+fidelity, so it costs a few rollouts per late decision (about 20 CPU-s an episode at paper
+scale and fast fidelity, against 0.7 s without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agents.search import best_alternative
+from envs.sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agents.rule_selector import RuleSelector
+
+__all__ = [
+    "SEARCHES",
+    "candidates",
+    "check_search",
+    "drained",
+    "rollout_value",
+    "search_action",
+    "state_key",
+    "with_search",
+]
+
+#: the selector's searches: ``none`` (it acts as its rule scored highest), ``drained`` (this
+#: module's rollouts once every job has arrived)
+SEARCHES = ("none", "drained")
+
+
+def check_search(search: str) -> str:
+    """``search`` if it is one of :data:`SEARCHES`; else one :class:`ConfigError` naming them."""
+    if search not in SEARCHES:
+        raise ConfigError(f"unknown rule-selector search {search!r}; known: {list(SEARCHES)}")
+    return search
+
+
+def drained(env: Any) -> bool:
+    """Whether every job of ``env``'s episode has arrived (the search's model is exact)."""
+    return int(env.jobs_to_arrive()) == 0
+
+
+def candidates(selector: RuleSelector, env: Any) -> list[int]:
+    """The actions the search tries at ``env``'s decision: the selector's own first, then
+    each other rule's, in the selector's rule order, each once."""
+    own = selector.base_act(env)
+    out = [own]
+    for name in selector.rules:
+        a = int(selector.rule(name)(env))
+        if a not in out:
+            out.append(a)
+    return out
+
+
+def state_key(env: Any) -> tuple[Any, ...]:
+    """What identifies ``env``'s decision: the env's settings, the workload, the time, the
+    decisions taken, the window and where each running job runs."""
+    sim, c = env.sim, env.cluster
+    running = tuple(sorted((j.spec.job_id, tuple(j.gpus)) for j in sim.running))
+    window = tuple(j.spec.job_id for j in env.window)
+    where = (env.fidelity, env.comm, c.num_servers, c.gpus_per_server, tuple(env.placements))
+    return (where, sim.workload.name, sim.now, env.decisions, window, running)
+
+
+def _rollout(selector: RuleSelector, env: Any, action: int) -> tuple[float, set[Any]]:
+    """:func:`rollout_value`, and the :func:`state_key` of every decision the rollout
+    passes through after the action (where the selector decides)."""
+    e = copy.deepcopy(env)
+    a = int(action)
+    path: set[Any] = set()
+    while True:
+        _, _, term, trunc, info = e.step(a)
+        if trunc:
+            return math.inf, set()
+        if term:
+            jct = float(info["avg_jct_s"])
+            if not math.isfinite(jct):
+                raise ConfigError(f"a rollout's avg JCT is {jct}: the engine gave a non-finite one")
+            return jct, path
+        path.add(state_key(e))
+        a = selector.base_act(e)
+
+
+def rollout_value(selector: RuleSelector, env: Any, action: int) -> float:
+    """The avg JCT (s) of ``env``'s episode if ``action`` is taken now and the selector
+    (without search) decides from then on, on a deep copy (``env`` is not stepped); ``inf``
+    when the copy is truncated (the action or the selector got stuck)."""
+    return _rollout(selector, env, action)[0]
+
+
+def search_action(selector: RuleSelector, env: Any) -> int:
+    """The ``drained`` search's action at ``env``'s decision (module docstring).  The
+    selector's own action is not rolled out again where the rollout the last search chose
+    passes through this very decision: following the selector from here is that rollout's
+    rest, so its value is the one found then (the model is exact)."""
+    if not drained(env):
+        return selector.base_act(env)
+    cands = candidates(selector, env)
+    if len(cands) == 1:
+        return cands[0]
+    memo = selector.search_memo
+    reuse = memo is not None and state_key(env) in memo[1]
+    values, paths = [], []
+    for i, a in enumerate(cands):
+        if i == 0 and reuse:
+            assert memo is not None
+            v, path = memo
+        else:
+            v, path = _rollout(selector, env, a)
+        values.append(v)
+        paths.append(path)
+    best = best_alternative(values, 1e-9)
+    selector.search_memo = (values[best], paths[best])
+    return cands[best]
+
+
+def with_search(
+    src: str, out: str, search: str = "drained", command: list[str] | None = None
+) -> Path:
+    """Write the rule selector of the policy file ``src`` (a file or a directory with
+    ``policy.npz``) to ``out`` (a ``.npz``, or a directory for its ``policy.npz``) with
+    ``search`` set: the same weights, rules and env layout; its training record is the
+    source's, plus where it came from (``search_of``: the file, the search, ``command``, the
+    commit and versions).  A file that is not a rule selector is one :class:`ConfigError`
+    naming it."""
+    from agents.episode_pg import load_episode_pg
+    from agents.policy_format import _episode_net_meta, save
+    from agents.rule_selector import RuleSelector
+    from envs.provenance import provenance
+
+    p = Path(src)
+    p = p / "policy.npz" if p.is_dir() else p
+    net, meta = load_episode_pg(p)
+    if not isinstance(net, RuleSelector):
+        raise ConfigError(f"{p}: a {getattr(net, 'arch', 'mlp')!r} network, not a rule selector")
+    searched = RuleSelector(net.rules, len(net.weight[0]), check_search(search))
+    searched.set_flat(net.flat())
+    dst = Path(out)
+    dst = dst if dst.suffix == ".npz" else dst / "policy.npz"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    record = dict(meta.get("training") or {})
+    made = provenance()
+    made["command"] = list(command) if command is not None else made["command"]
+    record["search_of"] = {"file": str(p), "search": search, **made}
+    return save(dst, searched, net_meta=_episode_net_meta(searched), layout=meta["layout"],
+                env=meta["env"], record=record, act=str(meta.get("act", "argmax")))  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agents.selector_search SRC OUT [--search drained]``: :func:`with_search`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m agents.selector_search",
+        description="Write a rule selector's policy file with a search (module docstring).",
+    )
+    parser.add_argument("src", help="a rule selector's policy file or its directory")
+    parser.add_argument("out", help="the file (.npz) or directory to write")
+    parser.add_argument("--search", default="drained", help=f"one of {list(SEARCHES)}")
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw)
+    command = ["python", "-m", "agents.selector_search", *raw]  # no machine path in the file
+    try:
+        path = with_search(args.src, args.out, args.search, command)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path} (search: {args.search})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,223 @@
+"""The rule selector's search once every job has arrived (agents/selector_search.py,
+``search: drained``): it is the selector until the last arrival, its model is exact after it
+(the episode ends at the value the search predicted), so it is never worse than the selector
+on the same workload; it repeats itself; its policy file round-trips and runs in
+``evaluate.py``; bad names and files are one clear error."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.episode_pg import load_episode_pg, save_episode_pg
+from agents.rule_selector import FEATURES, RuleSelector
+from agents.selector_search import (
+    candidates,
+    check_search,
+    drained,
+    main,
+    rollout_value,
+    search_action,
+    with_search,
+)
+from envs.gym.contention_env import ContentionEnv
+from envs.sim.errors import ConfigError
+from tests.cli import run_script
+
+PLACEMENTS = ("lwf1", "ls", "ff", "ovl")
+RULES = ("exclusive", "exclusive_backfill", "exclusive_easy", "srsf", "exclusive_overlap")
+
+
+def _selector(seed: int, search: str = "none") -> RuleSelector:
+    """Weights drawn at random: several rules get chosen in an episode."""
+    sel = RuleSelector(RULES, search=search)
+    sel.set_flat(np.random.default_rng(seed).standard_normal(len(RULES) * len(FEATURES)))
+    return sel
+
+
+def _env(servers: int = 8, jobs: int = 30) -> ContentionEnv:
+    return ContentionEnv(num_jobs=jobs, num_servers=servers, placements=PLACEMENTS)
+
+
+def _episode(env: ContentionEnv, seed: int, act) -> float:  # type: ignore[no-untyped-def]
+    env.reset(seed=seed)
+    while True:
+        _, _, term, trunc, info = env.step(act(env))
+        assert not trunc
+        if term:
+            return float(info["avg_jct_s"])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_search_is_the_selector_before_the_last_arrival_and_exact_after(seed: int) -> None:
+    """At every decision before the last arrival it takes the selector's action; after it,
+    the lowest of its candidates' rollout values never rises from one decision to the next,
+    and the episode ends at exactly the last predicted value (the model is exact): so it is
+    never worse than the selector, and here it is better at least once."""
+    plain, searched = _selector(seed), _selector(seed, "drained")
+    env = _env()
+    env.reset(seed=seed)
+    predicted: list[float] = []
+    searched_at = 0
+    while True:
+        if not drained(env):
+            a = searched.act(env)
+            assert a == plain.act(env)
+        else:
+            cands = candidates(plain, env)
+            assert cands[0] == plain.act(env) and len(set(cands)) == len(cands)
+            assert all(env.action_masks()[c] for c in cands)
+            values = [rollout_value(plain, env, c) for c in cands]
+            a = searched.act(env)
+            assert a == search_action(plain, env) and a in cands
+            assert values[cands.index(a)] == min(values)
+            if predicted:
+                assert min(values) <= predicted[-1] + 1e-9
+            predicted.append(min(values))
+            searched_at += len(cands) > 1
+        _, _, term, _, info = env.step(a)
+        if term:
+            break
+    assert searched_at > 0 and predicted
+    assert info["avg_jct_s"] == pytest.approx(predicted[-1], rel=1e-12)
+    base = _episode(_env(), seed, plain.act)
+    assert info["avg_jct_s"] <= base + 1e-9
+
+
+def test_it_is_never_worse_than_the_selector_and_repeats_itself() -> None:
+    env = _env(4, 24)
+    gains = []
+    for seed in range(4):
+        base = _episode(env, seed, _selector(seed).act)
+        one = _episode(env, seed, _selector(seed, "drained").act)
+        two = _episode(env, seed, _selector(seed, "drained").act)
+        assert one == two  # bit for bit
+        assert one <= base + 1e-9
+        gains.append(base - one)
+    assert max(gains) > 0
+
+
+def test_rollouts_leave_the_env_as_it_was() -> None:
+    env = _env()
+    env.reset(seed=5)
+    sel = _selector(5)
+    while not drained(env):
+        env.step(sel.act(env))
+    before = (env.sim.now, env.decisions, [j.spec.job_id for j in env.window])
+    for a in candidates(sel, env):
+        assert math.isfinite(rollout_value(sel, env, a))
+    assert (env.sim.now, env.decisions, [j.spec.job_id for j in env.window]) == before
+
+
+def test_its_policy_file_round_trips_and_a_plain_one_is_unchanged(tmp_path: Path) -> None:
+    sel = _selector(7)
+    env = _env()
+    env.reset(seed=0)
+    src = save_episode_pg(tmp_path / "plain.npz", sel, env, {"seed": 7})
+    net, meta = load_episode_pg(src)
+    assert "search" not in meta["net"] and isinstance(net, RuleSelector) and net.search == "none"
+    out = with_search(str(src), str(tmp_path / "searched"))
+    assert out == tmp_path / "searched" / "policy.npz"
+    net2, meta2 = load_episode_pg(out)
+    assert isinstance(net2, RuleSelector) and net2.search == "drained"
+    assert meta2["net"]["search"] == "drained" and net2.rules == RULES
+    assert np.array_equal(net2.flat(), sel.flat())
+    assert meta2["training"]["seed"] == 7 and meta2["training"]["search_of"]["file"] == str(src)
+    assert meta2["env"] == meta["env"] and meta2["layout"] == meta["layout"]
+
+
+def test_bad_names_and_files_are_one_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match="unknown rule-selector search 'deep'; known"):
+        check_search("deep")
+    with pytest.raises(ConfigError, match="unknown rule-selector search"):
+        RuleSelector(RULES, search="deep")
+    bad = tmp_path / "x.npz"
+    bad.write_bytes(b"not a policy")
+    assert main([str(bad), str(tmp_path / "out")]) == 2
+    assert "x.npz" in capsys.readouterr().err
+    from agents.episode_pg import MaskedMLP
+
+    env = _env()
+    env.reset(seed=0)
+    mlp = save_episode_pg(
+        tmp_path / "mlp.npz", MaskedMLP(env.obs_size, env.wait_action + 1, 8), env, {}
+    )
+    with pytest.raises(ConfigError, match=r"mlp\.npz: a 'mlp' network, not a rule selector"):
+        with_search(str(mlp), str(tmp_path / "o"))
+
+
+def test_a_searched_selector_runs_in_evaluate_py(tmp_path: Path) -> None:
+    """Made by the command line, run as ``contention:<dir>`` on a cluster of 4 servers; never
+    worse than the plain selector on the same workloads."""
+    sel = _selector(3)
+    env = _env()
+    env.reset(seed=0)
+    plain = save_episode_pg(tmp_path / "plain" / "policy.npz", sel, env, {"seed": 3})
+    assert main([str(plain.parent), str(tmp_path / "searched")]) == 0
+    proc = run_script(
+        "evaluate.py", "workload=generated", "workload.num_jobs=24", "cluster.num_servers=4",
+        "seeds=[0,1]", f"stacks=[contention:{plain.parent},contention:{tmp_path / 'searched'}]",
+        f"baseline=contention:{plain.parent}", "workers=1", "plot=false",
+        f"out_dir={tmp_path / 'ev'}", timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"contention:{tmp_path / 'searched'}" in proc.stdout
+    import csv
+
+    jct: dict[str, list[float]] = {"plain": [], "searched": []}
+    for name in jct:
+        for seed in (0, 1):
+            (f,) = (tmp_path / "ev").glob(f"jobs_contention-*-{name}_seed{seed}.csv")
+            with open(f, newline="") as fh:
+                jct[name].append(float(np.mean([float(r["jct_s"]) for r in csv.DictReader(fh)])))
+    assert all(s <= p + 1e-9 for s, p in zip(jct["searched"], jct["plain"], strict=True))
+
+
+def test_reusing_the_chosen_rollout_changes_nothing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Where the last chosen rollout passes through the decision, its value stands for the
+    selector's own action's: the episode is the one that rolls every candidate out, with
+    fewer rollouts."""
+    import agents.selector_search as ss
+
+    calls = [0]
+    rollout = ss._rollout
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return rollout(*args)
+
+    monkeypatch.setattr(ss, "_rollout", counted)
+    env = _env(4, 24)
+    for seed in (0, 1):
+        calls[0] = 0
+        reused = _episode(env, seed, _selector(seed, "drained").act)
+        n_reused = calls[0]
+        fresh_sel = _selector(seed, "drained")
+
+        def fresh(e: ContentionEnv, sel: RuleSelector = fresh_sel) -> int:
+            sel.search_memo = None
+            return sel.act(e)
+
+        calls[0] = 0
+        assert _episode(env, seed, fresh) == reused
+        assert 0 < n_reused < calls[0]
+
+
+def test_the_command_line_records_itself_without_a_machine_path(tmp_path: Path) -> None:
+    env = _env()
+    env.reset(seed=0)
+    src = save_episode_pg(tmp_path / "p.npz", _selector(1), env, {"seed": 1})
+    assert main([str(src), str(tmp_path / "s.npz")]) == 0
+    _, meta = load_episode_pg(tmp_path / "s.npz")
+    made = meta["training"]["search_of"]
+    assert made["command"] == [
+        "python",
+        "-m",
+        "agents.selector_search",
+        str(src),
+        str(tmp_path / "s.npz"),
+    ]
+    assert made["search"] == "drained" and "git_commit" in made and "versions" in made
