@@ -221,3 +221,23 @@ def test_the_command_line_records_itself_without_a_machine_path(tmp_path: Path) 
         str(tmp_path / "s.npz"),
     ]
     assert made["search"] == "drained" and "git_commit" in made and "versions" in made
+
+
+def test_the_released_search_is_the_released_selector_with_the_search() -> None:
+    """``policies/contention_search``: ``policies/contention_selector``'s weights, rules and
+    env, with ``search: drained``, made by the command line from a clean tree; documented."""
+    root = Path(__file__).resolve().parents[2]
+    net, meta = load_episode_pg(root / "policies" / "contention_search" / "policy.npz")
+    base, base_meta = load_episode_pg(root / "policies" / "contention_selector" / "policy.npz")
+    assert isinstance(net, RuleSelector) and isinstance(base, RuleSelector)
+    assert net.search == "drained" and base.search == "none" and net.rules == base.rules
+    assert np.array_equal(net.flat(), base.flat())
+    assert meta["env"] == base_meta["env"] and meta["training"]["seed"] == 2
+    made = meta["training"]["search_of"]
+    assert made["file"] == "policies/contention_selector/policy.npz"
+    assert made["git_dirty"] is False and made["command"][:3] == [
+        "python",
+        "-m",
+        "agents.selector_search",
+    ]
+    assert "`contention_search`" in (root / "policies" / "README.md").read_text()
