@@ -169,8 +169,8 @@ class RuleSelector(nn.Module):
         return int(self._fns[self.choose(env)](env))
 
     def act(self, env: Any, obs: Any = None) -> int:
-        """The action at ``env``'s current decision: :meth:`base_act`, or with ``search=
-        "drained"`` the search's (:func:`agents.selector_search.search_action`)."""
+        """The action at ``env``'s current decision: :meth:`base_act`, or with a ``search``
+        (``drained``, ``known``) the search's (:func:`agents.selector_search.search_action`)."""
         if self.search == "none":
             return self.base_act(env)
         from agents.selector_search import search_action

@@ -1,29 +1,39 @@
-"""Exact rollouts once every job has arrived: the rule selector's search (``search: drained``).
+"""The rule selector's searches: rollouts over its rules on a copy of the env (``search:
+drained`` or ``known``).
 
 Why: the selector's gain over the best rule at paper scale comes from decisions late in an
 episode, once every job has arrived (docs/experiments/contention-env.md, "Search where the
 future is known").  From then on the engine is an exact model of what follows a decision: the
 jobs are known, their lengths are (SRSF's premise, and the rules' key), and the engine is
-deterministic given its seeded generators.  So at each such decision the search tries the
-action of every rule the selector chooses among, each on a deep copy of the env followed by
-the selector to the episode's end, and takes the one with the lowest avg JCT (the selector's
-own on a tie): the rollout algorithm (Bertsekas) over the learned selector, in the part of
-the episode where its model is exact.  Before that, it is the selector.
+deterministic given its seeded generators.
 
-Guarantee (tested): the base is always a candidate and the model exact, so the value of the
-best candidate never rises from one decision to the next, and the search's episode is never
-worse than the selector's on the same workload.  Unlike :mod:`agents.search` (a clairvoyant
-measure that sees future arrivals), this acts only on what the env shows: that no job is still
-to arrive (:meth:`~envs.gym.contention_env.ContentionEnv.jobs_to_arrive`, which the selector's
-features read too) and the jobs' remaining work.  Its model is the engine at the run's own
-fidelity, so it costs a few rollouts per late decision (about 20 CPU-s an episode at paper
-scale and fast fidelity, against 0.7 s without it).
+- ``drained``: at each decision after the last arrival the search tries the action of every
+  rule the selector chooses among, each on a deep copy of the env followed by the selector to
+  the episode's end, and takes the one with the lowest avg JCT (the selector's own on a tie):
+  the rollout algorithm (Bertsekas) over the learned selector, where its model is exact.
+  Before that, it is the selector.  Guarantee (tested): the base is always a candidate and the
+  model exact, so the value of the best candidate never rises from one decision to the next,
+  and the episode is never worse than the selector's on the same workload.
+- ``known``: the same at every decision, on copies that forget the jobs still to arrive (the
+  known jobs' future: certainty equivalence).  After the last arrival it is ``drained``;
+  before, its model is wrong wherever a later arrival matters, so it has no guarantee.  On
+  small clusters with jobs arriving throughout it beats every rule where ``drained`` does not;
+  in an arrival burst (paper scale) it starts jobs the arrivals then wait behind.
+
+Neither sees a job before it arrives (tested: two workloads that agree up to a time give the
+same decisions before it), unlike :mod:`agents.search` (a clairvoyant measure).  ``drained``
+reads that no job is still to arrive
+(:meth:`~envs.gym.contention_env.ContentionEnv.jobs_to_arrive`, part of the env's
+observation, which the selector's features read too).  The model is the engine at the run's
+own fidelity: ``drained`` costs about 20 CPU-s a paper-scale episode at fast fidelity (0.7 s
+without it), ``known`` about 110 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import heapq
 import math
 import sys
 from pathlib import Path
@@ -47,8 +57,9 @@ __all__ = [
 ]
 
 #: the selector's searches: ``none`` (it acts as its rule scored highest), ``drained`` (this
-#: module's rollouts once every job has arrived)
-SEARCHES = ("none", "drained")
+#: module's rollouts once every job has arrived), ``known`` (at every decision, over the jobs
+#: that have arrived)
+SEARCHES = ("none", "drained", "known")
 
 
 def check_search(search: str) -> str:
@@ -82,13 +93,16 @@ def state_key(env: Any) -> tuple[Any, ...]:
     running = tuple(sorted((j.spec.job_id, tuple(j.gpus)) for j in sim.running))
     window = tuple(j.spec.job_id for j in env.window)
     where = (env.fidelity, env.comm, c.num_servers, c.gpus_per_server, tuple(env.placements))
-    return (where, sim.workload.name, sim.now, env.decisions, window, running)
+    arrived = int(env.n) - int(env.jobs_to_arrive())
+    return (where, sim.workload.name, sim.now, env.decisions, arrived, window, running)
 
 
 def _rollout(selector: RuleSelector, env: Any, action: int) -> tuple[float, set[Any]]:
     """:func:`rollout_value`, and the :func:`state_key` of every decision the rollout
     passes through after the action (where the selector decides)."""
     e = copy.deepcopy(env)
+    if not drained(e):
+        _forget_arrivals(e)
     a = int(action)
     path: set[Any] = set()
     while True:
@@ -104,6 +118,18 @@ def _rollout(selector: RuleSelector, env: Any, action: int) -> tuple[float, set[
         a = selector.base_act(e)
 
 
+def _forget_arrivals(e: Any) -> None:
+    """The copy ``e`` without the jobs still to arrive (the known jobs' future only)."""
+    from envs.sim.engine import EV_ARRIVAL
+
+    sim, now = e.sim, e.sim.now
+    sim.heap[:] = [ev for ev in sim.heap if ev[2] != EV_ARRIVAL]
+    heapq.heapify(sim.heap)
+    sim.jobs = [j for j in sim.jobs if j.spec.submit_ms <= now]
+    e.submits = [t for t in e.submits if t <= now]
+    e.n = len(sim.jobs)
+
+
 def rollout_value(selector: RuleSelector, env: Any, action: int) -> float:
     """The avg JCT (s) of ``env``'s episode if ``action`` is taken now and the selector
     (without search) decides from then on, on a deep copy (``env`` is not stepped); ``inf``
@@ -112,11 +138,12 @@ def rollout_value(selector: RuleSelector, env: Any, action: int) -> float:
 
 
 def search_action(selector: RuleSelector, env: Any) -> int:
-    """The ``drained`` search's action at ``env``'s decision (module docstring).  The
-    selector's own action is not rolled out again where the rollout the last search chose
-    passes through this very decision: following the selector from here is that rollout's
-    rest, so its value is the one found then (the model is exact)."""
-    if not drained(env):
+    """The action of the selector's search (``drained`` or ``known``, module docstring) at
+    ``env``'s decision.  The selector's own action is not rolled out again where the rollout
+    the last search chose passes through this very decision with the same jobs arrived:
+    following the selector from here is that rollout's rest, so its value is the one found
+    then."""
+    if selector.search == "drained" and not drained(env):
         return selector.base_act(env)
     cands = candidates(selector, env)
     if len(cands) == 1:

@@ -241,3 +241,71 @@ def test_the_released_search_is_the_released_selector_with_the_search() -> None:
         "agents.selector_search",
     ]
     assert "`contention_search`" in (root / "policies" / "README.md").read_text()
+
+
+def _decisions_before(env: ContentionEnv, act, until_ms: float) -> list[tuple[float, int]]:  # type: ignore[no-untyped-def]
+    """(time, action) of every decision of the episode before ``until_ms``."""
+    env.reset(seed=0)
+    out = []
+    while not env.done and env.sim.now < until_ms:
+        a = int(act(env))
+        out.append((env.sim.now, a))
+        env.step(a)
+    return out
+
+
+def _agreeing_until() -> tuple[list[ContentionEnv], float]:
+    """Envs of two workloads that agree up to a time T (the later jobs arrive at the same
+    times, but three times as long), and T."""
+    from dataclasses import replace
+
+    from envs.sim.spec import Workload
+    from envs.sim.workload import generate_ada_srsf
+
+    w = generate_ada_srsf(4, num_jobs=30)
+    cut = sorted(j.submit_ms for j in w.jobs)[18]
+    longer = tuple(
+        replace(j, iterations=3 * j.iterations) if j.submit_ms > cut else j for j in w.jobs
+    )
+    envs = [
+        ContentionEnv(workloads=[x], num_servers=4, placements=PLACEMENTS, fidelity="full")
+        for x in (w, Workload(longer, name=w.name))
+    ]
+    return envs, cut
+
+
+@pytest.mark.parametrize("search", ["drained", "known"])
+def test_no_search_acts_on_a_job_before_it_arrives(search: str) -> None:
+    """On two workloads that agree up to T, every decision before T is the same."""
+    envs, cut = _agreeing_until()
+    seen = [_decisions_before(e, _selector(4, search).act, cut) for e in envs]
+    assert len(seen[0]) > 10 and seen[0] == seen[1]
+
+
+def test_the_known_search_would_see_the_future_without_forgetting_arrivals(
+    monkeypatch,  # type: ignore[no-untyped-def]
+) -> None:
+    """The check above can fail: with the copies keeping the jobs still to arrive, the known
+    search's rollouts see the later jobs' lengths and decide differently before T."""
+    import agents.selector_search as ss
+
+    monkeypatch.setattr(ss, "_forget_arrivals", lambda e: None)
+    envs, cut = _agreeing_until()
+    seen = [_decisions_before(e, _selector(4, "known").act, cut) for e in envs]
+    assert seen[0] != seen[1]
+
+
+def test_the_known_search_is_the_drained_search_after_the_last_arrival() -> None:
+    """From the last arrival on, the jobs it forgets are none: both searches roll out the
+    same copies and take the same actions."""
+    env = _env()
+    known, drained_sel = _selector(6, "known"), _selector(6, "drained")
+    env.reset(seed=6)
+    n = 0
+    while not env.done:
+        a = known.act(env)
+        if drained(env):
+            assert a == drained_sel.act(env)
+            n += 1
+        env.step(a)
+    assert n > 0
