@@ -367,6 +367,16 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         assert self.sim is not None
         return len(self.submits) - bisect_right(self.submits, self.sim.now)
 
+    def forget_future(self) -> int:
+        """Go on without the episode's jobs still to arrive (for a search's copy that must not
+        see them): :meth:`DecisionSimulator.forget_arrivals`, and the episode's job count
+        and arrival times follow; the number dropped."""
+        assert self.sim is not None
+        dropped = self.sim.forget_arrivals()
+        self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
+        self.n = len(self.sim.jobs)
+        return dropped
+
     def idle_gpus(self) -> int:
         """The cluster's GPUs less the workers placed on them (negative when GPUs are
         time-shared): what the rules that do not time-share may still start."""

@@ -25,12 +25,13 @@ stops (LWF-κ's refusals re-sort its server order); a learner may skip them
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Sequence
 
 from envs.sim.config import SimConfig
-from envs.sim.engine import Job, Simulator, resolve_stack
+from envs.sim.engine import EV_ARRIVAL, Job, Simulator, resolve_stack
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.results import SimResult
 from envs.sim.spec import ClusterSpec, Workload
@@ -141,6 +142,19 @@ class DecisionSimulator(Simulator):
         # sets this key on every queued job)
         job.prio = self.order.priority(job)
         self._place(job, chosen, self.paused_at)
+
+    def forget_arrivals(self) -> int:
+        """Drop the jobs that have not arrived yet (their arrival events and the jobs): the
+        run goes on with the jobs it has seen only, and :meth:`result` covers those.  For a
+        model that must not see the future (a search on a copy); the number dropped."""
+        heap = self.heap
+        later = {id(ev[3]) for ev in heap if ev[2] == EV_ARRIVAL}
+        if not later:
+            return 0
+        heap[:] = [ev for ev in heap if ev[2] != EV_ARRIVAL]
+        heapq.heapify(heap)
+        self.jobs = [j for j in self.jobs if id(j) not in later]
+        return len(later)
 
     def result(self) -> SimResult:
         """The run's result once :meth:`advance` has returned False."""

@@ -287,9 +287,7 @@ def test_the_known_search_would_see_the_future_without_forgetting_arrivals(
 ) -> None:
     """The check above can fail: with the copies keeping the jobs still to arrive, the known
     search's rollouts see the later jobs' lengths and decide differently before T."""
-    import agents.selector_search as ss
-
-    monkeypatch.setattr(ss, "_forget_arrivals", lambda e: None)
+    monkeypatch.setattr(ContentionEnv, "forget_future", lambda self: 0)
     envs, cut = _agreeing_until()
     seen = [_decisions_before(e, _selector(4, "known").act, cut) for e in envs]
     assert seen[0] != seen[1]

@@ -196,3 +196,39 @@ def test_skip_quiet_returns_at_the_changed_stops_only(fidelity: Fidelity) -> Non
         runs.append((changed_at, sim.stops, result.events, _finishes(result)))
     assert runs[0] == runs[1]
     assert len(runs[1][0]) < runs[1][1]  # quiet stops were passed over
+
+
+@pytest.mark.parametrize("stack", ["lwf1_srsf1", "lwf1_adasrsf"])
+def test_forgetting_the_jobs_still_to_arrive_is_the_run_without_them(stack: str) -> None:
+    """Stopped at a time T and told to forget the later jobs, the run goes on exactly as the
+    run of the workload of the jobs arrived by T does (later jobs change nothing before T);
+    its result covers those jobs only, and a second call drops nothing."""
+    from dataclasses import replace
+
+    workload = generate_ada_srsf(3)
+    cut = sorted(j.submit_ms for j in workload.jobs)[len(workload.jobs) // 2]
+    cfg = SimConfig(model=ModelOptions(seed=3), run=RunOptions(engine="python"))
+    sim = DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg)
+    order, placer = sim.stack.order, sim.stack.placer
+    dropped = 0
+    while sim.advance():
+        if not dropped and sim.now >= cut:
+            dropped = sim.forget_arrivals()
+            assert sim.forget_arrivals() == 0
+        queued = sim.queued
+        for job in queued:
+            job.prio = order.priority(job)
+        sim.settle_loads()
+        for job in sorted(queued, key=lambda j: j.prio):
+            gpus = placer.place(job.spec, sim, sim.rng)
+            if gpus is not None:
+                sim.start(job, gpus)
+    result = sim.result()
+    ran = {r.job_id for r in result.records}
+    seen = tuple(j for j in workload.jobs if j.job_id in ran)
+    assert 0 < dropped == len(workload.jobs) - len(seen)
+    assert all(j.submit_ms > cut for j in workload.jobs if j.job_id not in ran)
+    alone = replace(workload, jobs=seen)
+    assert _finishes(result) == _finishes(
+        drive(DecisionSimulator(CLUSTER, alone, make_stack(stack), cfg))
+    )
