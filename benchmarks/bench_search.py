@@ -1,0 +1,107 @@
+"""What the rule selector's searches cost (``agents/selector_search.py``).
+
+Usage::
+
+    python benchmarks/bench_search.py                       # paper scale, fast fidelity, seeds 0-1
+    python benchmarks/bench_search.py --fidelity full --seeds 0
+    python benchmarks/bench_search.py --policy runs/cem5/s0/checkpoints/best --json
+
+For the selector of ``--policy`` (default the released ``policies/contention_selector``),
+acting alone and with each search (``drained``, ``known``) in its env layout on the paper-scale
+generator's workloads (160 jobs, 16 x 4 GPUs): CPU seconds per episode, the rollouts the
+search made, the decisions, and the episode's avg JCT (the drained search's is never above the
+selector's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+from tabulate import tabulate
+
+import agents.selector_search as search
+from agents.episode_pg import load_episode_pg
+from agents.rule_selector import RuleSelector
+from envs.gym.contention_env import ContentionEnv
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASED = ROOT / "policies" / "contention_selector" / "policy.npz"
+
+
+def _selector(path: Path, mode: str) -> tuple[RuleSelector, dict[str, Any]]:
+    net, meta = load_episode_pg(path)
+    assert isinstance(net, RuleSelector), f"{path}: not a rule selector"
+    sel = RuleSelector(net.rules, len(net.weight[0]), mode)
+    sel.set_flat(net.flat())
+    return sel, meta["env"]
+
+
+def run(path: Path, fidelity: str, seeds: list[int]) -> dict[str, dict[str, float]]:
+    """Per search mode: mean CPU s, rollouts, decisions and avg JCT (s) per episode."""
+    calls = [0]
+    rollout = search._rollout
+
+    def counted(*args: Any) -> Any:
+        calls[0] += 1
+        return rollout(*args)
+
+    search._rollout = counted  # type: ignore[assignment]
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for mode in ("none", "drained", "known"):
+            sel, lay = _selector(path, mode)
+            env = ContentionEnv(scale="paper", fidelity=fidelity, comm=lay["comm"], J=lay["J"],
+                                placements=lay["placements"])  # fmt: skip
+            rows = []
+            for seed in seeds:
+                calls[0] = 0
+                t0 = time.process_time()
+                env.reset(seed=seed)
+                steps = 0
+                while True:
+                    steps += 1
+                    _, _, term, trunc, info = env.step(sel.act(env))
+                    if term or trunc:
+                        break
+                rows.append((time.process_time() - t0, calls[0], steps, info["avg_jct_s"]))
+            a = np.array(rows, dtype=float).mean(0)
+            out[mode] = {"cpu_s": a[0], "rollouts": a[1], "decisions": a[2], "avg_jct_s": a[3]}
+    finally:
+        search._rollout = rollout
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--policy", type=Path, default=RELEASED, help="a rule selector's file")
+    ap.add_argument("--fidelity", default="fast", choices=["fast", "full"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    th.set_num_threads(1)
+    path = args.policy / "policy.npz" if args.policy.is_dir() else args.policy
+    res = run(path, args.fidelity, args.seeds)
+    if args.json:
+        print(json.dumps({"machine": platform.processor() or platform.machine(), **res}))
+        return
+    base = res["none"]["cpu_s"]
+    rows = [
+        [mode, f"{r['cpu_s']:.2f}s", f"{r['cpu_s'] / base:.1f}x", f"{r['rollouts']:.0f}",
+         f"{r['decisions']:.0f}", f"{r['avg_jct_s']:.1f}"]
+        for mode, r in res.items()
+    ]  # fmt: skip
+    print(f"paper scale, {args.fidelity} fidelity, seeds {args.seeds}, policy {args.policy}")
+    print(tabulate(rows, headers=["search", "CPU per episode", "vs none", "rollouts",
+                                  "decisions", "avg JCT (s)"], tablefmt="github",
+                   disable_numparse=True))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
