@@ -32,6 +32,7 @@ import numpy.typing as npt
 import torch as th
 from torch import nn
 
+from agents.rule_search import check_search, search_action
 from envs.sim.errors import ConfigError
 
 __all__ = ["FEATURES", "SELECTOR_RULES", "RuleSelector", "selector_features"]
@@ -98,12 +99,11 @@ class RuleSelector(nn.Module):
         search: str = "none",
     ):
         super().__init__()
-        from agents.selector_search import check_search
         from envs.gym.contention_env import teacher
 
         self.search = check_search(str(search))
         #: the search's last chosen rollout: its value and the decisions it passed through
-        #: (agents.selector_search.search_action)
+        #: (agents.rule_search.search_action)
         self.search_memo: tuple[float, set[Any]] | None = None
 
         names = tuple(str(r) for r in rules)
@@ -170,11 +170,9 @@ class RuleSelector(nn.Module):
 
     def act(self, env: Any, obs: Any = None) -> int:
         """The action at ``env``'s current decision: :meth:`base_act`, or with a ``search``
-        (``drained``, ``known``) the search's (:func:`agents.selector_search.search_action`)."""
+        (``drained``, ``known``) the search's (:func:`agents.rule_search.search_action`)."""
         if self.search == "none":
             return self.base_act(env)
-        from agents.selector_search import search_action
-
         return search_action(self, env)
 
     def forward(self, *_args: Any) -> th.Tensor:

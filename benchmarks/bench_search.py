@@ -1,4 +1,4 @@
-"""What the rule selector's searches cost (``agents/selector_search.py``).
+"""What the rule selector's searches cost (``agents/rule_search.py``).
 
 Usage::
 
@@ -26,7 +26,7 @@ import numpy as np
 import torch as th
 from tabulate import tabulate
 
-import agents.selector_search as search
+import agents.rule_search as search
 from agents.episode_pg import load_episode_pg
 from agents.rule_selector import RuleSelector
 from envs.gym.contention_env import ContentionEnv

@@ -1,7 +1,8 @@
-"""The rule selector's search once every job has arrived (agents/selector_search.py,
-``search: drained``): it is the selector until the last arrival, its model is exact after it
-(the episode ends at the value the search predicted), so it is never worse than the selector
-on the same workload; it repeats itself; its policy file round-trips and runs in
+"""The rule selector's searches (agents/rule_search.py) and their policy files
+(agents/selector_search.py).  ``drained``: the selector until the last arrival, an exact model
+after it (the episode ends at the value the search predicted), so never worse than the
+selector on the same workload; ``known``: the same after the last arrival; neither acts on a
+job before it arrives.  They repeat themselves; the policy file round-trips and runs in
 ``evaluate.py``; bad names and files are one clear error."""
 
 from __future__ import annotations
@@ -13,16 +14,9 @@ import numpy as np
 import pytest
 
 from agents.episode_pg import load_episode_pg, save_episode_pg
+from agents.rule_search import candidates, check_search, drained, rollout_value, search_action
 from agents.rule_selector import FEATURES, RuleSelector
-from agents.selector_search import (
-    candidates,
-    check_search,
-    drained,
-    main,
-    rollout_value,
-    search_action,
-    with_search,
-)
+from agents.selector_search import main, with_search
 from envs.gym.contention_env import ContentionEnv
 from envs.sim.errors import ConfigError
 from tests.cli import run_script
@@ -180,7 +174,7 @@ def test_reusing_the_chosen_rollout_changes_nothing(monkeypatch) -> None:  # typ
     """Where the last chosen rollout passes through the decision, its value stands for the
     selector's own action's: the episode is the one that rolls every candidate out, with
     fewer rollouts."""
-    import agents.selector_search as ss
+    import agents.rule_search as ss
 
     calls = [0]
     rollout = ss._rollout

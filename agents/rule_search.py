@@ -1,0 +1,160 @@
+"""The rule selector's searches: rollouts over its rules on a copy of the env (``search:
+drained`` or ``known``).
+
+Why: the selector's gain over the best rule at paper scale comes from decisions late in an
+episode, once every job has arrived (docs/experiments/contention-env.md, "Search where the
+future is known").  From then on the engine is an exact model of what follows a decision: the
+jobs are known, their lengths are (SRSF's premise, and the rules' key), and the engine is
+deterministic given its seeded generators.
+
+- ``drained``: at each decision after the last arrival the search tries the action of every
+  rule the selector chooses among, each on a deep copy of the env followed by the selector to
+  the episode's end, and takes the one with the lowest avg JCT (the selector's own on a tie):
+  the rollout algorithm (Bertsekas) over the learned selector, where its model is exact.
+  Before that, it is the selector.  Guarantee (tested): the base is always a candidate and the
+  model exact, so the value of the best candidate never rises from one decision to the next,
+  and the episode is never worse than the selector's on the same workload.
+- ``known``: the same at every decision, on copies that forget the jobs still to arrive (the
+  known jobs' future: certainty equivalence).  After the last arrival it is ``drained``;
+  before, its model is wrong wherever a later arrival matters, so it has no guarantee.  On
+  small clusters with jobs arriving throughout it is far ahead of ``drained`` (the held-out
+  VCs' smallest clusters); in an arrival burst (paper scale) it starts jobs the arrivals then
+  wait behind.
+
+Neither sees a job before it arrives (tested: two workloads that agree up to a time give the
+same decisions before it), unlike :mod:`agents.search` (a clairvoyant measure).  ``drained``
+reads that no job is still to arrive
+(:meth:`~envs.gym.contention_env.ContentionEnv.jobs_to_arrive`, part of the env's
+observation, which the selector's features read too).  The model is the engine at the run's
+own fidelity: a paper-scale episode at fast fidelity costs 12.8 CPU-s with ``drained`` and
+76.8 s with ``known``, against 0.35 s without (``benchmarks/bench_search.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Protocol
+
+from agents.search import best_alternative
+from envs.sim.errors import ConfigError
+
+__all__ = [
+    "SEARCHES",
+    "candidates",
+    "check_search",
+    "drained",
+    "rollout_value",
+    "search_action",
+    "state_key",
+]
+
+#: the selector's searches: ``none`` (it acts as its rule scored highest), ``drained`` (this
+#: module's rollouts once every job has arrived), ``known`` (at every decision, over the jobs
+#: that have arrived)
+SEARCHES = ("none", "drained", "known")
+
+
+class RuleSelector(Protocol):
+    """What the searches need of a selector (:class:`agents.rule_selector.RuleSelector`,
+    which imports this module): its rules, their actions, its own action without a search,
+    its search and the search's memo."""
+
+    rules: tuple[str, ...]
+    search: str
+    search_memo: tuple[float, set[Any]] | None
+
+    def rule(self, name: str) -> Any: ...
+
+    def base_act(self, env: Any) -> int: ...
+
+
+def check_search(search: str) -> str:
+    """``search`` if it is one of :data:`SEARCHES`; else one :class:`ConfigError` naming them."""
+    if search not in SEARCHES:
+        raise ConfigError(f"unknown rule-selector search {search!r}; known: {list(SEARCHES)}")
+    return search
+
+
+def drained(env: Any) -> bool:
+    """Whether every job of ``env``'s episode has arrived (the search's model is exact)."""
+    return int(env.jobs_to_arrive()) == 0
+
+
+def candidates(selector: RuleSelector, env: Any) -> list[int]:
+    """The actions the search tries at ``env``'s decision: the selector's own first, then
+    each other rule's, in the selector's rule order, each once."""
+    own = selector.base_act(env)
+    out = [own]
+    for name in selector.rules:
+        a = int(selector.rule(name)(env))
+        if a not in out:
+            out.append(a)
+    return out
+
+
+def state_key(env: Any) -> tuple[Any, ...]:
+    """What identifies ``env``'s decision: the env's settings, the workload, the time, the
+    decisions taken, the window and where each running job runs."""
+    sim, c = env.sim, env.cluster
+    running = tuple(sorted((j.spec.job_id, tuple(j.gpus)) for j in sim.running))
+    window = tuple(j.spec.job_id for j in env.window)
+    where = (env.fidelity, env.comm, c.num_servers, c.gpus_per_server, tuple(env.placements))
+    arrived = int(env.n) - int(env.jobs_to_arrive())
+    return (where, sim.workload.name, sim.now, env.decisions, arrived, window, running)
+
+
+def _rollout(selector: RuleSelector, env: Any, action: int) -> tuple[float, set[Any]]:
+    """:func:`rollout_value`, and the :func:`state_key` of every decision the rollout
+    passes through after the action (where the selector decides)."""
+    e = copy.deepcopy(env)
+    if not drained(e):
+        e.forget_future()
+    a = int(action)
+    path: set[Any] = set()
+    while True:
+        _, _, term, trunc, info = e.step(a)
+        if trunc:
+            return math.inf, set()
+        if term:
+            jct = float(info["avg_jct_s"])
+            if not math.isfinite(jct):
+                raise ConfigError(f"a rollout's avg JCT is {jct}: the engine gave a non-finite one")
+            return jct, path
+        path.add(state_key(e))
+        a = selector.base_act(e)
+
+
+def rollout_value(selector: RuleSelector, env: Any, action: int) -> float:
+    """The avg JCT (s) of ``env``'s episode if ``action`` is taken now and the selector
+    (without search) decides from then on, on a deep copy (``env`` is not stepped) without
+    the jobs still to arrive, if any (their avg JCT then); ``inf`` when the copy is truncated
+    (the action or the selector got stuck)."""
+    return _rollout(selector, env, action)[0]
+
+
+def search_action(selector: RuleSelector, env: Any) -> int:
+    """The action of the selector's search (``drained`` or ``known``, module docstring) at
+    ``env``'s decision.  The selector's own action is not rolled out again where the rollout
+    the last search chose passes through this very decision with the same jobs arrived:
+    following the selector from here is that rollout's rest, so its value is the one found
+    then."""
+    if selector.search == "drained" and not drained(env):
+        return selector.base_act(env)
+    cands = candidates(selector, env)
+    if len(cands) == 1:
+        return cands[0]
+    memo = selector.search_memo
+    reuse = memo is not None and state_key(env) in memo[1]
+    values, paths = [], []
+    for i, a in enumerate(cands):
+        if i == 0 and reuse:
+            assert memo is not None
+            v, path = memo
+        else:
+            v, path = _rollout(selector, env, a)
+        values.append(v)
+        paths.append(path)
+    best = best_alternative(values, 1e-9)
+    selector.search_memo = (values[best], paths[best])
+    return cands[best]
