@@ -66,6 +66,8 @@ class RuleSelector(Protocol):
 
     def rule(self, name: str) -> Any: ...
 
+    def choose(self, env: Any) -> int: ...
+
     def base_act(self, env: Any) -> int: ...
 
 
@@ -83,11 +85,11 @@ def drained(env: Any) -> bool:
 
 def candidates(selector: RuleSelector, env: Any) -> list[int]:
     """The actions the search tries at ``env``'s decision: the selector's own first, then
-    each other rule's, in the selector's rule order, each once."""
-    own = selector.base_act(env)
-    out = [own]
-    for name in selector.rules:
-        a = int(selector.rule(name)(env))
+    each other rule's, in the selector's rule order, each once (each rule asked once: the
+    rules read the env and change nothing)."""
+    acts = [int(selector.rule(name)(env)) for name in selector.rules]
+    out = [acts[selector.choose(env)]]
+    for a in acts:
         if a not in out:
             out.append(a)
     return out

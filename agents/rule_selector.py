@@ -131,6 +131,13 @@ class RuleSelector(nn.Module):
             out["search"] = self.search
         return out
 
+    def with_search(self, search: str) -> RuleSelector:
+        """A selector of the same rules and weights that acts with ``search`` (one of
+        :data:`agents.rule_search.SEARCHES`; another name is one :class:`ConfigError`)."""
+        out = RuleSelector(self.rules, len(FEATURES), search)
+        out.set_flat(self.flat())
+        return out
+
     def _index(self, rule: str) -> int:
         if rule not in self.rules:
             raise ConfigError(f"rule {rule!r} is not one of the selector's {list(self.rules)}")

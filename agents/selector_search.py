@@ -29,17 +29,16 @@ def with_search(
     commit and versions).  A file that is not a rule selector is one :class:`ConfigError`
     naming it."""
     from agents.episode_pg import load_episode_pg
+    from agents.policy_file import find
     from agents.policy_format import _episode_net_meta, save
     from agents.rule_selector import RuleSelector
     from envs.provenance import provenance
 
-    p = Path(src)
-    p = p / "policy.npz" if p.is_dir() else p
+    p = find(src)
     net, meta = load_episode_pg(p)
     if not isinstance(net, RuleSelector):
         raise ConfigError(f"{p}: a {getattr(net, 'arch', 'mlp')!r} network, not a rule selector")
-    searched = RuleSelector(net.rules, len(net.weight[0]), check_search(search))
-    searched.set_flat(net.flat())
+    searched = net.with_search(check_search(search))
     dst = Path(out)
     dst = dst if dst.suffix == ".npz" else dst / "policy.npz"
     dst.parent.mkdir(parents=True, exist_ok=True)

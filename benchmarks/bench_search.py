@@ -28,8 +28,10 @@ from tabulate import tabulate
 
 import agents.rule_search as search
 from agents.episode_pg import load_episode_pg
+from agents.policy_file import find
 from agents.rule_selector import RuleSelector
 from envs.gym.contention_env import ContentionEnv
+from envs.gym.episode import run_episode
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASED = ROOT / "policies" / "contention_selector" / "policy.npz"
@@ -38,9 +40,7 @@ RELEASED = ROOT / "policies" / "contention_selector" / "policy.npz"
 def _selector(path: Path, mode: str) -> tuple[RuleSelector, dict[str, Any]]:
     net, meta = load_episode_pg(path)
     assert isinstance(net, RuleSelector), f"{path}: not a rule selector"
-    sel = RuleSelector(net.rules, len(net.weight[0]), mode)
-    sel.set_flat(net.flat())
-    return sel, meta["env"]
+    return net.with_search(mode), meta["env"]
 
 
 def run(path: Path, fidelity: str, seeds: list[int]) -> dict[str, dict[str, float]]:
@@ -59,18 +59,14 @@ def run(path: Path, fidelity: str, seeds: list[int]) -> dict[str, dict[str, floa
             sel, lay = _selector(path, mode)
             env = ContentionEnv(scale="paper", fidelity=fidelity, comm=lay["comm"], J=lay["J"],
                                 placements=lay["placements"])  # fmt: skip
+
             rows = []
             for seed in seeds:
                 calls[0] = 0
                 t0 = time.process_time()
-                env.reset(seed=seed)
-                steps = 0
-                while True:
-                    steps += 1
-                    _, _, term, trunc, info = env.step(sel.act(env))
-                    if term or trunc:
-                        break
-                rows.append((time.process_time() - t0, calls[0], steps, info["avg_jct_s"]))
+                ep = run_episode(env, lambda _view, _obs: sel.act(env), seed)  # noqa: B023 (used at once)
+                cpu = time.process_time() - t0
+                rows.append((cpu, calls[0], ep.steps, ep.info["avg_jct_s"]))
             a = np.array(rows, dtype=float).mean(0)
             out[mode] = {"cpu_s": a[0], "rollouts": a[1], "decisions": a[2], "avg_jct_s": a[3]}
     finally:
@@ -86,8 +82,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     th.set_num_threads(1)
-    path = args.policy / "policy.npz" if args.policy.is_dir() else args.policy
-    res = run(path, args.fidelity, args.seeds)
+    res = run(find(args.policy), args.fidelity, args.seeds)
     if args.json:
         print(json.dumps({"machine": platform.processor() or platform.machine(), **res}))
         return
