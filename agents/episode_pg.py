@@ -42,6 +42,7 @@ from agents.cloning import CloneConfig, CloneData, fit_clone
 from agents.policy_format import load_weights, save_episode_net
 from agents.policy_format import read as read_policy_file
 from agents.rollout_pool import RolloutPool, replicas
+from agents.rule_search import DEFAULT_SAMPLES
 from agents.rule_selector import RuleSelector
 from agents.set_contention import SetContentionNet
 from agents.set_plan import SetPlanNet
@@ -259,6 +260,8 @@ def build_net(description: dict[str, Any]) -> PolicyNet:
             list(description["rules"]),
             int(description["n_features"]),
             str(description.get("search", "none")),
+            description.get("samples", DEFAULT_SAMPLES),
+            description.get("margin", 0.0),
         )
         return cast(PolicyNet, selector)
     net = NETS[arch](**{k: int(v) for k, v in description.items() if k != "arch"})

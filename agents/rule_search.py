@@ -33,18 +33,26 @@ own fidelity: a paper-scale episode at fast fidelity costs 12.8 CPU-s with ``dra
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
+from dataclasses import replace
 from typing import Any, Protocol
+
+import numpy as np
 
 from agents.search import best_alternative
 from envs.sim.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_SAMPLES",
     "SEARCHES",
     "candidates",
+    "check_margin",
+    "check_samples",
     "check_search",
     "drained",
     "rollout_value",
+    "sample_futures",
     "search_action",
     "state_key",
 ]
@@ -52,7 +60,11 @@ __all__ = [
 #: the selector's searches: ``none`` (it acts as its rule scored highest), ``drained`` (this
 #: module's rollouts once every job has arrived), ``known`` (at every decision, over the jobs
 #: that have arrived)
-SEARCHES = ("none", "drained", "known")
+SEARCHES = ("none", "drained", "known", "sampled")
+
+#: ``sampled``: the futures each decision's candidates are rolled out on, unless the selector
+#: says (the same ones for every candidate: common random numbers)
+DEFAULT_SAMPLES = 2
 
 
 class RuleSelector(Protocol):
@@ -62,6 +74,8 @@ class RuleSelector(Protocol):
 
     rules: tuple[str, ...]
     search: str
+    samples: int
+    margin: float
     search_memo: tuple[float, set[Any]] | None
 
     def rule(self, name: str) -> Any: ...
@@ -76,6 +90,44 @@ def check_search(search: str) -> str:
     if search not in SEARCHES:
         raise ConfigError(f"unknown rule-selector search {search!r}; known: {list(SEARCHES)}")
     return search
+
+
+def check_samples(samples: Any) -> int:
+    """``samples`` (futures per decision of the ``sampled`` search) as an int >= 1; else one
+    :class:`ConfigError` saying why (a budget of 0 rolls nothing out)."""
+    try:
+        k = int(samples)
+        whole = k == samples
+    except (TypeError, ValueError, OverflowError):
+        k, whole = 0, False
+    if not whole or isinstance(samples, bool) or k < 1:
+        raise ConfigError(
+            f"the sampled search's samples (futures per decision) must be an integer >= 1, "
+            f"got {samples!r}"
+        )
+    return k
+
+
+def check_margin(margin: Any) -> float:
+    """``margin`` (the share of the selector's own rollout value another candidate must
+    beat it by) as a float in [0, 1); else one :class:`ConfigError` saying why."""
+    try:
+        m = float(margin)
+    except (TypeError, ValueError, OverflowError):
+        m = math.nan
+    if isinstance(margin, bool) or not 0.0 <= m < 1.0:
+        raise ConfigError(
+            f"the search's margin (share of the selector's own value another action must "
+            f"beat it by) must be a number in [0, 1), got {margin!r}"
+        )
+    return m
+
+
+def _tolerance(selector: RuleSelector, env: Any, base_value: float) -> float:
+    """How far below the selector's own rollout value another candidate's must be to be
+    taken: ``margin`` of it while jobs are still to arrive (the model is a guess); 1e-9 s
+    once none is (the model is exact; a tie keeps the selector's own)."""
+    return 1e-9 if drained(env) else max(1e-9, selector.margin * base_value)
 
 
 def drained(env: Any) -> bool:
@@ -106,11 +158,68 @@ def state_key(env: Any) -> tuple[Any, ...]:
     return (where, sim.workload.name, sim.now, env.decisions, arrived, window, running)
 
 
-def _rollout(selector: RuleSelector, env: Any, action: int) -> tuple[float, set[Any]]:
+def _seen(env: Any) -> list[Any]:
+    """The specs of ``env``'s jobs that have arrived, in arrival order."""
+    now = env.sim.now
+    return sorted((j.spec for j in env.sim.jobs if j.spec.submit_ms <= now),
+                  key=lambda s: (s.submit_ms, s.job_id))  # fmt: skip
+
+
+def _rng(*what: Any) -> np.random.Generator:
+    """A generator seeded by ``what`` (a stable digest of its repr)."""
+    digest = hashlib.sha256(repr(what).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:16], "little"))
+
+
+def sample_futures(env: Any, k: int) -> list[list[Any]] | None:
+    """``k`` guesses at the jobs of ``env``'s episode still to arrive, from what has been
+    seen only: as many as are still to arrive (the env's observation has their share), each
+    a copy of an arrived job drawn at random (its model, GPUs and iterations), arriving at
+    exponential gaps of the mean gap between the arrivals so far (a Poisson process at the
+    rate seen) after the last arrival, and after now (memoryless: a draw whose first arrival
+    is not after now is drawn again from now).  ``None`` while fewer than two jobs have
+    arrived (no rate seen yet); ``[[]] * k`` once every job has.
+
+    Seeded by the arrived jobs (ids, GPUs, iterations, arrival times), so the decisions
+    between two arrivals see the same futures while they stay possible (the search's memo
+    reuses a rollout then), the search repeats itself, and two workloads that agree so far
+    draw the same futures."""
+    m = int(env.jobs_to_arrive())
+    if m == 0:
+        return [[] for _ in range(k)]
+    sim = env.sim
+    now = float(sim.now)
+    seen = _seen(env)
+    if len(seen) < 2 or not seen[-1].submit_ms > seen[0].submit_ms:
+        return None
+    gap = (seen[-1].submit_ms - seen[0].submit_ms) / (len(seen) - 1)
+    key = tuple((s.job_id, s.num_gpus, s.iterations, s.submit_ms) for s in seen)
+    next_id = max(s.job_id for s in seen) + 1  # the copies forget the later jobs first
+    out = []
+    for i in range(k):
+        rng = _rng(key, i)
+        times = seen[-1].submit_ms + np.cumsum(rng.exponential(gap, m))
+        if not times[0] > now:
+            rng = _rng(key, i, now)
+            times = now + np.cumsum(rng.exponential(gap, m))
+        picks = rng.integers(len(seen), size=m)
+        out.append([
+            replace(seen[int(p)], job_id=next_id + n, submit_ms=float(t), name="")
+            for n, (p, t) in enumerate(zip(picks, times, strict=True))
+        ])  # fmt: skip
+    return out
+
+
+def _rollout(
+    selector: RuleSelector, env: Any, action: int, future: list[Any] | None = None
+) -> tuple[float, set[Any]]:
     """:func:`rollout_value`, and the :func:`state_key` of every decision the rollout
-    passes through after the action (where the selector decides)."""
+    passes through after the action (where the selector decides).  ``future``: the jobs
+    still to arrive are replaced by these (a sampled future) instead of forgotten."""
     e = copy.deepcopy(env)
-    if not drained(e):
+    if future is not None:
+        e.replace_future(future)
+    elif not drained(e):
         e.forget_future()
     a = int(action)
     path: set[Any] = set()
@@ -146,6 +255,8 @@ def search_action(selector: RuleSelector, env: Any) -> int:
     cands = candidates(selector, env)
     if len(cands) == 1:
         return cands[0]
+    if selector.search == "sampled" and not drained(env):
+        return _sampled_action(selector, env, cands)
     memo = selector.search_memo
     reuse = memo is not None and state_key(env) in memo[1]
     values, paths = [], []
@@ -157,6 +268,36 @@ def search_action(selector: RuleSelector, env: Any) -> int:
             v, path = _rollout(selector, env, a)
         values.append(v)
         paths.append(path)
-    best = best_alternative(values, 1e-9)
+    best = best_alternative(values, _tolerance(selector, env, values[0]))
+    selector.search_memo = (values[best], paths[best])
+    return cands[best]
+
+
+def _sampled_action(selector: RuleSelector, env: Any, cands: list[int]) -> int:
+    """``sampled`` before the last arrival: each candidate rolled out on the same
+    ``selector.samples`` sampled futures (:func:`sample_futures`); the lowest mean avg JCT wins
+    (the selector's own on a tie); the selector's action while no arrival rate has been
+    seen.  The selector's own action is not rolled out again where every rollout of the
+    last chosen candidate passed through this decision on the same futures."""
+    futures = sample_futures(env, selector.samples)
+    if futures is None:
+        return cands[0]
+    mark = tuple(tuple((s.submit_ms, s.iterations, s.num_gpus, s.model.name) for s in f)
+            for f in futures)  # fmt: skip
+    memo = selector.search_memo
+    key = (state_key(env), mark)
+    reuse = memo is not None and key in memo[1]
+    values, paths = [], []
+    for i, a in enumerate(cands):
+        if i == 0 and reuse:
+            assert memo is not None
+            v, path = memo
+        else:
+            runs = [_rollout(selector, env, a, f) for f in futures]
+            v = float(np.mean([r[0] for r in runs]))
+            path = {(p, mark) for p in set.intersection(*(r[1] for r in runs))}
+        values.append(v)
+        paths.append(path)
+    best = best_alternative(values, _tolerance(selector, env, values[0]))
     selector.search_memo = (values[best], paths[best])
     return cands[best]

@@ -32,7 +32,13 @@ import numpy.typing as npt
 import torch as th
 from torch import nn
 
-from agents.rule_search import check_search, search_action
+from agents.rule_search import (
+    DEFAULT_SAMPLES,
+    check_margin,
+    check_samples,
+    check_search,
+    search_action,
+)
 from envs.sim.errors import ConfigError
 
 __all__ = ["FEATURES", "SELECTOR_RULES", "RuleSelector", "selector_features"]
@@ -97,11 +103,18 @@ class RuleSelector(nn.Module):
         rules: Sequence[str] = SELECTOR_RULES,
         n_features: int = len(FEATURES),
         search: str = "none",
+        samples: int = DEFAULT_SAMPLES,
+        margin: float = 0.0,
     ):
         super().__init__()
         from envs.gym.contention_env import teacher
 
         self.search = check_search(str(search))
+        #: ``sampled``: the futures each decision's candidates are rolled out on
+        self.samples = check_samples(samples)
+        #: the share of the selector's own rollout value another action must beat it by
+        #: (0: any gain; a guard against a wrong model's small gains)
+        self.margin = check_margin(margin)
         #: the search's last chosen rollout: its value and the decisions it passed through
         #: (agents.rule_search.search_action)
         self.search_memo: tuple[float, set[Any]] | None = None
@@ -129,12 +142,20 @@ class RuleSelector(nn.Module):
         }
         if self.search != "none":
             out["search"] = self.search
+        if self.search == "sampled":
+            out["samples"] = self.samples
+        if self.margin:
+            out["margin"] = self.margin
         return out
 
-    def with_search(self, search: str) -> RuleSelector:
+    def with_search(
+        self, search: str, samples: int = DEFAULT_SAMPLES, margin: float = 0.0
+    ) -> RuleSelector:
         """A selector of the same rules and weights that acts with ``search`` (one of
-        :data:`agents.rule_search.SEARCHES`; another name is one :class:`ConfigError`)."""
-        out = RuleSelector(self.rules, len(FEATURES), search)
+        :data:`agents.rule_search.SEARCHES`; another name is one :class:`ConfigError`),
+        for ``sampled`` ``samples`` futures per decision (>= 1), and taking another action
+        only where it beats its own by ``margin`` of its value."""
+        out = RuleSelector(self.rules, len(FEATURES), search, samples, margin)
         out.set_flat(self.flat())
         return out
 

@@ -1,5 +1,5 @@
 """A rule selector's policy file with a search: ``python -m agents.selector_search SRC OUT
-[--search drained|known]`` (:func:`with_search`).
+[--search drained|known|sampled] [--samples K]`` (:func:`with_search`).
 
 Why: the searches (:mod:`agents.rule_search`) act at decision time over a trained selector's
 weights; this writes the selector's file again with its ``search`` set, so that
@@ -12,19 +12,33 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from agents.rule_search import SEARCHES, check_search
+from agents.rule_search import (
+    DEFAULT_SAMPLES,
+    SEARCHES,
+    check_margin,
+    check_samples,
+    check_search,
+)
 from envs.sim.errors import ConfigError
 
 __all__ = ["main", "with_search"]
 
 
 def with_search(
-    src: str, out: str, search: str = "drained", command: list[str] | None = None
+    src: str,
+    out: str,
+    search: str = "drained",
+    command: list[str] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    margin: float = 0.0,
 ) -> Path:
     """Write the rule selector of the policy file ``src`` (a file or a directory with
     ``policy.npz``) to ``out`` (a ``.npz``, or a directory for its ``policy.npz``) with
-    ``search`` set: the same weights, rules and env layout; its training record is the
+    ``search`` set (and ``samples``, the futures per decision of ``sampled``, and
+    ``margin``, the share another action must beat the selector's own by): the same
+    weights, rules and env layout; its training record is the
     source's, plus where it came from (``search_of``: the file, the search, ``command``, the
     commit and versions).  A file that is not a rule selector is one :class:`ConfigError`
     naming it."""
@@ -38,16 +52,37 @@ def with_search(
     net, meta = load_episode_pg(p)
     if not isinstance(net, RuleSelector):
         raise ConfigError(f"{p}: a {getattr(net, 'arch', 'mlp')!r} network, not a rule selector")
-    searched = net.with_search(check_search(search))
+    searched = net.with_search(check_search(search), check_samples(samples), check_margin(margin))
     dst = Path(out)
     dst = dst if dst.suffix == ".npz" else dst / "policy.npz"
     dst.parent.mkdir(parents=True, exist_ok=True)
     record = dict(meta.get("training") or {})
     made = provenance()
     made["command"] = list(command) if command is not None else made["command"]
-    record["search_of"] = {"file": str(p), "search": search, **made}
+    what: dict[str, Any] = {"search": search}
+    if search == "sampled":
+        what["samples"] = searched.samples
+    if searched.margin:
+        what["margin"] = searched.margin
+    record["search_of"] = {"file": str(p), **what, **made}
     return save(dst, searched, net_meta=_episode_net_meta(searched), layout=meta["layout"],
                 env=meta["env"], record=record, act=str(meta.get("act", "argmax")))  # fmt: skip
+
+
+def _int(text: str) -> Any:
+    """``text`` as an int if it is one, else as given (:func:`check_samples` names it)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _float(text: str) -> Any:
+    """``text`` as a float if it is one, else as given (:func:`check_margin` names it)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,11 +94,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("src", help="a rule selector's policy file or its directory")
     parser.add_argument("out", help="the file (.npz) or directory to write")
     parser.add_argument("--search", default="drained", help=f"one of {list(SEARCHES)}")
+    parser.add_argument(
+        "--samples",
+        default=DEFAULT_SAMPLES,
+        help=f"futures per decision of the sampled search (default {DEFAULT_SAMPLES})",
+    )
+    parser.add_argument(
+        "--margin",
+        default=0.0,
+        help="share of the selector's own value another action must beat it by (default 0)",
+    )
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
     command = ["python", "-m", "agents.selector_search", *raw]  # no machine path in the file
     try:
-        path = with_search(args.src, args.out, args.search, command)
+        path = with_search(
+            args.src, args.out, args.search, command, _int(args.samples), _float(args.margin)
+        )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

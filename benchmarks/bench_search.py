@@ -7,10 +7,10 @@ Usage::
     python benchmarks/bench_search.py --policy runs/cem5/s0/checkpoints/best --json
 
 For the selector of ``--policy`` (default the released ``policies/contention_selector``),
-acting alone and with each search (``drained``, ``known``) in its env layout on the paper-scale
-generator's workloads (160 jobs, 16 x 4 GPUs): CPU seconds per episode, the rollouts the
-search made, the decisions, and the episode's avg JCT (the drained search's is never above the
-selector's).
+acting alone and with each search (``drained``, ``known``, ``sampled``) in its env layout on
+the paper-scale generator's workloads (160 jobs, 16 x 4 GPUs): CPU seconds per episode, the
+rollouts the search made, the decisions, and the episode's avg JCT (the drained search's is
+never above the selector's).
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def _selector(path: Path, mode: str) -> tuple[RuleSelector, dict[str, Any]]:
     return net.with_search(mode), meta["env"]
 
 
-def run(path: Path, fidelity: str, seeds: list[int]) -> dict[str, dict[str, float]]:
+def run(
+    path: Path, fidelity: str, seeds: list[int], modes: list[str] | None = None
+) -> dict[str, dict[str, float]]:
     """Per search mode: mean CPU s, rollouts, decisions and avg JCT (s) per episode."""
     calls = [0]
     rollout = search._rollout
@@ -55,7 +57,7 @@ def run(path: Path, fidelity: str, seeds: list[int]) -> dict[str, dict[str, floa
     search._rollout = counted  # type: ignore[assignment]
     out: dict[str, dict[str, float]] = {}
     try:
-        for mode in ("none", "drained", "known"):
+        for mode in modes or list(search.SEARCHES):
             sel, lay = _selector(path, mode)
             env = ContentionEnv(scale="paper", fidelity=fidelity, comm=lay["comm"], J=lay["J"],
                                 placements=lay["placements"])  # fmt: skip
@@ -79,10 +81,12 @@ def main() -> None:
     ap.add_argument("--policy", type=Path, default=RELEASED, help="a rule selector's file")
     ap.add_argument("--fidelity", default="fast", choices=["fast", "full"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--searches", nargs="+", default=list(search.SEARCHES),
+                    choices=search.SEARCHES, help="the searches to time")  # fmt: skip
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     th.set_num_threads(1)
-    res = run(find(args.policy), args.fidelity, args.seeds)
+    res = run(find(args.policy), args.fidelity, args.seeds, args.searches)
     if args.json:
         print(json.dumps({"machine": platform.processor() or platform.machine(), **res}))
         return

@@ -45,7 +45,7 @@ from envs.sim.errors import ConfigError
 from envs.sim.models import REFERENCE_MODELS
 from envs.sim.policies.base import count_eligible
 from envs.sim.policies.placement import COMM_ONLY, Overlap
-from envs.sim.spec import Workload
+from envs.sim.spec import JobSpec, Workload
 from envs.sim.stacks import make_stack
 from envs.sim.workload import ADA_SRSF_GPU_COUNTS as _GENERATOR_GPUS
 from envs.sim.workload import ADA_SRSF_SCALES, generate_ada_srsf, paper_scale_workload
@@ -373,6 +373,17 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         and arrival times follow; the number dropped."""
         assert self.sim is not None
         dropped = self.sim.forget_arrivals()
+        self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
+        self.n = len(self.sim.jobs)
+        return dropped
+
+    def replace_future(self, specs: Sequence[JobSpec]) -> int:
+        """Go on with ``specs`` in place of the episode's jobs still to arrive (a search's
+        guess at them, none of which may arrive before now): :meth:`forget_future`, then
+        :meth:`DecisionSimulator.add_arrivals`; the number of jobs dropped."""
+        assert self.sim is not None
+        dropped = self.sim.forget_arrivals()
+        self.sim.add_arrivals(specs)
         self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
         self.n = len(self.sim.jobs)
         return dropped

@@ -34,7 +34,7 @@ from envs.sim.config import SimConfig
 from envs.sim.engine import EV_ARRIVAL, Job, Simulator, resolve_stack
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.results import SimResult
-from envs.sim.spec import ClusterSpec, Workload
+from envs.sim.spec import ClusterSpec, JobSpec, Workload
 from envs.sim.stacks import SchedulerStack
 
 __all__ = ["DecisionError", "DecisionSimulator", "drive", "simulate_decisions"]
@@ -155,6 +155,29 @@ class DecisionSimulator(Simulator):
         heapq.heapify(heap)
         self.jobs = [j for j in self.jobs if id(j) not in later]
         return len(later)
+
+    def add_arrivals(self, specs: Sequence[JobSpec]) -> int:
+        """Queue jobs that arrive later (their arrival events): for a search's copy that
+        replaces the jobs still to arrive by a guess at them (:meth:`forget_arrivals` first);
+        :class:`DecisionError` (nothing changed) for an arrival before :attr:`now` or a job id
+        the run already has.  The number added."""
+        have = {j.spec.job_id for j in self.jobs}
+        for s in specs:
+            if not s.submit_ms >= self.now:
+                raise DecisionError(
+                    f"job {s.job_id} would arrive at {s.submit_ms} ms, before now ({self.now} ms)"
+                )
+            if s.job_id in have:
+                raise DecisionError(f"job id {s.job_id} is already in the run")
+            have.add(s.job_id)
+        if self._started:
+            for s in specs:
+                job = Job(s)
+                self.jobs.append(job)
+                self._push(s.submit_ms, EV_ARRIVAL, job)
+        else:
+            self.jobs.extend(Job(s) for s in specs)  # _start queues them with the others
+        return len(specs)
 
     def result(self) -> SimResult:
         """The run's result once :meth:`advance` has returned False."""

@@ -121,6 +121,11 @@ def test_its_policy_file_round_trips_and_a_plain_one_is_unchanged(tmp_path: Path
     assert np.array_equal(net2.flat(), sel.flat())
     assert meta2["training"]["seed"] == 7 and meta2["training"]["search_of"]["file"] == str(src)
     assert meta2["env"] == meta["env"] and meta2["layout"] == meta["layout"]
+    assert "samples" not in meta2["net"]
+    out3 = with_search(str(src), str(tmp_path / "sampled.npz"), "sampled", samples=3)
+    net3, meta3 = load_episode_pg(out3)
+    assert isinstance(net3, RuleSelector) and (net3.search, net3.samples) == ("sampled", 3)
+    assert meta3["net"]["samples"] == 3 and meta3["training"]["search_of"]["samples"] == 3
 
 
 def test_bad_names_and_files_are_one_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -128,6 +133,15 @@ def test_bad_names_and_files_are_one_clear_error(tmp_path: Path, capsys) -> None
         check_search("deep")
     with pytest.raises(ConfigError, match="unknown rule-selector search"):
         RuleSelector(RULES, search="deep")
+    for m in (-0.1, 1.0, float("nan"), float("inf"), "x", True):
+        with pytest.raises(ConfigError, match=r"margin .* must be a number in \[0, 1\)"):
+            RuleSelector(RULES, search="known", margin=m)  # type: ignore[arg-type]
+    for k in (0, -1, 1.5, "two", True):
+        with pytest.raises(ConfigError, match=r"samples \(futures per decision\) must be an int"):
+            RuleSelector(RULES, search="sampled", samples=k)  # type: ignore[arg-type]
+    plain = save_episode_pg(tmp_path / "plain.npz", _selector(1), _env(), {})
+    assert main([str(plain), str(tmp_path / "s"), "--search", "sampled", "--samples", "0"]) == 2
+    assert "got 0" in capsys.readouterr().err and not (tmp_path / "s").exists()
     bad = tmp_path / "x.npz"
     bad.write_bytes(b"not a policy")
     assert main([str(bad), str(tmp_path / "out")]) == 2
@@ -170,7 +184,8 @@ def test_a_searched_selector_runs_in_evaluate_py(tmp_path: Path) -> None:
     assert all(s <= p + 1e-9 for s, p in zip(jct["searched"], jct["plain"], strict=True))
 
 
-def test_reusing_the_chosen_rollout_changes_nothing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("search", ["drained", "sampled"])
+def test_reusing_the_chosen_rollout_changes_nothing(monkeypatch, search: str) -> None:  # type: ignore[no-untyped-def]
     """Where the last chosen rollout passes through the decision, its value stands for the
     selector's own action's: the episode is the one that rolls every candidate out, with
     fewer rollouts."""
@@ -187,9 +202,9 @@ def test_reusing_the_chosen_rollout_changes_nothing(monkeypatch) -> None:  # typ
     env = _env(4, 24)
     for seed in (0, 1):
         calls[0] = 0
-        reused = _episode(env, seed, _selector(seed, "drained").act)
+        reused = _episode(env, seed, _selector(seed, search).act)
         n_reused = calls[0]
-        fresh_sel = _selector(seed, "drained")
+        fresh_sel = _selector(seed, search)
 
         def fresh(e: ContentionEnv, sel: RuleSelector = fresh_sel) -> int:
             sel.search_memo = None
@@ -268,7 +283,7 @@ def _agreeing_until() -> tuple[list[ContentionEnv], float]:
     return envs, cut
 
 
-@pytest.mark.parametrize("search", ["drained", "known"])
+@pytest.mark.parametrize("search", ["drained", "known", "sampled"])
 def test_no_search_acts_on_a_job_before_it_arrives(search: str) -> None:
     """On two workloads that agree up to T, every decision before T is the same."""
     envs, cut = _agreeing_until()
@@ -301,3 +316,26 @@ def test_the_known_search_is_the_drained_search_after_the_last_arrival() -> None
             n += 1
         env.step(a)
     assert n > 0
+
+
+def _sel_with(seed: int, search: str, **kw: float) -> RuleSelector:
+    sel = RuleSelector(RULES, search=search, **kw)  # type: ignore[arg-type]
+    sel.set_flat(_selector(seed).flat())
+    return sel
+
+
+def test_a_margin_guards_the_guessed_model_only() -> None:
+    """``margin``: another action must beat the selector's own by that share of its value
+    while jobs are still to arrive (the model is a guess); once none is (exact), any gain
+    counts.  A margin no gain reaches makes the known search the drained one, decision for
+    decision; the policy file's description keeps a margin (and only a set one)."""
+    env = _env(4, 24)
+    for seed in (0, 1):
+        drained_run = _episode(env, seed, _selector(seed, "drained").act)
+        assert _episode(env, seed, _sel_with(seed, "known", margin=0.9).act) == drained_run
+    sel = _sel_with(2, "known", margin=0.02)
+    assert sel.describe()["margin"] == 0.02 and "margin" not in _selector(2, "known").describe()
+    from agents.episode_pg import build_net
+
+    again = build_net(sel.describe())
+    assert isinstance(again, RuleSelector) and (again.search, again.margin) == ("known", 0.02)

@@ -5,6 +5,7 @@ nothing; a simulation stopped and resumed keeps every invariant."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -232,3 +233,40 @@ def test_forgetting_the_jobs_still_to_arrive_is_the_run_without_them(stack: str)
     assert _finishes(result) == _finishes(
         drive(DecisionSimulator(CLUSTER, alone, make_stack(stack), cfg))
     )
+
+
+@pytest.mark.parametrize("stack", ["lwf1_srsf1", "lwf1_adasrsf"])
+def test_forgotten_jobs_added_back_give_the_run_that_kept_them(stack: str) -> None:
+    """Stopped at T, the later jobs forgotten and then added back as arrivals
+    (:meth:`DecisionSimulator.add_arrivals`, what a search's sampled future does with its
+    guesses): the run is the one that never forgot them, job for job.  An arrival before
+    now or an id the run has is refused and changes nothing."""
+    workload = generate_ada_srsf(5)
+    cut = sorted(j.submit_ms for j in workload.jobs)[len(workload.jobs) // 2]
+    cfg = SimConfig(model=ModelOptions(seed=5), run=RunOptions(engine="python"))
+    sim = DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg)
+    order, placer = sim.stack.order, sim.stack.placer
+    swapped = False
+    while sim.advance():
+        if not swapped and sim.now >= cut:
+            later = [j.spec for j in sim.jobs if j.spec.submit_ms > sim.now]
+            assert sim.forget_arrivals() == len(later) > 0
+            early = sim.jobs[0].spec
+            with pytest.raises(DecisionError, match="before now"):
+                sim.add_arrivals([later[0], replace(later[1], submit_ms=sim.now - 1.0)])
+            with pytest.raises(DecisionError, match="already in the run"):
+                sim.add_arrivals([replace(later[0], job_id=early.job_id)])
+            assert len(sim.jobs) == len(workload.jobs) - len(later)
+            assert sim.add_arrivals(later[::-1]) == len(later)  # any order
+            swapped = True
+        queued = sim.queued
+        for job in queued:
+            job.prio = order.priority(job)
+        sim.settle_loads()
+        for job in sorted(queued, key=lambda j: j.prio):
+            gpus = placer.place(job.spec, sim, sim.rng)
+            if gpus is not None:
+                sim.start(job, gpus)
+    assert swapped
+    kept = drive(DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg))
+    assert sorted(_finishes(sim.result())) == sorted(_finishes(kept))
