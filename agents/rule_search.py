@@ -35,6 +35,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -257,15 +258,29 @@ def search_action(selector: RuleSelector, env: Any) -> int:
         return cands[0]
     if selector.search == "sampled" and not drained(env):
         return _sampled_action(selector, env, cands)
+    return _choose(selector, env, cands, state_key(env), lambda a: _rollout(selector, env, a))
+
+
+def _choose(
+    selector: RuleSelector,
+    env: Any,
+    cands: list[int],
+    key: Any,
+    roll: Callable[[int], tuple[float, set[Any]]],
+) -> int:
+    """The candidate of lowest value (``roll(action)``: its value and the keys of the
+    decisions its rollouts passed through), the selector's own unless another beats it by
+    the tolerance; the selector's own is not rolled out again where ``key`` is on the last
+    chosen candidate's path (its value then is the one found then)."""
     memo = selector.search_memo
-    reuse = memo is not None and state_key(env) in memo[1]
+    reuse = memo is not None and key in memo[1]
     values, paths = [], []
     for i, a in enumerate(cands):
         if i == 0 and reuse:
             assert memo is not None
             v, path = memo
         else:
-            v, path = _rollout(selector, env, a)
+            v, path = roll(a)
         values.append(v)
         paths.append(path)
     best = best_alternative(values, _tolerance(selector, env, values[0]))
@@ -283,21 +298,11 @@ def _sampled_action(selector: RuleSelector, env: Any, cands: list[int]) -> int:
     if futures is None:
         return cands[0]
     mark = tuple(tuple((s.submit_ms, s.iterations, s.num_gpus, s.model.name) for s in f)
-            for f in futures)  # fmt: skip
-    memo = selector.search_memo
-    key = (state_key(env), mark)
-    reuse = memo is not None and key in memo[1]
-    values, paths = [], []
-    for i, a in enumerate(cands):
-        if i == 0 and reuse:
-            assert memo is not None
-            v, path = memo
-        else:
-            runs = [_rollout(selector, env, a, f) for f in futures]
-            v = float(np.mean([r[0] for r in runs]))
-            path = {(p, mark) for p in set.intersection(*(r[1] for r in runs))}
-        values.append(v)
-        paths.append(path)
-    best = best_alternative(values, _tolerance(selector, env, values[0]))
-    selector.search_memo = (values[best], paths[best])
-    return cands[best]
+                 for f in futures)  # fmt: skip
+
+    def roll(a: int) -> tuple[float, set[Any]]:
+        runs = [_rollout(selector, env, a, f) for f in futures]
+        value = float(np.mean([r[0] for r in runs]))
+        return value, {(p, mark) for p in set.intersection(*(r[1] for r in runs))}
+
+    return _choose(selector, env, cands, (state_key(env), mark), roll)

@@ -199,6 +199,20 @@ def test_skip_quiet_returns_at_the_changed_stops_only(fidelity: Fidelity) -> Non
     assert len(runs[1][0]) < runs[1][1]  # quiet stops were passed over
 
 
+def _place_as_the_stack(sim: DecisionSimulator) -> None:
+    """At a stop: every queued job in the stack's key order asked to ``place`` (as
+    :func:`drive` does)."""
+    order, placer = sim.stack.order, sim.stack.placer
+    queued = sim.queued
+    for job in queued:
+        job.prio = order.priority(job)
+    sim.settle_loads()
+    for job in sorted(queued, key=lambda j: j.prio):
+        gpus = placer.place(job.spec, sim, sim.rng)
+        if gpus is not None:
+            sim.start(job, gpus)
+
+
 @pytest.mark.parametrize("stack", ["lwf1_srsf1", "lwf1_adasrsf"])
 def test_forgetting_the_jobs_still_to_arrive_is_the_run_without_them(stack: str) -> None:
     """Stopped at a time T and told to forget the later jobs, the run goes on exactly as the
@@ -210,20 +224,12 @@ def test_forgetting_the_jobs_still_to_arrive_is_the_run_without_them(stack: str)
     cut = sorted(j.submit_ms for j in workload.jobs)[len(workload.jobs) // 2]
     cfg = SimConfig(model=ModelOptions(seed=3), run=RunOptions(engine="python"))
     sim = DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg)
-    order, placer = sim.stack.order, sim.stack.placer
     dropped = 0
     while sim.advance():
         if not dropped and sim.now >= cut:
             dropped = sim.forget_arrivals()
             assert sim.forget_arrivals() == 0
-        queued = sim.queued
-        for job in queued:
-            job.prio = order.priority(job)
-        sim.settle_loads()
-        for job in sorted(queued, key=lambda j: j.prio):
-            gpus = placer.place(job.spec, sim, sim.rng)
-            if gpus is not None:
-                sim.start(job, gpus)
+        _place_as_the_stack(sim)
     result = sim.result()
     ran = {r.job_id for r in result.records}
     seen = tuple(j for j in workload.jobs if j.job_id in ran)
@@ -245,7 +251,6 @@ def test_forgotten_jobs_added_back_give_the_run_that_kept_them(stack: str) -> No
     cut = sorted(j.submit_ms for j in workload.jobs)[len(workload.jobs) // 2]
     cfg = SimConfig(model=ModelOptions(seed=5), run=RunOptions(engine="python"))
     sim = DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg)
-    order, placer = sim.stack.order, sim.stack.placer
     swapped = False
     while sim.advance():
         if not swapped and sim.now >= cut:
@@ -259,14 +264,7 @@ def test_forgotten_jobs_added_back_give_the_run_that_kept_them(stack: str) -> No
             assert len(sim.jobs) == len(workload.jobs) - len(later)
             assert sim.add_arrivals(later[::-1]) == len(later)  # any order
             swapped = True
-        queued = sim.queued
-        for job in queued:
-            job.prio = order.priority(job)
-        sim.settle_loads()
-        for job in sorted(queued, key=lambda j: j.prio):
-            gpus = placer.place(job.spec, sim, sim.rng)
-            if gpus is not None:
-                sim.start(job, gpus)
+        _place_as_the_stack(sim)
     assert swapped
     kept = drive(DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg))
     assert sorted(_finishes(sim.result())) == sorted(_finishes(kept))
