@@ -1,5 +1,5 @@
 """The rule selector's searches: rollouts over its rules on a copy of the env (``search:
-drained`` or ``known``).
+drained``, ``known`` or ``sampled``).
 
 Why: the selector's gain over the best rule at paper scale comes from decisions late in an
 episode, once every job has arrived (docs/experiments/contention-env.md, "Search where the
@@ -20,8 +20,19 @@ deterministic given its seeded generators.
   small clusters with jobs arriving throughout it is far ahead of ``drained`` (the held-out
   VCs' smallest clusters); in an arrival burst (paper scale) it starts jobs the arrivals then
   wait behind.
+- ``sampled``: as ``known``, but the copies replace the jobs still to arrive by
+  ``samples`` guesses at them (:func:`sample_futures`: as many as are to come, drawn from the
+  arrived jobs, at the arrival rate seen), each candidate valued by its mean over the same
+  guesses.  Measured worse than ``known`` and the selector at paper scale, at about 1,300x
+  the selector's cost (docs/experiments/contention-env.md, "Sampled futures and a margin"):
+  one-step gains over the selector before the last arrival are smaller than a guessed
+  future's error.
+- ``margin`` (any search): another action is taken only where it beats the selector's own
+  rollout by that share of its value while jobs are still to arrive; once none is, the
+  model is exact and any gain counts.  ``margin: 0.9`` makes ``known`` the ``drained``
+  search (tested).
 
-Neither sees a job before it arrives (tested: two workloads that agree up to a time give the
+No search sees a job before it arrives (tested: two workloads that agree up to a time give the
 same decisions before it), unlike :mod:`agents.search` (a clairvoyant measure).  ``drained``
 reads that no job is still to arrive
 (:meth:`~envs.gym.contention_env.ContentionEnv.jobs_to_arrive`, part of the env's

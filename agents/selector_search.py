@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {path} (search: {args.search})")
+    extra = f", {args.samples} samples" if args.search == "sampled" else ""
+    extra += f", margin {float(args.margin):g}" if float(args.margin) else ""
+    print(f"wrote {path} (search: {args.search}{extra})")
     return 0
 
 
