@@ -248,12 +248,15 @@ def _rollout(
         a = selector.base_act(e)
 
 
-def rollout_value(selector: RuleSelector, env: Any, action: int) -> float:
+def rollout_value(
+    selector: RuleSelector, env: Any, action: int, future: list[Any] | None = None
+) -> float:
     """The avg JCT (s) of ``env``'s episode if ``action`` is taken now and the selector
     (without search) decides from then on, on a deep copy (``env`` is not stepped) without
-    the jobs still to arrive, if any (their avg JCT then); ``inf`` when the copy is truncated
-    (the action or the selector got stuck)."""
-    return _rollout(selector, env, action)[0]
+    the jobs still to arrive, if any (their avg JCT then), or with ``future`` (a sampled
+    future: :func:`sample_futures`) in their place; ``inf`` when the copy is truncated (the
+    action or the selector got stuck)."""
+    return _rollout(selector, env, action, future)[0]
 
 
 def search_action(selector: RuleSelector, env: Any) -> int:
