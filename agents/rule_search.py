@@ -27,10 +27,10 @@ deterministic given its seeded generators.
   the selector's cost (docs/experiments/contention-env.md, "Sampled futures and a margin"):
   one-step gains over the selector before the last arrival are smaller than a guessed
   future's error.
-- ``margin`` (any search): another action is taken only where it beats the selector's own
-  rollout by that share of its value while jobs are still to arrive; once none is, the
-  model is exact and any gain counts.  ``margin: 0.9`` makes ``known`` the ``drained``
-  search (tested).
+- ``margin`` (``known``, ``sampled``; ``drained`` searches only where its model is exact):
+  another action is taken only where it beats the selector's own rollout by that share of
+  its value while jobs are still to arrive; once none is, the model is exact and any gain
+  counts.  ``margin: 0.9`` makes ``known`` the ``drained`` search (tested).
 
 No search sees a job before it arrives (tested: two workloads that agree up to a time give the
 same decisions before it), unlike :mod:`agents.search` (a clairvoyant measure).  ``drained``
