@@ -50,6 +50,8 @@ def select(
     if max_jobs is not None and max_jobs < 1:
         raise ConfigError(f"max_jobs must be >= 1, got {max_jobs}")
     vc_set = set(vcs) if vcs else None
+    if vc_set is not None:
+        _check_vcs(trace, vc_set)
     st_set = set(statuses) if statuses else None
     out: list[TraceJob] = []
     dropped = {"before window": 0, "after window": 0, "other vc": 0, "other status": 0}
@@ -90,6 +92,35 @@ def select(
         "beyond_max_jobs": beyond,
     }
     return trace.with_step(tuple(out), step)
+
+
+def _looks_numeric(vc: str) -> bool:
+    try:
+        float(vc)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_vcs(trace: Trace, wanted: set[str]) -> None:
+    """A :class:`WorkloadError` naming every VC of ``wanted`` that no job of ``trace`` has
+    (a typo, or a VC id a config parser read as a number: ``6214e9`` becomes 6.214e12),
+    with the trace's VCs; nothing is dropped silently."""
+    have = {j.vc for j in trace.jobs}
+    missing = sorted(str(v) for v in wanted - have)
+    if not missing:
+        return
+    known = sorted(have)
+    shown = ", ".join(known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+    hint = ""
+    if any(_looks_numeric(v) for v in missing):
+        hint = (
+            "; a VC id that reads as a number (e.g. 6214e9) is turned into one by Hydra and "
+            "YAML: quote it (\"workload.trace.vcs=['6214e9']\")"
+        )
+    raise WorkloadError(
+        f"{trace.source}: no job of VC {missing} in the trace (its VCs: {shown}){hint}"
+    )
 
 
 def cap_durations(trace: Trace, cap_s: float) -> Trace:

@@ -299,6 +299,14 @@ def test_select_window_vc_and_max_jobs(trace) -> None:  # type: ignore[no-untype
     assert [j.job_id for j in v.jobs] == ["j3", "j4"] and v.steps[-1]["beyond_max_jobs"] == 1
     with pytest.raises(WorkloadError, match=r"t.csv: empty window"):
         select(trace, start_s=10_000)
+    # a VC no job has is named, with the trace's VCs, even beside one that has jobs (never
+    # a silent drop); one that reads as a number (Hydra's 6214e9) gets the quoting hint
+    with pytest.raises(
+        WorkloadError, match=r"t.csv: no job of VC \['z'\] in the trace \(its VCs: x, y\)$"
+    ):
+        select(trace, vcs=["y", "z"])
+    with pytest.raises(WorkloadError, match=r"\['6214000000000.0'\] .* quote it"):
+        select(trace, vcs=["6214000000000.0"])
 
 
 def test_cap_scale_and_fit(trace) -> None:  # type: ignore[no-untyped-def]
