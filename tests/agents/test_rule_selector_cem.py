@@ -200,6 +200,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow  # three train.py runs (the default suite keeps to 10 minutes)
 def test_a_run_resumed_over_one_worker_is_the_run_over_two_bit_for_bit(runs: dict) -> None:
     """The search's draws do not depend on the workers or on a stop: the resumed run and the
     whole run end on the same weights (and the search moved them)."""
@@ -214,6 +215,7 @@ def test_a_run_resumed_over_one_worker_is_the_run_over_two_bit_for_bit(runs: dic
     assert summary["iterations"] == 2
 
 
+@pytest.mark.slow  # three train.py runs (the default suite keeps to 10 minutes)
 def test_the_validation_curve_is_the_saved_selectors_own_episodes(runs: dict) -> None:
     import csv
 
