@@ -71,7 +71,7 @@ __all__ = [
 
 #: the selector's searches: ``none`` (it acts as its rule scored highest), ``drained`` (this
 #: module's rollouts once every job has arrived), ``known`` (at every decision, over the jobs
-#: that have arrived)
+#: that have arrived), ``sampled`` (at every decision, over sampled futures)
 SEARCHES = ("none", "drained", "known", "sampled")
 
 #: ``sampled``: the futures each decision's candidates are rolled out on, unless the selector
@@ -260,11 +260,11 @@ def rollout_value(
 
 
 def search_action(selector: RuleSelector, env: Any) -> int:
-    """The action of the selector's search (``drained`` or ``known``, module docstring) at
-    ``env``'s decision.  The selector's own action is not rolled out again where the rollout
-    the last search chose passes through this very decision with the same jobs arrived:
-    following the selector from here is that rollout's rest, so its value is the one found
-    then."""
+    """The action of the selector's search (``drained``, ``known`` or ``sampled``, module
+    docstring) at ``env``'s decision.  The selector's own action is not rolled out again
+    where the rollout the last search chose passes through this very decision with the same
+    jobs arrived: following the selector from here is that rollout's rest, so its value is
+    the one found then."""
     if selector.search == "drained" and not drained(env):
         return selector.base_act(env)
     cands = candidates(selector, env)

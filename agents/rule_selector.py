@@ -198,7 +198,8 @@ class RuleSelector(nn.Module):
 
     def act(self, env: Any, obs: Any = None) -> int:
         """The action at ``env``'s current decision: :meth:`base_act`, or with a ``search``
-        (``drained``, ``known``) the search's (:func:`agents.rule_search.search_action`)."""
+        (``drained``, ``known``, ``sampled``) the search's
+        (:func:`agents.rule_search.search_action`)."""
         if self.search == "none":
             return self.base_act(env)
         return search_action(self, env)

@@ -18,7 +18,6 @@ selector's own on the real future, and whether the guessed futures agree on the 
 from __future__ import annotations
 
 import argparse
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RELEASED = ROOT / "policies" / "contention_selector" / "policy.npz"
 
 
-def _real(sel: RuleSelector, env: ContentionEnv, action: int) -> float:
-    """``action`` then the selector to the end, on a copy that keeps the real future."""
-    e = copy.deepcopy(env)
-    a = int(action)
-    while True:
-        _, _, term, trunc, info = e.step(a)
-        if trunc:
-            return float("inf")
-        if term:
-            return float(info["avg_jct_s"])
-        a = sel.base_act(e)
+def _real_future(env: ContentionEnv) -> list[Any]:
+    """The jobs of ``env``'s episode still to arrive, as they will (the clairvoyant check:
+    a rollout given these is the run that kept them, ``tests/sim/test_decisions.py``)."""
+    sim = env.sim
+    assert sim is not None
+    return [j.spec for j in sim.jobs if j.spec.submit_ms > sim.now]
 
 
 def measure(
@@ -68,7 +62,8 @@ def measure(
         if i % every == every // 2 and len(cands) > 1:
             futures = rs.sample_futures(env, k)
             if futures is not None:
-                real = [_real(net, env, c) for c in cands]
+                truth = _real_future(env)
+                real = [rs.rollout_value(net, env, c, truth) for c in cands]
                 guessed = [[rs.rollout_value(net, env, c, f) for f in futures] for c in cands]
                 known = [rs.rollout_value(net, env, c) for c in cands]
                 out.append((i, int(env.jobs_to_arrive()), real, guessed, known))

@@ -271,8 +271,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         # _to_decision passes over quiet stops anyway: the engine skips them without returning
         self.sim.skip_quiet = True
         self.placers = [make_stack(f"{p}_{self.comm}").placer for p in self.placements]
-        self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
-        self.n = len(self.sim.jobs)
+        self._count_jobs()
         self.area = 0.0  # A(t) at the last reward
         self.area_ms = 0.0  # and its t (A(0) = 0)
         self.decisions = 0
@@ -373,8 +372,7 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         and arrival times follow; the number dropped."""
         assert self.sim is not None
         dropped = self.sim.forget_arrivals()
-        self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
-        self.n = len(self.sim.jobs)
+        self._count_jobs()
         return dropped
 
     def replace_future(self, specs: Sequence[JobSpec]) -> int:
@@ -382,11 +380,17 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         guess at them, none of which may arrive before now): :meth:`forget_future`, then
         :meth:`DecisionSimulator.add_arrivals`; the number of jobs dropped."""
         assert self.sim is not None
-        dropped = self.sim.forget_arrivals()
+        dropped = self.forget_future()
         self.sim.add_arrivals(specs)
+        self._count_jobs()
+        return dropped
+
+    def _count_jobs(self) -> None:
+        """The episode's arrival times and job count, from the engine's jobs (at reset, and
+        when a search's copy forgets or replaces the jobs still to arrive)."""
+        assert self.sim is not None
         self.submits = sorted(j.spec.submit_ms for j in self.sim.jobs)
         self.n = len(self.sim.jobs)
-        return dropped
 
     def idle_gpus(self) -> int:
         """The cluster's GPUs less the workers placed on them (negative when GPUs are
