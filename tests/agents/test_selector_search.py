@@ -25,9 +25,10 @@ PLACEMENTS = ("lwf1", "ls", "ff", "ovl")
 RULES = ("exclusive", "exclusive_backfill", "exclusive_easy", "srsf", "exclusive_overlap")
 
 
-def _selector(seed: int, search: str = "none") -> RuleSelector:
-    """Weights drawn at random: several rules get chosen in an episode."""
-    sel = RuleSelector(RULES, search=search)
+def _selector(seed: int, search: str = "none", **kw: float) -> RuleSelector:
+    """Weights drawn at random: several rules get chosen in an episode (``kw``: the
+    search's ``samples`` or ``margin``)."""
+    sel = RuleSelector(RULES, search=search, **kw)  # type: ignore[arg-type]
     sel.set_flat(np.random.default_rng(seed).standard_normal(len(RULES) * len(FEATURES)))
     return sel
 
@@ -287,7 +288,7 @@ def _agreeing_until() -> tuple[list[ContentionEnv], float]:
 def test_no_search_acts_on_a_job_before_it_arrives(search: str) -> None:
     """On two workloads that agree up to T, every decision before T is the same."""
     envs, cut = _agreeing_until()
-    sels = [_sel_with(4, search, samples=1) for _ in envs]  # one future: the check, cheaper
+    sels = [_selector(4, search, samples=1) for _ in envs]  # one future: the check, cheaper
     seen = [_decisions_before(e, sel.act, cut) for e, sel in zip(envs, sels, strict=True)]
     assert len(seen[0]) > 10 and seen[0] == seen[1]
 
@@ -319,12 +320,6 @@ def test_the_known_search_is_the_drained_search_after_the_last_arrival() -> None
     assert n > 0
 
 
-def _sel_with(seed: int, search: str, **kw: float) -> RuleSelector:
-    sel = RuleSelector(RULES, search=search, **kw)  # type: ignore[arg-type]
-    sel.set_flat(_selector(seed).flat())
-    return sel
-
-
 def test_a_margin_guards_the_guessed_model_only() -> None:
     """``margin``: another action must beat the selector's own by that share of its value
     while jobs are still to arrive (the model is a guess); once none is (exact), any gain
@@ -333,8 +328,8 @@ def test_a_margin_guards_the_guessed_model_only() -> None:
     env = _env(4, 24)
     for seed in (0, 1):
         drained_run = _episode(env, seed, _selector(seed, "drained").act)
-        assert _episode(env, seed, _sel_with(seed, "known", margin=0.9).act) == drained_run
-    sel = _sel_with(2, "known", margin=0.02)
+        assert _episode(env, seed, _selector(seed, "known", margin=0.9).act) == drained_run
+    sel = _selector(2, "known", margin=0.02)
     assert sel.describe()["margin"] == 0.02 and "margin" not in _selector(2, "known").describe()
     from agents.episode_pg import build_net
 
