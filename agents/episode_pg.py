@@ -262,6 +262,7 @@ def build_net(description: dict[str, Any]) -> PolicyNet:
             str(description.get("search", "none")),
             description.get("samples", DEFAULT_SAMPLES),
             description.get("margin", 0.0),
+            description.get("margin_by", "always"),
         )
         return cast(PolicyNet, selector)
     net = NETS[arch](**{k: int(v) for k, v in description.items() if k != "arch"})

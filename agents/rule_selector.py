@@ -35,6 +35,7 @@ from torch import nn
 from agents.rule_search import (
     DEFAULT_SAMPLES,
     check_margin,
+    check_margin_by,
     check_samples,
     check_search,
     search_action,
@@ -105,6 +106,7 @@ class RuleSelector(nn.Module):
         search: str = "none",
         samples: int = DEFAULT_SAMPLES,
         margin: float = 0.0,
+        margin_by: str = "always",
     ):
         super().__init__()
         from envs.gym.contention_env import teacher
@@ -115,6 +117,9 @@ class RuleSelector(nn.Module):
         #: the share of the selector's own rollout value another action must beat it by
         #: (0: any gain; a guard against a wrong model's small gains)
         self.margin = check_margin(margin)
+        #: ``always`` (the margin in full before the last arrival) or ``arrivals`` (scaled by
+        #: the arrivals expected while a job runs: agents.rule_search.margin_share)
+        self.margin_by = check_margin_by(margin_by)
         #: the search's last chosen rollout: its value and the decisions it passed through
         #: (agents.rule_search.search_action)
         self.search_memo: tuple[float, set[Any]] | None = None
@@ -146,16 +151,23 @@ class RuleSelector(nn.Module):
             out["samples"] = self.samples
         if self.margin:
             out["margin"] = self.margin
+        if self.margin_by != "always":
+            out["margin_by"] = self.margin_by
         return out
 
     def with_search(
-        self, search: str, samples: int = DEFAULT_SAMPLES, margin: float = 0.0
+        self,
+        search: str,
+        samples: int = DEFAULT_SAMPLES,
+        margin: float = 0.0,
+        margin_by: str = "always",
     ) -> RuleSelector:
         """A selector of the same rules and weights that acts with ``search`` (one of
         :data:`agents.rule_search.SEARCHES`; another name is one :class:`ConfigError`),
         for ``sampled`` ``samples`` futures per decision (>= 1), and taking another action
-        only where it beats its own by ``margin`` of its value."""
-        out = RuleSelector(self.rules, len(FEATURES), search, samples, margin)
+        only where it beats its own by ``margin`` of its value (scaled as ``margin_by``
+        says)."""
+        out = RuleSelector(self.rules, len(FEATURES), search, samples, margin, margin_by)
         out.set_flat(self.flat())
         return out
 

@@ -18,6 +18,7 @@ from agents.rule_search import (
     DEFAULT_SAMPLES,
     SEARCHES,
     check_margin,
+    check_margin_by,
     check_samples,
     check_search,
 )
@@ -33,11 +34,13 @@ def with_search(
     command: list[str] | None = None,
     samples: int = DEFAULT_SAMPLES,
     margin: float = 0.0,
+    margin_by: str = "always",
 ) -> Path:
     """Write the rule selector of the policy file ``src`` (a file or a directory with
     ``policy.npz``) to ``out`` (a ``.npz``, or a directory for its ``policy.npz``) with
     ``search`` set (and ``samples``, the futures per decision of ``sampled``, and
-    ``margin``, the share another action must beat the selector's own by): the same
+    ``margin``, the share another action must beat the selector's own by, and
+    ``margin_by``, how it applies): the same
     weights, rules and env layout; its training record is the
     source's, plus where it came from (``search_of``: the file, the search, ``command``, the
     commit and versions).  A file that is not a rule selector is one :class:`ConfigError`
@@ -52,7 +55,12 @@ def with_search(
     net, meta = load_episode_pg(p)
     if not isinstance(net, RuleSelector):
         raise ConfigError(f"{p}: a {getattr(net, 'arch', 'mlp')!r} network, not a rule selector")
-    searched = net.with_search(check_search(search), check_samples(samples), check_margin(margin))
+    searched = net.with_search(
+        check_search(search),
+        check_samples(samples),
+        check_margin(margin),
+        check_margin_by(margin_by),
+    )
     dst = Path(out)
     dst = dst if dst.suffix == ".npz" else dst / "policy.npz"
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -64,6 +72,8 @@ def with_search(
         what["samples"] = searched.samples
     if searched.margin:
         what["margin"] = searched.margin
+    if searched.margin_by != "always":
+        what["margin_by"] = searched.margin_by
     record["search_of"] = {"file": str(p), **what, **made}
     return save(dst, searched, net_meta=_episode_net_meta(searched), layout=meta["layout"],
                 env=meta["env"], record=record, act=str(meta.get("act", "argmax")))  # fmt: skip
@@ -104,18 +114,31 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="share of the selector's own value another action must beat it by (default 0)",
     )
+    parser.add_argument(
+        "--margin-by",
+        default="always",
+        help="how the margin applies before the last arrival: always (in full) or arrivals "
+        "(scaled by the arrivals expected while a job runs; default always)",
+    )
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
     command = ["python", "-m", "agents.selector_search", *raw]  # no machine path in the file
     try:
         path = with_search(
-            args.src, args.out, args.search, command, _int(args.samples), _float(args.margin)
+            args.src,
+            args.out,
+            args.search,
+            command,
+            _int(args.samples),
+            _float(args.margin),
+            args.margin_by,
         )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     extra = f", {args.samples} samples" if args.search == "sampled" else ""
     extra += f", margin {float(args.margin):g}" if float(args.margin) else ""
+    extra += f" by {args.margin_by}" if args.margin_by != "always" else ""
     print(f"wrote {path} (search: {args.search}{extra})")
     return 0
 

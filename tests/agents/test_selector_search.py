@@ -335,3 +335,65 @@ def test_a_margin_guards_the_guessed_model_only() -> None:
 
     again = build_net(sel.describe())
     assert isinstance(again, RuleSelector) and (again.search, again.margin) == ("known", 0.02)
+
+
+def test_margin_by_arrivals_scales_the_margin_by_the_arrivals_expected_while_a_job_runs(
+    monkeypatch,  # type: ignore[no-untyped-def]
+) -> None:
+    """``margin_by: arrivals``: the margin times the arrivals expected while a job runs (the
+    rate seen x the mean run time alone, at most the jobs still to arrive) over
+    FULL_MARGIN_ARRIVALS, at most 1.  Hand oracle: five jobs arriving a minute apart, the
+    first three of 60, 90 and 120 s alone: with three arrived, 2 arrivals / 120 s x 90 s =
+    1.5 (< 2 still to arrive); with one arrived no rate is seen (the whole margin)."""
+    from dataclasses import replace
+
+    import agents.rule_search as rs
+    from envs.sim.spec import Workload
+    from envs.sim.workload import generate_ada_srsf
+
+    w = generate_ada_srsf(4, num_jobs=5)
+    ms = [j.model.compute_ms for j in w.jobs]
+    runs_s = (60, 90, 120, 100, 100)
+    jobs = tuple(
+        replace(j, job_id=i, submit_ms=60_000.0 * i, num_gpus=1 + i % 2,
+                iterations=max(1, round(r * 1000 / m)))
+        for i, (j, r, m) in enumerate(zip(w.jobs, runs_s, ms, strict=True))
+    )  # fmt: skip
+    env = ContentionEnv(
+        workloads=[Workload(jobs, name="five")], num_servers=1, placements=PLACEMENTS
+    )
+    env.reset(seed=0)
+    assert rs.arrivals_per_run(env) is None and rs.margin_share(env) == 1.0
+    while env.jobs_to_arrive() > 2:
+        env.step(env.wait_action if env.can_wait() else 0)
+    run_ms = np.mean([jobs[i].iterations * ms[i] for i in range(3)])
+    assert run_ms == pytest.approx(90_000, rel=1e-3)
+    assert rs.arrivals_per_run(env) == pytest.approx(2 / 120_000 * run_ms)
+    assert rs.margin_share(env) == pytest.approx(2 / 120_000 * run_ms / rs.FULL_MARGIN_ARRIVALS)
+    monkeypatch.setattr(rs, "FULL_MARGIN_ARRIVALS", 1.0)
+    assert rs.margin_share(env) == 1.0  # at most the whole margin
+    # where the whole margin applies wherever a rate is seen, it is margin_by: always
+    monkeypatch.setattr(rs, "FULL_MARGIN_ARRIVALS", 1e-12)
+    small = _env(4, 24)
+    for seed in (0, 1):
+        always = _episode(small, seed, _selector(seed, "known", margin=0.9).act)
+        by = _selector(seed, "known", margin=0.9)
+        by.margin_by = "arrivals"
+        assert _episode(small, seed, by.act) == always
+
+
+def test_margin_by_round_trips_and_bad_values_are_one_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    sel = RuleSelector(RULES, search="known", margin=0.01, margin_by="arrivals")
+    assert sel.describe()["margin_by"] == "arrivals"
+    assert "margin_by" not in RuleSelector(RULES, search="known", margin=0.01).describe()
+    plain = save_episode_pg(tmp_path / "plain.npz", _selector(1), _env(), {})
+    out = with_search(str(plain), str(tmp_path / "k"), "known", margin=0.01, margin_by="arrivals")
+    again, meta = load_episode_pg(out)
+    assert isinstance(again, RuleSelector) and again.margin_by == "arrivals"
+    assert meta["training"]["search_of"]["margin_by"] == "arrivals"
+    for bad in ("load", "", None, 1):
+        with pytest.raises(ConfigError, match=r"margin_by must be one of \['always', 'arrivals'\]"):
+            RuleSelector(RULES, search="known", margin=0.01, margin_by=bad)  # type: ignore[arg-type]
+    argv = [str(plain), str(tmp_path / "b"), "--search", "known", "--margin-by", "load"]
+    assert main(argv) == 2
+    assert "got 'load'" in capsys.readouterr().err and not (tmp_path / "b").exists()
