@@ -340,11 +340,12 @@ def test_a_margin_guards_the_guessed_model_only() -> None:
 def test_margin_by_arrivals_scales_the_margin_by_the_arrivals_expected_while_a_job_runs(
     monkeypatch,  # type: ignore[no-untyped-def]
 ) -> None:
-    """``margin_by: arrivals``: the margin times the arrivals expected while a job runs (the
-    rate seen x the mean run time alone, at most the jobs still to arrive) over
-    FULL_MARGIN_ARRIVALS, at most 1.  Hand oracle: five jobs arriving a minute apart, the
-    first three of 60, 90 and 120 s alone: with three arrived, 2 arrivals / 120 s x 90 s =
-    1.5 (< 2 still to arrive); with one arrived no rate is seen (the whole margin)."""
+    """``margin_by: arrivals``: none of the margin where fewer than NO_MARGIN_ARRIVALS jobs
+    are expected to arrive while a job runs (the rate seen x the mean run time alone, at most
+    the jobs still to arrive), all of it from FULL_MARGIN_ARRIVALS on, linear between.  Hand
+    oracle: five jobs arriving a minute apart, the first three of 60, 90 and 120 s alone:
+    with three arrived, 2 arrivals / 120 s x 90 s = 1.5 (< 2 still to arrive); with one
+    arrived no rate is seen (none of the margin)."""
     from dataclasses import replace
 
     import agents.rule_search as rs
@@ -363,13 +364,17 @@ def test_margin_by_arrivals_scales_the_margin_by_the_arrivals_expected_while_a_j
         workloads=[Workload(jobs, name="five")], num_servers=1, placements=PLACEMENTS
     )
     env.reset(seed=0)
-    assert rs.arrivals_per_run(env) is None and rs.margin_share(env) == 1.0
+    assert rs.arrivals_per_run(env) is None and rs.margin_share(env) == 0.0
     while env.jobs_to_arrive() > 2:
         env.step(env.wait_action if env.can_wait() else 0)
     run_ms = np.mean([jobs[i].iterations * ms[i] for i in range(3)])
     assert run_ms == pytest.approx(90_000, rel=1e-3)
     assert rs.arrivals_per_run(env) == pytest.approx(2 / 120_000 * run_ms)
-    assert rs.margin_share(env) == pytest.approx(2 / 120_000 * run_ms / rs.FULL_MARGIN_ARRIVALS)
+    assert rs.margin_share(env) == 0.0  # 1.5 < NO_MARGIN_ARRIVALS
+    monkeypatch.setattr(rs, "NO_MARGIN_ARRIVALS", 1.0)
+    monkeypatch.setattr(rs, "FULL_MARGIN_ARRIVALS", 2.0)
+    assert rs.margin_share(env) == pytest.approx(0.5, rel=1e-3)  # halfway from 1 to 2
+    monkeypatch.setattr(rs, "NO_MARGIN_ARRIVALS", 0.0)
     monkeypatch.setattr(rs, "FULL_MARGIN_ARRIVALS", 1.0)
     assert rs.margin_share(env) == 1.0  # at most the whole margin
     # where the whole margin applies wherever a rate is seen, it is margin_by: always
