@@ -31,6 +31,11 @@ deterministic given its seeded generators.
   another action is taken only where it beats the selector's own rollout by that share of
   its value while jobs are still to arrive; once none is, the model is exact and any gain
   counts.  ``margin: 0.9`` makes ``known`` the ``drained`` search (tested).
+- ``margin_by: arrivals``: the margin scaled by how many jobs are expected to arrive while a
+  job runs (:func:`margin_share`): none on a small cluster with arrivals spread out, where the
+  known jobs' model is nearly right and a margin of 0.04% already gives up gains of up to
+  20%; all of it in an arrival burst, where the jobs it leaves out queue behind what it
+  starts (docs/experiments/contention-env.md, "A margin where arrivals crowd").
 
 No search sees a job before it arrives (tested: two workloads that agree up to a time give the
 same decisions before it), unlike :mod:`agents.search` (a clairvoyant measure).  ``drained``
