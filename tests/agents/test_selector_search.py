@@ -233,14 +233,25 @@ def test_the_command_line_records_itself_without_a_machine_path(tmp_path: Path) 
     assert made["search"] == "drained" and "git_commit" in made and "versions" in made
 
 
-def test_the_released_search_is_the_released_selector_with_the_search() -> None:
-    """``policies/contention_search``: ``policies/contention_selector``'s weights, rules and
-    env, with ``search: drained``, made by the command line from a clean tree; documented."""
+@pytest.mark.parametrize(
+    "name, search, margin, margin_by",
+    [
+        ("contention_search", "drained", 0.0, "always"),
+        ("contention_known", "known", 0.01, "arrivals"),
+    ],
+)
+def test_the_released_searches_are_the_released_selector_with_the_search(
+    name: str, search: str, margin: float, margin_by: str
+) -> None:
+    """``policies/contention_search`` and ``contention_known``: ``policies/contention_selector``'s
+    weights, rules and env, with their search (and margin), made by the command line from a
+    clean tree; documented."""
     root = Path(__file__).resolve().parents[2]
-    net, meta = load_episode_pg(root / "policies" / "contention_search" / "policy.npz")
+    net, meta = load_episode_pg(root / "policies" / name / "policy.npz")
     base, base_meta = load_episode_pg(root / "policies" / "contention_selector" / "policy.npz")
     assert isinstance(net, RuleSelector) and isinstance(base, RuleSelector)
-    assert net.search == "drained" and base.search == "none" and net.rules == base.rules
+    assert (net.search, net.margin, net.margin_by) == (search, margin, margin_by)
+    assert base.search == "none" and net.rules == base.rules
     assert np.array_equal(net.flat(), base.flat())
     assert meta["env"] == base_meta["env"] and meta["training"]["seed"] == 2
     made = meta["training"]["search_of"]
@@ -250,7 +261,7 @@ def test_the_released_search_is_the_released_selector_with_the_search() -> None:
         "-m",
         "agents.selector_search",
     ]
-    assert "`contention_search`" in (root / "policies" / "README.md").read_text()
+    assert f"`{name}`" in (root / "policies" / "README.md").read_text()
 
 
 def _decisions_before(env: ContentionEnv, act, until_ms: float) -> list[tuple[float, int]]:  # type: ignore[no-untyped-def]
