@@ -67,13 +67,10 @@ def with_search(
     record = dict(meta.get("training") or {})
     made = provenance()
     made["command"] = list(command) if command is not None else made["command"]
+    # the search's settings as the policy's own description keeps them (each only where set)
+    kept = searched.describe()
     what: dict[str, Any] = {"search": search}
-    if search == "sampled":
-        what["samples"] = searched.samples
-    if searched.margin:
-        what["margin"] = searched.margin
-    if searched.margin_by != "always":
-        what["margin_by"] = searched.margin_by
+    what.update({k: kept[k] for k in ("samples", "margin", "margin_by") if k in kept})
     record["search_of"] = {"file": str(p), **what, **made}
     return save(dst, searched, net_meta=_episode_net_meta(searched), layout=meta["layout"],
                 env=meta["env"], record=record, act=str(meta.get("act", "argmax")))  # fmt: skip
