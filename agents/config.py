@@ -14,6 +14,7 @@ from agents.learners import LEARNERS
 from agents.plan_a2c import PlanA2CConfig
 from agents.policy import PolicyConfig
 from agents.replay import ReplayConfig
+from agents.selector_distill import DistillConfig
 
 __all__ = ["ALGOS", "AgentConfig", "ContentionPGConfig", "PPOConfig", "PlanPGConfig"]
 
@@ -117,7 +118,9 @@ class AgentConfig:
     ``contention_pg``
     (EpisodePG in ``dlsched/Contention-v0``: :mod:`training.contention`; settings in
     ``contention``), ``cem`` (the cross-entropy method over a rule selector in
-    ``dlsched/Contention-v0``: :mod:`agents.cem`; settings in ``cem`` and ``contention``).
+    ``dlsched/Contention-v0``: :mod:`agents.cem`; settings in ``cem`` and ``contention``),
+    ``distill`` (a searched rule selector's choices distilled into its weights:
+    :mod:`agents.selector_distill`; settings in ``distill``, ``cem.rules`` and ``contention``).
     The rest as in
     :class:`agents.dl2.DL2A2C` / SB3."""
 
@@ -143,4 +146,5 @@ class AgentConfig:
     a2c: PlanA2CConfig = field(default_factory=PlanA2CConfig)  # plan_a2c's ingredients
     expert: ExpertConfig = field(default_factory=ExpertConfig)  # expert_iteration's search
     cem: CEMConfig = field(default_factory=CEMConfig)  # cem's search over a rule selector
+    distill: DistillConfig = field(default_factory=DistillConfig)  # a selector's search distilled
     contention: ContentionPGConfig = field(default_factory=ContentionPGConfig)

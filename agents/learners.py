@@ -176,6 +176,13 @@ LEARNERS: dict[str, Learner] = {
             build="agents.cem:build_cem",
             envs=(CONTENTION,),
         ),
+        Learner(
+            "distill",
+            "episodes",
+            ("contention", "cem", "distill"),
+            build="agents.selector_distill:build_distill",
+            envs=(CONTENTION,),
+        ),
     )
 }
 

@@ -75,6 +75,7 @@ __all__ = [
     "rollout_value",
     "sample_futures",
     "search_action",
+    "search_values",
     "state_key",
 ]
 
@@ -337,6 +338,33 @@ def search_action(selector: RuleSelector, env: Any) -> int:
     if selector.search == "sampled" and not drained(env):
         return _sampled_action(selector, env, cands)
     return _choose(selector, env, cands, state_key(env), lambda a: _rollout(selector, env, a))
+
+
+def search_values(selector: RuleSelector, env: Any) -> tuple[list[int], list[float], int] | None:
+    """What the selector's ``known`` or ``drained`` search weighs at ``env``'s decision, for
+    distilling it (:mod:`agents.selector_distill`): each rule's action (the selector's rule
+    order), the rollout value of each rule's action (:func:`rollout_value`; rules that take
+    the same action share its value) and the action the search takes (the same as
+    :func:`search_action`'s with no memo: the memo's value of the selector's own action
+    comes from a rollout begun at an earlier decision, and can differ from a fresh one's,
+    which this takes).  ``None``
+    where the search does not search (``drained`` before the last arrival) or every rule
+    takes the same action (nothing to choose).  ``sampled`` is one :class:`ConfigError`
+    (its values are means over guessed futures: not distilled here)."""
+    if selector.search not in ("known", "drained"):
+        raise ConfigError(
+            f"only the known and drained searches can be distilled, not {selector.search!r}"
+        )
+    if selector.search == "drained" and not drained(env):
+        return None
+    acts = [int(selector.rule(name)(env)) for name in selector.rules]
+    cands = candidates(selector, env)
+    if len(cands) == 1:
+        return None
+    value = {a: rollout_value(selector, env, a) for a in cands}
+    values = [value[a] for a in cands]
+    chosen = cands[best_alternative(values, _tolerance(selector, env, values[0]))]
+    return acts, [value[a] for a in acts], chosen
 
 
 def _choose(

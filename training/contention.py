@@ -132,9 +132,11 @@ def check_contention_config(cfg: TrainConfig) -> None:
 
 
 def _check_selector(cfg: TrainConfig) -> None:
-    """The rule selector and the cross-entropy method go together, with no teacher."""
+    """The rule selector goes with the cross-entropy method or distillation (no gradient),
+    with no teacher; distillation's settings and source are checked before anything runs."""
     c, algo = cfg.agent.contention, cfg.agent.algo
-    cem = "cem" in learner(algo).keys
+    keys = learner(algo).keys
+    cem = "cem" in keys
     if cem:  # the search's population, elite, deviations, start and rules
         rules = tuple(str(r) for r in cfg.agent.cem.rules)
         cfg.agent.cem.check(rules)
@@ -142,15 +144,27 @@ def _check_selector(cfg: TrainConfig) -> None:
     if cem != (c.arch == "selector"):
         raise ConfigError(
             f"agent.algo={algo} with agent.contention.arch={c.arch}: the rule selector has no "
-            "gradient and is trained by the cross-entropy method only: use agent.algo=cem "
-            "with agent.contention.arch=selector (+agent=contention_cem)"
+            "gradient and is trained by the cross-entropy method or distilled from its search "
+            "only: use agent.algo=cem (+agent=contention_cem) or agent.algo=distill "
+            "(+agent=contention_distill) with agent.contention.arch=selector"
         )
     if cem and c.teacher != NO_TEACHER:
         raise ConfigError(
             f"agent.contention.teacher={c.teacher}: a rule selector is not cloned (it starts "
-            f"as one rule, agent.cem.start={cfg.agent.cem.start!r}): set "
-            "agent.contention.teacher=none"
+            f"as one rule, agent.cem.start={cfg.agent.cem.start!r}, or as the distilled "
+            "source): set agent.contention.teacher=none"
         )
+    if "distill" in keys:
+        from agents.selector_distill import load_source
+
+        cfg.agent.distill.check()
+        source = load_source(str(cfg.agent.distill.source))
+        named = [str(r) for r in cfg.agent.cem.rules]
+        if list(source.rules) != named:
+            raise ConfigError(
+                f"agent.distill.source={cfg.agent.distill.source} chooses among "
+                f"{list(source.rules)}, agent.cem.rules is {named}: make them agree"
+            )
 
 
 def _check_rules_act(rules: tuple[str, ...], cfg: TrainConfig, key: str) -> None:

@@ -35,17 +35,32 @@ def _small(algo: str) -> AgentConfig:
             groups=1,
             group_size=2,
             hidden=16,
-            # the cross-entropy method trains the rule selector only, not cloned
-            **({"arch": "selector", "teacher": "none"} if algo == "cem" else {}),
+            # the cross-entropy method and distillation train the rule selector only
+            **({"arch": "selector", "teacher": "none"} if algo in SELECTORS else {}),
         ),
         a2c=dataclasses.replace(a.a2c, replay=0, explore=0.0),
-        cem=dataclasses.replace(a.cem, population=3, elite=0.4, episodes=1),
+        cem=dataclasses.replace(
+            a.cem,
+            population=3,
+            elite=0.4,
+            episodes=1,
+            # distillation's rules are its source's (policies/contention_known)
+            **({"rules": list(KNOWN_RULES)} if algo == "distill" else {}),
+        ),
+        distill=dataclasses.replace(a.distill, episodes=1),
     )
 
 
-def _env(env_id: str) -> Any:
-    if env_id == CONTENTION:
-        return ContentionConfig(scale="small", num_jobs=8)
+#: the learners of the rule selector
+SELECTORS = ("cem", "distill")
+#: the rules of the released searched selector, distillation's default source
+KNOWN_RULES = ("exclusive", "exclusive_backfill", "exclusive_easy", "srsf", "exclusive_overlap")
+
+
+def _env(env_id: str, algo: str = "") -> Any:
+    if env_id == CONTENTION:  # (exclusive_overlap places with ovl)
+        extra = {"placements": ["lwf1", "ls", "ff", "ovl"]} if algo == "distill" else {}
+        return ContentionConfig(scale="small", num_jobs=8, **extra)
     return EnvConfig(setting="tiny")
 
 
@@ -75,7 +90,7 @@ def _actions(learner: Any, spec: Any, seed: int) -> tuple[list[int], float]:
 def test_every_learner_in_every_env_builds_learns_acts_saves_and_loads(
     algo: str, env_id: str, tmp_path: Path
 ) -> None:
-    spec = _env(env_id)
+    spec = _env(env_id, algo)
     learner = build_learner(algo, env_id=env_id, env=spec, agent=_small(algo), seed=3)
     assert isinstance(learner, LearnerProtocol) and learner.env_id == env_id
     assert learner.learn(1 if learner.env_id != "dlsched/Cluster-v0" else 16) is learner
