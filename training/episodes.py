@@ -58,12 +58,14 @@ RESUME_KEYS = ("seed", "env_id", "env", "contention", "pretrain", "eval", "mixtu
 
 #: an iteration's figures logged to TensorBoard (``train/<key>``) when the learner reports
 #: them: the policy gradient's (agents/episode_pg.py), the actor-critic's (agents/plan_a2c.py),
-#: the optimiser's rate, and expert iteration's (agents/expert_iteration.py)
+#: the optimiser's rate, expert iteration's (agents/expert_iteration.py), the cross-entropy
+#: method's (agents/cem.py) and distillation's (agents/selector_distill.py)
 TRAIN_KEYS = (
     "return", "entropy", "loss", "pg_loss", "entropy_loss", "clipped",
     "value_loss", "explained_variance", "replayed", "learning_rate",
     "search_regret", "agree", "ties", "accuracy", "labelled",
     "score_mean", "score_best", "best_rule_score", "sigma",
+    "labelled_total", "student_acted", "agree_before", "agree_after",
 )  # fmt: skip
 
 
