@@ -163,7 +163,7 @@ def test_the_actor_critic_trains_in_contention(tmp_path: Path) -> None:
             ["+agent=ppo", "env=contention"],
             "agent.algo=ppo does not train in dlsched/Contention-v0 (it trains in "
             "dlsched/Cluster-v0); learners for dlsched/Contention-v0: cem, contention_pg, "
-            "expert_iteration, plan_a2c, plan_pg",
+            "distill, expert_iteration, plan_a2c, plan_pg",
         ),
         (
             ["+agent=a2c", "env=contention"],
