@@ -173,8 +173,8 @@ BASE = [
     "contention.num_servers=8",
     "agent.contention.val_every=1",
     "agent.contention.workers=1",
-    "agent.distill.episodes=2",
-    "eval.seeds=[100,101]",
+    "agent.distill.episodes=1",
+    "eval.seeds=[100]",
     "progress_bar=false",
 ]
 
