@@ -135,10 +135,12 @@ class Labels:
         """Each decision's weight: the spread of its finite rollout values over the
         selector's own (the lowest finite value stands in for a stuck rule's ``inf``), at
         most ``cap``."""
-        v = np.where(np.isfinite(self.values), self.values, np.nan)
-        lo, hi = np.nanmin(v, axis=1), np.nanmax(v, axis=1)
-        stuck = ~np.isfinite(self.values).all(axis=1)
-        spread = np.where(stuck, cap, (hi - lo) / np.maximum(lo, 1e-12))
+        finite = np.isfinite(self.values)
+        lo = np.where(finite, self.values, np.inf).min(axis=1, initial=np.inf)
+        hi = np.where(finite, self.values, -np.inf).max(axis=1, initial=-np.inf)
+        stuck = ~finite.all(axis=1)  # (every rule stuck: the cap too, no warning)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            spread = np.where(stuck, cap, (hi - lo) / np.maximum(lo, 1e-12))
         return np.minimum(spread, cap)
 
     def state(self) -> dict[str, th.Tensor]:

@@ -6,6 +6,7 @@ and bad settings one clear error before anything runs."""
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,10 @@ def test_decision_weights_by_hand() -> None:
         [[True, False], [True, True], [True, False], [True, False]],
     )
     assert lab.weights(0.1).tolist() == pytest.approx([0.05, 0.0, 0.1, 0.1])
+    every_stuck = _labels([[1.0]], [[math.inf, math.inf]], [[True, False]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no all-NaN warning either
+        assert every_stuck.weights(0.1).tolist() == [0.1]
 
 
 def test_the_fit_learns_a_rule_the_features_tell_apart_and_keeps_what_no_label_moves() -> None:
