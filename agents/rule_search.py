@@ -212,11 +212,12 @@ def drained(env: Any) -> bool:
     return int(env.jobs_to_arrive()) == 0
 
 
-def candidates(selector: RuleSelector, env: Any) -> list[int]:
+def candidates(selector: RuleSelector, env: Any, acts: list[int] | None = None) -> list[int]:
     """The actions the search tries at ``env``'s decision: the selector's own first, then
     each other rule's, in the selector's rule order, each once (each rule asked once: the
-    rules read the env and change nothing)."""
-    acts = [int(selector.rule(name)(env)) for name in selector.rules]
+    rules read the env and change nothing; ``acts``: each rule's action, if already asked)."""
+    if acts is None:
+        acts = [int(selector.rule(name)(env)) for name in selector.rules]
     out = [acts[selector.choose(env)]]
     for a in acts:
         if a not in out:
@@ -358,7 +359,7 @@ def search_values(selector: RuleSelector, env: Any) -> tuple[list[int], list[flo
     if selector.search == "drained" and not drained(env):
         return None
     acts = [int(selector.rule(name)(env)) for name in selector.rules]
-    cands = candidates(selector, env)
+    cands = candidates(selector, env, acts)
     if len(cands) == 1:
         return None
     value = {a: rollout_value(selector, env, a) for a in cands}

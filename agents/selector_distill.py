@@ -44,12 +44,21 @@ import numpy as np
 import numpy.typing as npt
 import torch as th
 
-from agents.episode_pg import EpisodePG, EpisodePGConfig, PolicyNet, run_episode
+from agents.episode_pg import EpisodePG, EpisodePGConfig, PolicyNet, build_net, run_episode
 from agents.rule_search import search_values
 from agents.rule_selector import FEATURES, RuleSelector, selector_features
 from envs.sim.errors import ConfigError
 
-__all__ = ["DistillConfig", "Labels", "SelectorDistill", "build_distill", "fit", "label_episode"]
+__all__ = [
+    "DistillConfig",
+    "Labels",
+    "SelectorDistill",
+    "build_distill",
+    "checked_source",
+    "fit",
+    "label_episode",
+    "load_source",
+]
 
 
 @dataclass
@@ -84,6 +93,20 @@ class DistillConfig:
             raise ConfigError("agent.distill.weight_cap must be > 0 (every weight would be 0)")
         if not str(self.source):
             raise ConfigError("agent.distill.source: name a searched rule selector's policy file")
+
+
+def checked_source(distill: DistillConfig, rules: list[str]) -> RuleSelector:
+    """``distill``'s settings checked and its source loaded (:func:`load_source`), which must
+    choose among ``rules`` (``agent.cem.rules``, the run's selector's): one
+    :class:`ConfigError` otherwise (``train.py`` before anything runs, and the learner)."""
+    distill.check()
+    source = load_source(str(distill.source))
+    if list(source.rules) != list(rules):
+        raise ConfigError(
+            f"agent.distill.source={distill.source} chooses among {list(source.rules)}, "
+            f"agent.cem.rules is {list(rules)}: make them agree"
+        )
+    return source
 
 
 def load_source(source: str) -> RuleSelector:
@@ -124,11 +147,13 @@ class Labels:
     def __len__(self) -> int:
         return int(self.x.shape[0])
 
-    def extend(self, other: Labels) -> Labels:
+    def extend(self, *others: Labels) -> Labels:
+        """These decisions, then ``others``'s, in one array each."""
+        parts = (self, *others)
         return Labels(
-            np.concatenate([self.x, other.x]),
-            np.concatenate([self.values, other.values]),
-            np.concatenate([self.target, other.target]),
+            np.concatenate([p.x for p in parts]),
+            np.concatenate([p.values for p in parts]),
+            np.concatenate([p.target for p in parts]),
         )
 
     def weights(self, cap: float) -> npt.NDArray[np.float64]:
@@ -159,12 +184,8 @@ def label_episode(net: RuleSelector, env: Any, item: tuple[Any, bool, int]) -> L
     ``item[1]`` the selector ``net`` (the student, no search).  A module-level function:
     it runs in the rollout workers."""
     (description, flat), student_acts, seed = item
-    expert = RuleSelector(
-        description["rules"],
-        search=description["search"],
-        margin=float(description.get("margin", 0.0)),
-        margin_by=str(description.get("margin_by", "always")),
-    )
+    expert = build_net(description)
+    assert isinstance(expert, RuleSelector)
     expert.set_flat(flat)
     xs: list[npt.NDArray[np.float64]] = []
     values: list[list[float]] = []
@@ -251,13 +272,7 @@ class SelectorDistill(EpisodePG):
             raise ConfigError(
                 "agent.algo=distill trains a rule selector: set agent.contention.arch=selector"
             )
-        distill.check()
-        source = load_source(distill.source)
-        if tuple(source.rules) != tuple(net.rules):
-            raise ConfigError(
-                f"agent.distill.source={distill.source} chooses among {list(source.rules)}, "
-                f"the run's selector among {list(net.rules)} (agent.cem.rules): make them agree"
-            )
+        source = checked_source(distill, list(net.rules))
         # (EpisodePG's network slot: the selector acts through the env, acts_on_env)
         super().__init__(env, cast(PolicyNet, net), config)
         self.distill = distill
@@ -282,9 +297,7 @@ class SelectorDistill(EpisodePG):
         student = self.iteration >= int(self.distill.expert_iterations)
         items = [(self.expert, student, seed) for _, seed in draws]
         got = self.rollout_pool().map_env(net, label_episode, items)
-        new = Labels.empty(len(net.rules))
-        for labels in got:
-            new = new.extend(labels)
+        new = Labels.empty(len(net.rules)).extend(*got)
         self.labels = self.labels.extend(new)
         d = self.distill
         flat, figures = fit(self.labels, self.start, float(d.l2), float(d.weight_cap),

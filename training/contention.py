@@ -154,17 +154,10 @@ def _check_selector(cfg: TrainConfig) -> None:
             f"as one rule, agent.cem.start={cfg.agent.cem.start!r}, or as the distilled "
             "source): set agent.contention.teacher=none"
         )
-    if "distill" in keys:
-        from agents.selector_distill import load_source
+    if "distill" in keys:  # its settings, and a source of the run's rules
+        from agents.selector_distill import checked_source
 
-        cfg.agent.distill.check()
-        source = load_source(str(cfg.agent.distill.source))
-        named = [str(r) for r in cfg.agent.cem.rules]
-        if list(source.rules) != named:
-            raise ConfigError(
-                f"agent.distill.source={cfg.agent.distill.source} chooses among "
-                f"{list(source.rules)}, agent.cem.rules is {named}: make them agree"
-            )
+        checked_source(cfg.agent.distill, [str(r) for r in cfg.agent.cem.rules])
 
 
 def _check_rules_act(rules: tuple[str, ...], cfg: TrainConfig, key: str) -> None:
