@@ -263,6 +263,7 @@ def build_net(description: dict[str, Any]) -> PolicyNet:
             description.get("samples", DEFAULT_SAMPLES),
             description.get("margin", 0.0),
             description.get("margin_by", "always"),
+            description.get("model", "same"),
         )
         return cast(PolicyNet, selector)
     net = NETS[arch](**{k: int(v) for k, v in description.items() if k != "arch"})

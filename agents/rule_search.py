@@ -42,8 +42,11 @@ same decisions before it), unlike :mod:`agents.search` (a clairvoyant measure). 
 reads that no job is still to arrive
 (:meth:`~envs.gym.contention_env.ContentionEnv.jobs_to_arrive`, part of the env's
 observation, which the selector's features read too).  The model is the engine at the run's
-own fidelity: a paper-scale episode at fast fidelity costs 12.8 CPU-s with ``drained`` and
-76.8 s with ``known``, against 0.35 s without (``benchmarks/bench_search.py``).
+own fidelity (``model: same``), or at FAST fidelity whatever the run's (``model: fast``: a
+FULL run searched on the cheaper engine, its copies gone FAST by
+:meth:`~envs.gym.contention_env.ContentionEnv.coarsen`; the model is then off by FAST's
+bias).  A paper-scale episode at fast fidelity costs 12.8 CPU-s with ``drained`` and 76.8 s
+with ``known``, against 0.35 s without (``benchmarks/bench_search.py``).
 """
 
 from __future__ import annotations
@@ -63,11 +66,13 @@ from envs.sim.errors import ConfigError
 __all__ = [
     "DEFAULT_SAMPLES",
     "MARGIN_BY",
+    "MODELS",
     "SEARCHES",
     "arrivals_per_run",
     "candidates",
     "check_margin",
     "check_margin_by",
+    "check_model",
     "check_samples",
     "check_search",
     "drained",
@@ -99,6 +104,7 @@ class RuleSelector(Protocol):
     samples: int
     margin: float
     margin_by: str
+    model: str
     search_memo: tuple[float, set[Any]] | None
 
     def rule(self, name: str) -> Any: ...
@@ -141,6 +147,22 @@ def check_margin_by(margin_by: Any) -> str:
     if margin_by not in MARGIN_BY:
         raise ConfigError(f"margin_by must be one of {list(MARGIN_BY)}, got {margin_by!r}")
     return str(margin_by)
+
+
+#: The engine the rollouts run: at the run's own fidelity (``same``), or at FAST fidelity
+#: whatever the run's (``fast``: a FULL run searched on the cheaper engine, ~10x fewer events;
+#: its model is then off by FAST's bias, envs.sim.config.Fidelity)
+MODELS = ("same", "fast")
+
+
+def check_model(model: Any) -> str:
+    """``model`` if it is one of :data:`MODELS`, else one :class:`ConfigError`."""
+    if model not in MODELS:
+        raise ConfigError(
+            f"the search's model must be one of {list(MODELS)} (the engine its rollouts run "
+            f"at), got {model!r}"
+        )
+    return str(model)
 
 
 def check_margin(margin: Any) -> float:
@@ -295,6 +317,8 @@ def _rollout(
     passes through after the action (where the selector decides).  ``future``: the jobs
     still to arrive are replaced by these (a sampled future) instead of forgotten."""
     e = copy.deepcopy(env)
+    if selector.model == "fast":
+        e.coarsen()
     if future is not None:
         e.replace_future(future)
     elif not drained(e):

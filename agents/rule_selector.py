@@ -36,6 +36,7 @@ from agents.rule_search import (
     DEFAULT_SAMPLES,
     check_margin,
     check_margin_by,
+    check_model,
     check_samples,
     check_search,
     search_action,
@@ -107,6 +108,7 @@ class RuleSelector(nn.Module):
         samples: int = DEFAULT_SAMPLES,
         margin: float = 0.0,
         margin_by: str = "always",
+        model: str = "same",
     ):
         super().__init__()
         from envs.gym.contention_env import teacher
@@ -120,6 +122,8 @@ class RuleSelector(nn.Module):
         #: ``always`` (the margin in full before the last arrival) or ``arrivals`` (scaled by
         #: the arrivals expected while a job runs: agents.rule_search.margin_share)
         self.margin_by = check_margin_by(margin_by)
+        #: the engine the search's rollouts run: ``same`` (the run's fidelity) or ``fast``
+        self.model = check_model(model)
         #: the search's last chosen rollout: its value and the decisions it passed through
         #: (agents.rule_search.search_action)
         self.search_memo: tuple[float, set[Any]] | None = None
@@ -153,6 +157,8 @@ class RuleSelector(nn.Module):
             out["margin"] = self.margin
         if self.margin_by != "always":
             out["margin_by"] = self.margin_by
+        if self.model != "same":
+            out["model"] = self.model
         return out
 
     def with_search(
@@ -161,13 +167,14 @@ class RuleSelector(nn.Module):
         samples: int = DEFAULT_SAMPLES,
         margin: float = 0.0,
         margin_by: str = "always",
+        model: str = "same",
     ) -> RuleSelector:
         """A selector of the same rules and weights that acts with ``search`` (one of
         :data:`agents.rule_search.SEARCHES`; another name is one :class:`ConfigError`),
         for ``sampled`` ``samples`` futures per decision (>= 1), and taking another action
         only where it beats its own by ``margin`` of its value (scaled as ``margin_by``
-        says)."""
-        out = RuleSelector(self.rules, len(FEATURES), search, samples, margin, margin_by)
+        says), its rollouts on the engine ``model`` says (``same`` or ``fast``)."""
+        out = RuleSelector(self.rules, len(FEATURES), search, samples, margin, margin_by, model)
         out.set_flat(self.flat())
         return out
 

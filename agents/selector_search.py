@@ -1,5 +1,6 @@
 """A rule selector's policy file with a search: ``python -m agents.selector_search SRC OUT
-[--search drained|known|sampled] [--samples K]`` (:func:`with_search`).
+[--search drained|known|sampled] [--samples K] [--margin M] [--margin-by B] [--model M]``
+(:func:`with_search`).
 
 Why: the searches (:mod:`agents.rule_search`) act at decision time over a trained selector's
 weights; this writes the selector's file again with its ``search`` set, so that
@@ -19,6 +20,7 @@ from agents.rule_search import (
     SEARCHES,
     check_margin,
     check_margin_by,
+    check_model,
     check_samples,
     check_search,
 )
@@ -35,12 +37,13 @@ def with_search(
     samples: int = DEFAULT_SAMPLES,
     margin: float = 0.0,
     margin_by: str = "always",
+    model: str = "same",
 ) -> Path:
     """Write the rule selector of the policy file ``src`` (a file or a directory with
     ``policy.npz``) to ``out`` (a ``.npz``, or a directory for its ``policy.npz``) with
     ``search`` set (and ``samples``, the futures per decision of ``sampled``, and
     ``margin``, the share another action must beat the selector's own by, and
-    ``margin_by``, how it applies): the same
+    ``margin_by``, how it applies, and ``model``, the engine its rollouts run): the same
     weights, rules and env layout; its training record is the
     source's, plus where it came from (``search_of``: the file, the search, ``command``, the
     commit and versions).  A file that is not a rule selector is one :class:`ConfigError`
@@ -60,6 +63,7 @@ def with_search(
         check_samples(samples),
         check_margin(margin),
         check_margin_by(margin_by),
+        check_model(model),
     )
     dst = Path(out)
     dst = dst if dst.suffix == ".npz" else dst / "policy.npz"
@@ -70,7 +74,7 @@ def with_search(
     # the search's settings as the policy's own description keeps them (each only where set)
     kept = searched.describe()
     what: dict[str, Any] = {"search": search}
-    what.update({k: kept[k] for k in ("samples", "margin", "margin_by") if k in kept})
+    what.update({k: kept[k] for k in ("samples", "margin", "margin_by", "model") if k in kept})
     record["search_of"] = {"file": str(p), **what, **made}
     return save(dst, searched, net_meta=_episode_net_meta(searched), layout=meta["layout"],
                 env=meta["env"], record=record, act=str(meta.get("act", "argmax")))  # fmt: skip
@@ -117,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         help="how the margin applies before the last arrival: always (in full) or arrivals "
         "(scaled by the arrivals expected while a job runs; default always)",
     )
+    parser.add_argument(
+        "--model",
+        default="same",
+        help="the engine the rollouts run: same (the run's fidelity) or fast (FAST fidelity "
+        "whatever the run's; default same)",
+    )
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
     command = ["python", "-m", "agents.selector_search", *raw]  # no machine path in the file
@@ -129,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             _int(args.samples),
             _float(args.margin),
             args.margin_by,
+            args.model,
         )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -136,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = f", {args.samples} samples" if args.search == "sampled" else ""
     extra += f", margin {float(args.margin):g}" if float(args.margin) else ""
     extra += f" by {args.margin_by}" if args.margin_by != "always" else ""
+    extra += f", {args.model} model" if args.model != "same" else ""
     print(f"wrote {path} (search: {args.search}{extra})")
     return 0
 

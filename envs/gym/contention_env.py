@@ -375,6 +375,14 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         self._count_jobs()
         return dropped
 
+    def coarsen(self) -> None:
+        """Go on in FAST fidelity (for a search's copy of a FULL episode whose model is the
+        cheaper engine): :meth:`DecisionSimulator.coarsen`; a FAST episode is left as it is."""
+        assert self.sim is not None
+        if self.fidelity is not Fidelity.FAST:
+            self.sim.coarsen()
+            self.fidelity = Fidelity.FAST
+
     def replace_future(self, specs: Sequence[JobSpec]) -> int:
         """Go on with ``specs`` in place of the episode's jobs still to arrive (a search's
         guess at them, none of which may arrive before now): :meth:`forget_future`, then

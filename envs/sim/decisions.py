@@ -30,7 +30,7 @@ import math
 import time
 from collections.abc import Sequence
 
-from envs.sim.config import SimConfig
+from envs.sim.config import Fidelity, SimConfig
 from envs.sim.engine import EV_ARRIVAL, Job, Simulator, resolve_stack
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.results import SimResult
@@ -155,6 +155,22 @@ class DecisionSimulator(Simulator):
         heapq.heapify(heap)
         self.jobs = [j for j in self.jobs if id(j) not in later]
         return len(later)
+
+    def coarsen(self) -> int:
+        """Go on in FAST fidelity (:class:`~envs.sim.config.Fidelity`) from now on: every
+        job's iterations after the one under way run merged ``K`` at a time, ``K`` from the
+        workload's shortest job as a FAST run of it has it (an iteration under way ends as it
+        began).  For a search's copy whose model is cheaper than the FULL run it acts in;
+        coarsened before its first iteration, a run is the FAST run of its workload (tested).
+        ``K``; a run that is not FULL in continuous time is a :class:`ConfigError`."""
+        if self.cfg.fidelity.level is not Fidelity.FULL or self.tick is not None:
+            raise ConfigError(
+                "only a FULL-fidelity run in continuous time can go on in FAST fidelity; this "
+                f"one is {self.cfg.fidelity.level.value!r} with tick_ms={self.tick}"
+            )
+        self.cfg = self.cfg.override(fidelity=Fidelity.FAST.value)
+        self.chunk_max = self.cfg.iterations_per_step(min(j.iterations for j in self.workload.jobs))
+        return self.chunk_max
 
     def add_arrivals(self, specs: Sequence[JobSpec]) -> int:
         """Queue jobs that arrive later (their arrival events): for a search's copy that

@@ -413,3 +413,48 @@ def test_margin_by_round_trips_and_bad_values_are_one_clear_error(tmp_path: Path
     argv = [str(plain), str(tmp_path / "b"), "--search", "known", "--margin-by", "load"]
     assert main(argv) == 2
     assert "got 'load'" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def _tenth(fidelity: str) -> ContentionEnv:
+    """24 paper-scale jobs on 4 servers: FAST merges iterations, FULL does not."""
+    return ContentionEnv(
+        scale="paper", num_jobs=24, num_servers=4, placements=PLACEMENTS, fidelity=fidelity
+    )
+
+
+def test_a_fast_model_rolls_out_on_the_fast_engine_and_leaves_the_run_full() -> None:
+    """``model: fast`` in a FULL episode: at its first decision (nothing has run) every
+    valid action's rollout value is the one the same search gives in the FAST episode of
+    that workload (a copy coarsened before anything ran is the FAST run), not the FULL one;
+    the episode stays FULL; in a FAST episode ``fast`` and ``same`` are one search."""
+    fast_model = _selector(3, "known")
+    fast_model.model = "fast"
+    same = _selector(3, "known")
+    full, fast = _tenth("full"), _tenth("fast")
+    full.reset(seed=8)
+    fast.reset(seed=8)
+    cands = [int(a) for a in np.flatnonzero(full.action_masks())]
+    assert len(cands) > 1 and cands == [int(a) for a in np.flatnonzero(fast.action_masks())]
+    by_fast = [rollout_value(fast_model, full, a) for a in cands]
+    assert by_fast == [rollout_value(same, fast, a) for a in cands]
+    assert by_fast[-1] != rollout_value(same, full, cands[-1])  # FULL is another schedule
+    assert full.fidelity.value == "full" and full.sim.cfg.fidelity.level.value == "full"
+    assert _episode(_env(4, 12), 9, fast_model.act) == _episode(_env(4, 12), 9, same.act)
+
+
+def test_model_round_trips_and_bad_values_are_one_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert RuleSelector(RULES, search="known", model="fast").describe()["model"] == "fast"
+    assert "model" not in RuleSelector(RULES, search="known").describe()
+    plain = save_episode_pg(tmp_path / "plain.npz", _selector(1), _env(), {})
+    out = with_search(str(plain), str(tmp_path / "k"), "known", model="fast")
+    again, meta = load_episode_pg(out)
+    assert isinstance(again, RuleSelector) and again.model == "fast"
+    assert meta["training"]["search_of"]["model"] == "fast"
+    for bad in ("full", "", None, 1):
+        with pytest.raises(ConfigError, match=r"model must be one of \['same', 'fast'\]"):
+            RuleSelector(RULES, search="known", model=bad)  # type: ignore[arg-type]
+    argv = [str(plain), str(tmp_path / "b"), "--search", "known", "--model", "full"]
+    assert main(argv) == 2
+    assert "got 'full'" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    assert main([str(plain), str(tmp_path / "c"), "--search", "known", "--model", "fast"]) == 0
+    assert "fast model" in capsys.readouterr().out

@@ -14,6 +14,7 @@ from envs.sim import ClusterSpec, FidelityOptions, ModelOptions, RunOptions, Sim
 from envs.sim.config import Fidelity
 from envs.sim.decisions import DecisionError, DecisionSimulator, drive, simulate_decisions
 from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.spec import Workload
 from envs.sim.stacks import TABLE_IV, TABLE_V, make_stack
 from envs.sim.workload import generate_ada_srsf, paper_scale_workload
 
@@ -268,3 +269,82 @@ def test_forgotten_jobs_added_back_give_the_run_that_kept_them(stack: str) -> No
     assert swapped
     kept = drive(DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg))
     assert sorted(_finishes(sim.result())) == sorted(_finishes(kept))
+
+
+def _tenth(seed: int) -> Workload:
+    """40 jobs of 100-600 iterations over two minutes (a tenth of the paper's scale): FAST
+    merges at least two iterations a step."""
+    return generate_ada_srsf(seed, 40, iterations_scale=10.0, arrival_window_ms=120_000.0)
+
+
+def _drive_coarsened(
+    stack: str, seed: int, at: float | None
+) -> tuple[DecisionSimulator, set[int], set[int]]:
+    """A FULL run of ``stack`` placed as the stack places, gone FAST (:meth:`coarsen`) at its
+    first stop at or after ``at`` ms (before its first event when ``at`` is None), every
+    invariant checked at every event time; the ids of the jobs running when it went FAST with
+    many iterations left, and of those seen running merged steps at a later stop."""
+    cfg = SimConfig(model=ModelOptions(seed=seed), run=RunOptions(engine="python"))
+    cfg = cfg.override(check_invariants=True)
+    sim = DecisionSimulator(CLUSTER, _tenth(seed), make_stack(stack), cfg)
+    if at is None:
+        assert sim.coarsen() > 1
+    before: set[int] = set()
+    merged: set[int] = set()
+    while sim.advance():
+        if at is not None and sim.cfg.fidelity.level is Fidelity.FULL and sim.now >= at:
+            k = sim.coarsen()
+            assert k > 1
+            left = {j.spec.job_id: j.spec.iterations - j.iterations_done for j in sim.running}
+            before = {i for i, n in left.items() if n > 4 * k}
+        merged |= {j.spec.job_id for j in sim.running if j.chunk > 1}
+        _place_as_the_stack(sim)
+    assert sim.cfg.fidelity.level is Fidelity.FAST
+    return sim, before, merged
+
+
+@pytest.mark.parametrize("stack", ["lwf1_srsf1", "lwf1_adasrsf"])
+def test_a_run_coarsened_before_its_first_event_is_the_fast_run(stack: str) -> None:
+    """:meth:`DecisionSimulator.coarsen` before anything ran gives the FAST run of the
+    workload, job for job (what a search's model on the cheaper engine relies on)."""
+    fast = SimConfig(
+        fidelity=FidelityOptions(level=Fidelity.FAST),
+        model=ModelOptions(seed=3),
+        run=RunOptions(engine="python"),
+    )
+    coarse, _, _ = _drive_coarsened(stack, 3, None)
+    want = drive(DecisionSimulator(CLUSTER, _tenth(3), make_stack(stack), fast))
+    assert _finishes(coarse.result()) == _finishes(want)
+    full = SimConfig(model=ModelOptions(seed=3), run=RunOptions(engine="python"))
+    full_run = drive(DecisionSimulator(CLUSTER, _tenth(3), make_stack(stack), full))
+    assert _finishes(want) != _finishes(full_run)  # FAST is another schedule here
+
+
+@pytest.mark.parametrize("stack", ["lwf1_srsf1", "lwf1_adasrsf"])
+def test_a_run_coarsened_midway_keeps_the_jobs_done_and_does_all_the_work(stack: str) -> None:
+    """Gone FAST midway: the jobs done by then are the FULL run's, every invariant holds at
+    every event time, every job runs all its iterations (merging conserves work), and the
+    jobs running then merge their later iterations too."""
+    workload = _tenth(4)
+    cfg = SimConfig(model=ModelOptions(seed=4), run=RunOptions(engine="python"))
+    full = _finishes(drive(DecisionSimulator(CLUSTER, workload, make_stack(stack), cfg)))
+    cut = sorted(f for _, _, f, _ in full)[len(full) // 3]
+    sim, before, merged = _drive_coarsened(stack, 4, cut)
+    assert before and before <= merged
+    got = _finishes(sim.result())
+    assert {r for r in got if r[2] < cut} == {r for r in full if r[2] < cut} != set()
+    assert got != full
+    assert all(j.iterations_done == j.spec.iterations for j in sim.jobs)
+    assert len(got) == len(workload.jobs)
+
+
+def test_only_a_full_continuous_run_can_be_coarsened() -> None:
+    workload = generate_ada_srsf(0)
+    fast = SimConfig(fidelity=FidelityOptions(level=Fidelity.FAST), run=RunOptions(engine="python"))
+    sim = DecisionSimulator(CLUSTER, workload, make_stack("lwf1_srsf1"), fast)
+    with pytest.raises(ConfigError, match="only a FULL-fidelity run in continuous time"):
+        sim.coarsen()
+    ticked = SimConfig.reference().override(engine="python")
+    sim = DecisionSimulator(CLUSTER, workload, make_stack("lwf1_srsf1"), ticked)
+    with pytest.raises(ConfigError, match=r"tick_ms=1\.0"):
+        sim.coarsen()

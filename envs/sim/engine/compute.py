@@ -70,7 +70,7 @@ class Compute(EngineCore):
 
     def _begin_iteration(self, job: Job) -> None:
         """Every worker of ``job`` has its next forward ready."""
-        if job.chunk > 1:
+        if self.chunk_max > 1:  # FAST: also for a job placed before the run went FAST
             self._set_chunk(job)
         gpus = job.gpus
         n = len(gpus)
