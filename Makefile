@@ -16,8 +16,12 @@ $(STAMP): pyproject.toml setup.py envs/sim/_native.c envs/sim/elastic/_alloc_nat
 	$(VPY) -m pip install -e '.[dev]'
 	touch $(STAMP)
 
+# the suite in TEST_WORKERS processes (pytest-xdist; CI has 2 cores); TEST_WORKERS=0 runs it in
+# this process alone
+TEST_WORKERS ?= 2
+
 test: setup
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 lint: setup
 	$(VENV)/bin/ruff check .
