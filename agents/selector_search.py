@@ -46,7 +46,8 @@ def with_search(
     ``margin_by``, how it applies, and ``model``, the engine its rollouts run): the same
     weights, rules and env layout; its training record is the
     source's, plus where it came from (``search_of``: the file, the search, ``command``, the
-    commit and versions).  A file that is not a rule selector is one :class:`ConfigError`
+    commit and versions; a source written with a search keeps its own ``search_of`` in
+    ``source_search_of``).  A file that is not a rule selector is one :class:`ConfigError`
     naming it."""
     from agents.episode_pg import load_episode_pg
     from agents.policy_file import find
@@ -75,7 +76,10 @@ def with_search(
     kept = searched.describe()
     what: dict[str, Any] = {"search": search}
     what.update({k: kept[k] for k in ("samples", "margin", "margin_by", "model") if k in kept})
+    prior = record.get("search_of")
     record["search_of"] = {"file": str(p), **what, **made}
+    if prior:  # the source was itself written with a search: where it came from is kept
+        record["search_of"]["source_search_of"] = prior
     return save(dst, searched, net_meta=_episode_net_meta(searched), layout=meta["layout"],
                 env=meta["env"], record=record, act=str(meta.get("act", "argmax")))  # fmt: skip
 

@@ -458,3 +458,9 @@ def test_model_round_trips_and_bad_values_are_one_clear_error(tmp_path: Path, ca
     assert "got 'full'" in capsys.readouterr().err and not (tmp_path / "b").exists()
     assert main([str(plain), str(tmp_path / "c"), "--search", "known", "--model", "fast"]) == 0
     assert "fast model" in capsys.readouterr().out
+    # a searched file searched again keeps where it came from
+    twice, twice_meta = load_episode_pg(with_search(str(out), str(tmp_path / "d"), "drained"))
+    assert isinstance(twice, RuleSelector) and (twice.search, twice.model) == ("drained", "same")
+    made = twice_meta["training"]["search_of"]
+    assert made["file"] == str(out) and made["source_search_of"]["file"] == str(plain)
+    assert made["source_search_of"]["model"] == "fast"
