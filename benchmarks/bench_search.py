@@ -5,12 +5,14 @@ Usage::
     python benchmarks/bench_search.py                       # paper scale, fast fidelity, seeds 0-1
     python benchmarks/bench_search.py --fidelity full --seeds 0
     python benchmarks/bench_search.py --policy runs/cem5/s0/checkpoints/best --json
+    python benchmarks/bench_search.py --fidelity full --seeds 500 --searches drained --model fast
 
 For the selector of ``--policy`` (default the released ``policies/contention_selector``),
 acting alone and with each search (``drained``, ``known``, ``sampled``) in its env layout on
 the paper-scale generator's workloads (160 jobs, 16 x 4 GPUs): CPU seconds per episode, the
 rollouts the search made, the decisions, and the episode's avg JCT (the drained search's is
-never above the selector's).
+never above the selector's).  ``--model fast``: the searches' rollouts on the fast-fidelity
+engine whatever the run's (``agents.rule_search.MODELS``).
 """
 
 from __future__ import annotations
@@ -37,14 +39,18 @@ ROOT = Path(__file__).resolve().parents[1]
 RELEASED = ROOT / "policies" / "contention_selector" / "policy.npz"
 
 
-def _selector(path: Path, mode: str) -> tuple[RuleSelector, dict[str, Any]]:
+def _selector(path: Path, mode: str, model: str = "same") -> tuple[RuleSelector, dict[str, Any]]:
     net, meta = load_episode_pg(path)
     assert isinstance(net, RuleSelector), f"{path}: not a rule selector"
-    return net.with_search(mode), meta["env"]
+    return net.with_search(mode, model=model), meta["env"]
 
 
 def run(
-    path: Path, fidelity: str, seeds: list[int], modes: list[str] | None = None
+    path: Path,
+    fidelity: str,
+    seeds: list[int],
+    modes: list[str] | None = None,
+    model: str = "same",
 ) -> dict[str, dict[str, float]]:
     """Per search mode: mean CPU s, rollouts, decisions and avg JCT (s) per episode."""
     calls = [0]
@@ -58,7 +64,7 @@ def run(
     out: dict[str, dict[str, float]] = {}
     try:
         for mode in modes or list(search.SEARCHES):
-            sel, lay = _selector(path, mode)
+            sel, lay = _selector(path, mode, model)
             env = ContentionEnv(scale="paper", fidelity=fidelity, comm=lay["comm"], J=lay["J"],
                                 placements=lay["placements"])  # fmt: skip
 
@@ -83,20 +89,23 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--searches", nargs="+", default=list(search.SEARCHES),
                     choices=search.SEARCHES, help="the searches to time")  # fmt: skip
+    ap.add_argument("--model", default="same", choices=search.MODELS,
+                    help="the rollouts' engine (fast: fast fidelity, any run)")  # fmt: skip
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     th.set_num_threads(1)
-    res = run(find(args.policy), args.fidelity, args.seeds, args.searches)
+    res = run(find(args.policy), args.fidelity, args.seeds, args.searches, args.model)
     if args.json:
         print(json.dumps({"machine": platform.processor() or platform.machine(), **res}))
         return
-    base = res["none"]["cpu_s"]
+    base = res["none"]["cpu_s"] if "none" in res else None  # not asked: no ratio
     rows = [
-        [mode, f"{r['cpu_s']:.2f}s", f"{r['cpu_s'] / base:.1f}x", f"{r['rollouts']:.0f}",
-         f"{r['decisions']:.0f}", f"{r['avg_jct_s']:.1f}"]
+        [mode, f"{r['cpu_s']:.2f}s", f"{r['cpu_s'] / base:.1f}x" if base else "-",
+         f"{r['rollouts']:.0f}", f"{r['decisions']:.0f}", f"{r['avg_jct_s']:.1f}"]
         for mode, r in res.items()
     ]  # fmt: skip
-    print(f"paper scale, {args.fidelity} fidelity, seeds {args.seeds}, policy {args.policy}")
+    print(f"paper scale, {args.fidelity} fidelity, {args.model} model, seeds {args.seeds}, "
+          f"policy {args.policy}")  # fmt: skip
     print(tabulate(rows, headers=["search", "CPU per episode", "vs none", "rollouts",
                                   "decisions", "avg JCT (s)"], tablefmt="github",
                    disable_numparse=True))  # fmt: skip
