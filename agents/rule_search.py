@@ -150,8 +150,9 @@ def check_margin_by(margin_by: Any) -> str:
 
 
 #: The engine the rollouts run: at the run's own fidelity (``same``), or at FAST fidelity
-#: whatever the run's (``fast``: a FULL run searched on the cheaper engine, ~10x fewer events;
-#: its model is then off by FAST's bias, envs.sim.config.Fidelity)
+#: whatever the run's (``fast``: a FULL run searched on the cheaper engine, 6.7x cheaper for the
+#: drained search at paper scale, benchmarks/bench_search.py; its model is then off by FAST's
+#: bias, envs.sim.config.Fidelity)
 MODELS = ("same", "fast")
 
 
