@@ -169,7 +169,7 @@ class DecisionSimulator(Simulator):
                 f"one is {self.cfg.fidelity.level.value!r} with tick_ms={self.tick}"
             )
         self.cfg = self.cfg.override(fidelity=Fidelity.FAST.value)
-        self.chunk_max = self.cfg.iterations_per_step(min(j.iterations for j in self.workload.jobs))
+        self.chunk_max = self._iterations_per_step()
         return self.chunk_max
 
     def add_arrivals(self, specs: Sequence[JobSpec]) -> int:

@@ -174,7 +174,7 @@ class EngineCore:
         self.preemption: Preemption = (
             Preemptive(self.porder, self.tick) if self.preemptive else NonPreemptive()
         )
-        self.chunk_max = self.cfg.iterations_per_step(min(j.iterations for j in workload.jobs))
+        self.chunk_max = self._iterations_per_step()
         # decision-point mode (envs.sim.decisions.DecisionSimulator): each event time with
         # queued jobs stops after phase 3 at ``paused_at``, for the caller to place jobs
         self.external_placement = False
@@ -187,6 +187,11 @@ class EngineCore:
         # pass over quiet stops (nothing arrived, memory unchanged since the last stop) without
         # returning to the caller (DecisionSimulator.skip_quiet)
         self.skip_quiet = False
+
+    def _iterations_per_step(self) -> int:
+        """Iterations merged into one step at this run's fidelity: ``K`` from the workload's
+        shortest job in FAST fidelity, 1 otherwise (:meth:`SimConfig.iterations_per_step`)."""
+        return self.cfg.iterations_per_step(min(j.iterations for j in self.workload.jobs))
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any, version: int = 0) -> None:
