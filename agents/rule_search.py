@@ -44,9 +44,12 @@ reads that no job is still to arrive
 observation, which the selector's features read too).  The model is the engine at the run's
 own fidelity (``model: same``), or at FAST fidelity whatever the run's (``model: fast``: a
 FULL run searched on the cheaper engine, its copies gone FAST by
-:meth:`~envs.gym.contention_env.ContentionEnv.coarsen`; the model is then off by FAST's
-bias).  A paper-scale episode at fast fidelity costs 12.8 CPU-s with ``drained`` and 76.8 s
-with ``known``, against 0.35 s without (``benchmarks/bench_search.py``).
+:meth:`~envs.gym.contention_env.ContentionEnv.coarsen` once they have forgotten the jobs still
+to arrive, so the merge factor reads none of them; the model is then off by FAST's bias), or
+on the FAST engine only where it merges :data:`AUTO_FAST_FROM` or more iterations a step
+(``model: auto``: the exact model where it is affordable).  A paper-scale episode at fast
+fidelity costs 12.8 CPU-s with ``drained`` and 76.8 s with ``known``, against 0.35 s without
+(``benchmarks/bench_search.py``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from agents.search import best_alternative
 from envs.sim.errors import ConfigError
 
 __all__ = [
+    "AUTO_FAST_FROM",
     "DEFAULT_SAMPLES",
     "MARGIN_BY",
     "MODELS",
@@ -77,6 +81,7 @@ __all__ = [
     "check_search",
     "drained",
     "margin_share",
+    "on_fast_engine",
     "rollout_value",
     "sample_futures",
     "search_action",
@@ -152,8 +157,16 @@ def check_margin_by(margin_by: Any) -> str:
 #: The engine the rollouts run: at the run's own fidelity (``same``), or at FAST fidelity
 #: whatever the run's (``fast``: a FULL run searched on the cheaper engine, 6.7x cheaper for the
 #: drained search at paper scale, benchmarks/bench_search.py; its model is then off by FAST's
-#: bias, envs.sim.config.Fidelity)
-MODELS = ("same", "fast")
+#: bias, envs.sim.config.Fidelity), or the FAST engine only where it saves an order of
+#: magnitude (``auto``: where it would merge at least :data:`AUTO_FAST_FROM` iterations a step,
+#: the run's own below, where the exact model costs at most a few times more)
+MODELS = ("same", "fast", "auto")
+
+#: ``model: auto`` rolls out on the FAST engine where a FAST run of the jobs seen merges at
+#: least this many iterations a step (its ``K``: the shortest seen job's iterations / 50;
+#: the paper-scale generator's jobs have K >= 20, the Philly windows' capped at 200 iterations
+#: K <= 4)
+AUTO_FAST_FROM = 10
 
 
 def check_model(model: Any) -> str:
@@ -318,12 +331,12 @@ def _rollout(
     passes through after the action (where the selector decides).  ``future``: the jobs
     still to arrive are replaced by these (a sampled future) instead of forgotten."""
     e = copy.deepcopy(env)
-    if selector.model == "fast":
-        e.coarsen()
     if future is not None:
         e.replace_future(future)
     elif not drained(e):
         e.forget_future()
+    if on_fast_engine(selector, e):  # after forgetting: K reads no job still to arrive
+        e.coarsen()
     a = int(action)
     path: set[Any] = set()
     while True:
@@ -337,6 +350,16 @@ def _rollout(
             return jct, path
         path.add(state_key(e))
         a = selector.base_act(e)
+
+
+def on_fast_engine(selector: RuleSelector, env: Any) -> bool:
+    """Whether the selector's rollouts from ``env`` (a copy, its jobs still to arrive already
+    forgotten or replaced) run on the FAST engine: always with ``model: fast``, with
+    ``model: auto`` where that engine would merge at least :data:`AUTO_FAST_FROM` iterations
+    a step, never with ``model: same``."""
+    if selector.model == "fast":
+        return True
+    return selector.model == "auto" and int(env.fast_factor()) >= AUTO_FAST_FROM
 
 
 def rollout_value(

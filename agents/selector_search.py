@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         default="same",
-        help="the engine the rollouts run: same (the run's fidelity) or fast (FAST fidelity "
-        "whatever the run's; default same)",
+        help="the engine the rollouts run: same (the run's fidelity), fast (FAST fidelity "
+        "whatever the run's) or auto (FAST where it merges 10 or more iterations a step, "
+        "the run's below; default same)",
     )
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)

@@ -375,6 +375,13 @@ class ContentionEnv(gym.Env[Obs, np.int64]):
         self._count_jobs()
         return dropped
 
+    def fast_factor(self) -> int:
+        """``K``, the iterations a FAST run of the episode's jobs (those it has, after
+        :meth:`forget_future`) merges into one step: what :meth:`coarsen` would merge
+        (:meth:`DecisionSimulator.fast_factor`)."""
+        assert self.sim is not None
+        return self.sim.fast_factor()
+
     def coarsen(self) -> None:
         """Go on in FAST fidelity (for a search's copy of a FULL episode whose model is the
         cheaper engine): :meth:`DecisionSimulator.coarsen`; a FAST episode is left as it is."""

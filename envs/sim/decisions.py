@@ -156,13 +156,21 @@ class DecisionSimulator(Simulator):
         self.jobs = [j for j in self.jobs if id(j) not in later]
         return len(later)
 
+    def fast_factor(self) -> int:
+        """``K``, the iterations a FAST run of this run's jobs merges into one step (what
+        :meth:`coarsen` would set): from the shortest job the run has, so after
+        :meth:`forget_arrivals` from the jobs it has seen only."""
+        return self._iterations_per_step(self.cfg.override(fidelity=Fidelity.FAST.value))
+
     def coarsen(self) -> int:
         """Go on in FAST fidelity (:class:`~envs.sim.config.Fidelity`) from now on: every
-        job's iterations after the one under way run merged ``K`` at a time, ``K`` from the
-        workload's shortest job as a FAST run of it has it (an iteration under way ends as it
-        began).  For a search's copy whose model is cheaper than the FULL run it acts in;
-        coarsened before its first iteration, a run is the FAST run of its workload (tested).
-        ``K``; a run that is not FULL in continuous time is a :class:`ConfigError`."""
+        job's iterations after the one under way run merged ``K`` at a time
+        (:meth:`fast_factor`: ``K`` from the shortest of the run's jobs, as a FAST run of them
+        has it; an iteration under way ends as it began).  For a search's copy whose model
+        is cheaper than the FULL run it acts in (forget the jobs still to arrive first: ``K``
+        then reads none of them); coarsened before its first iteration, a run is the FAST
+        run of its workload (tested).  ``K``; a run that is not FULL in continuous time is a
+        :class:`ConfigError`."""
         if self.cfg.fidelity.level is not Fidelity.FULL or self.tick is not None:
             raise ConfigError(
                 "only a FULL-fidelity run in continuous time can go on in FAST fidelity; this "

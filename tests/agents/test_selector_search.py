@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 
 from agents.episode_pg import load_episode_pg, save_episode_pg
-from agents.rule_search import candidates, check_search, drained, rollout_value, search_action
+from agents.rule_search import (
+    AUTO_FAST_FROM,
+    candidates,
+    check_search,
+    drained,
+    rollout_value,
+    search_action,
+)
 from agents.rule_selector import FEATURES, RuleSelector
 from agents.selector_search import main, with_search
 from envs.gym.contention_env import ContentionEnv
@@ -275,18 +282,21 @@ def _decisions_before(env: ContentionEnv, act, until_ms: float) -> list[tuple[fl
     return out
 
 
-def _agreeing_until() -> tuple[list[ContentionEnv], float]:
+def _agreeing_until(
+    longer_by: float = 3.0, iterations_scale: float = 1.0
+) -> tuple[list[ContentionEnv], float]:
     """Envs of two workloads that agree up to a time T (the later jobs arrive at the same
-    times, but three times as long), and T."""
+    times, but ``longer_by`` times as long), and T (``iterations_scale``: the generator's)."""
     from dataclasses import replace
 
     from envs.sim.spec import Workload
     from envs.sim.workload import generate_ada_srsf
 
-    w = generate_ada_srsf(4, num_jobs=30)
+    w = generate_ada_srsf(4, num_jobs=30, iterations_scale=iterations_scale)
     cut = sorted(j.submit_ms for j in w.jobs)[18]
     longer = tuple(
-        replace(j, iterations=3 * j.iterations) if j.submit_ms > cut else j for j in w.jobs
+        replace(j, iterations=int(longer_by * j.iterations)) if j.submit_ms > cut else j
+        for j in w.jobs
     )
     envs = [
         ContentionEnv(workloads=[x], num_servers=4, placements=PLACEMENTS, fidelity="full")
@@ -302,6 +312,31 @@ def test_no_search_acts_on_a_job_before_it_arrives(search: str) -> None:
     sels = [_selector(4, search, samples=1) for _ in envs]  # one future: the check, cheaper
     seen = [_decisions_before(e, sel.act, cut) for e, sel in zip(envs, sels, strict=True)]
     assert len(seen[0]) > 10 and seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("model", ["fast", "auto"])
+def test_a_search_on_the_fast_engine_reads_no_job_before_it_arrives(model: str) -> None:
+    """The FAST engine's merge factor K comes from the shortest job: the copies take it
+    from the jobs they have seen.  Later jobs a fifth as long (K 19 -> 3) change no rollout
+    value before T, for ``fast`` and for ``auto`` (which also picks the engine by K)."""
+    envs, cut = _agreeing_until(longer_by=0.2, iterations_scale=50.0)
+    for e in envs:
+        e.reset(seed=0)
+    assert [e.fast_factor() for e in envs] == [19, 3]
+    sel = _selector(4, "known")
+    sel.model = model
+    compared = 0
+    while envs[0].sim.now < cut and compared < 4:
+        assert envs[1].sim.now == envs[0].sim.now
+        cands = candidates(sel, envs[0])
+        if len(cands) > 1:
+            values = [[rollout_value(sel, e, a) for a in cands] for e in envs]
+            assert values[0] == values[1]
+            compared += 1
+        a = sel.base_act(envs[0])
+        for e in envs:
+            e.step(a)
+    assert compared == 4
 
 
 def test_the_known_search_would_see_the_future_without_forgetting_arrivals(
@@ -425,7 +460,8 @@ def _tenth(fidelity: str) -> ContentionEnv:
 def test_a_fast_model_rolls_out_on_the_fast_engine_and_leaves_the_run_full() -> None:
     """``model: fast`` in a FULL episode: at its first decision (nothing has run) every
     valid action's rollout value is the one the same search gives in the FAST episode of
-    that workload (a copy coarsened before anything ran is the FAST run), not the FULL one;
+    that workload, to rounding (the copies merge by the shortest job seen, the FAST episode
+    by the workload's; each job is alone on its GPUs here), and not the FULL engine's bits;
     the episode stays FULL; in a FAST episode ``fast`` and ``same`` are one search."""
     fast_model = _selector(3, "known")
     fast_model.model = "fast"
@@ -436,10 +472,37 @@ def test_a_fast_model_rolls_out_on_the_fast_engine_and_leaves_the_run_full() -> 
     cands = [int(a) for a in np.flatnonzero(full.action_masks())]
     assert len(cands) > 1 and cands == [int(a) for a in np.flatnonzero(fast.action_masks())]
     by_fast = [rollout_value(fast_model, full, a) for a in cands]
-    assert by_fast == [rollout_value(same, fast, a) for a in cands]
-    assert by_fast[-1] != rollout_value(same, full, cands[-1])  # FULL is another schedule
+    assert by_fast == pytest.approx([rollout_value(same, fast, a) for a in cands], rel=1e-12)
+    assert by_fast != [rollout_value(same, full, a) for a in cands]  # another engine's bits
     assert full.fidelity.value == "full" and full.sim.cfg.fidelity.level.value == "full"
     assert _episode(_env(4, 12), 9, fast_model.act) == _episode(_env(4, 12), 9, same.act)
+
+
+def test_the_auto_model_is_the_fast_engine_from_k_10_and_the_exact_one_below() -> None:
+    """``model: auto`` in FULL episodes: where every job would merge 10 or more iterations a
+    step on the FAST engine (1,000-6,000 iterations: K >= 20) its rollout values are the
+    fast model's (and not the exact ones); where none would (80-480 iterations, as in a
+    Philly window: K <= 9) they are the exact model's (and not the fast one's)."""
+    from envs.sim.workload import generate_ada_srsf
+
+    auto, fast, same = (_selector(3, "known") for _ in range(3))
+    auto.model, fast.model = "auto", "fast"
+    long_jobs = _tenth("full")
+    short = ContentionEnv(
+        workloads=[generate_ada_srsf(8, 24, iterations_scale=8.0)],
+        num_servers=4,
+        placements=PLACEMENTS,
+        fidelity="full",
+    )
+    for env, like in ((long_jobs, fast), (short, same)):
+        env.reset(seed=8)
+        ks = [j.spec.iterations // 50 for j in env.sim.jobs]
+        assert min(ks) >= AUTO_FAST_FROM if like is fast else max(ks) < AUTO_FAST_FROM
+        cands = [int(a) for a in np.flatnonzero(env.action_masks())]
+        got = [rollout_value(auto, env, a) for a in cands]
+        assert got == [rollout_value(like, env, a) for a in cands]
+        other = same if like is fast else fast
+        assert got != [rollout_value(other, env, a) for a in cands]
 
 
 def test_model_round_trips_and_bad_values_are_one_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -451,7 +514,7 @@ def test_model_round_trips_and_bad_values_are_one_clear_error(tmp_path: Path, ca
     assert isinstance(again, RuleSelector) and again.model == "fast"
     assert meta["training"]["search_of"]["model"] == "fast"
     for bad in ("full", "", None, 1):
-        with pytest.raises(ConfigError, match=r"model must be one of \['same', 'fast'\]"):
+        with pytest.raises(ConfigError, match=r"model must be one of \['same', 'fast', 'auto'\]"):
             RuleSelector(RULES, search="known", model=bad)  # type: ignore[arg-type]
     argv = [str(plain), str(tmp_path / "b"), "--search", "known", "--model", "full"]
     assert main(argv) == 2

@@ -188,10 +188,13 @@ class EngineCore:
         # returning to the caller (DecisionSimulator.skip_quiet)
         self.skip_quiet = False
 
-    def _iterations_per_step(self) -> int:
-        """Iterations merged into one step at this run's fidelity: ``K`` from the workload's
-        shortest job in FAST fidelity, 1 otherwise (:meth:`SimConfig.iterations_per_step`)."""
-        return self.cfg.iterations_per_step(min(j.iterations for j in self.workload.jobs))
+    def _iterations_per_step(self, cfg: SimConfig | None = None) -> int:
+        """Iterations merged into one step at ``cfg``'s fidelity (this run's by default):
+        ``K`` from the shortest of the run's jobs in FAST fidelity, 1 otherwise
+        (:meth:`SimConfig.iterations_per_step`).  The run's jobs are the workload's, less any
+        a search's copy forgot (:meth:`DecisionSimulator.forget_arrivals`): a copy's ``K``
+        reads no job it has not seen."""
+        return (cfg or self.cfg).iterations_per_step(min(j.spec.iterations for j in self.jobs))
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any, version: int = 0) -> None:
