@@ -241,23 +241,23 @@ def test_the_command_line_records_itself_without_a_machine_path(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "name, search, margin, margin_by",
+    "name, search, margin, margin_by, model",
     [
-        ("contention_search", "drained", 0.0, "always"),
-        ("contention_known", "known", 0.01, "arrivals"),
+        ("contention_search", "drained", 0.0, "always", "same"),
+        ("contention_known", "known", 0.01, "arrivals", "auto"),
     ],
 )
 def test_the_released_searches_are_the_released_selector_with_the_search(
-    name: str, search: str, margin: float, margin_by: str
+    name: str, search: str, margin: float, margin_by: str, model: str
 ) -> None:
     """``policies/contention_search`` and ``contention_known``: ``policies/contention_selector``'s
-    weights, rules and env, with their search (and margin), made by the command line from a
-    clean tree; documented."""
+    weights, rules and env, with their search (margin, model), made by the command line from
+    a clean tree; documented."""
     root = Path(__file__).resolve().parents[2]
     net, meta = load_episode_pg(root / "policies" / name / "policy.npz")
     base, base_meta = load_episode_pg(root / "policies" / "contention_selector" / "policy.npz")
     assert isinstance(net, RuleSelector) and isinstance(base, RuleSelector)
-    assert (net.search, net.margin, net.margin_by) == (search, margin, margin_by)
+    assert (net.search, net.margin, net.margin_by, net.model) == (search, margin, margin_by, model)
     assert base.search == "none" and net.rules == base.rules
     assert np.array_equal(net.flat(), base.flat())
     assert meta["env"] == base_meta["env"] and meta["training"]["seed"] == 2
