@@ -114,9 +114,9 @@ def _trace_rows(path: Path, heuristic: str, out: Path, *more: str) -> dict[str, 
 
 @pytest.mark.parametrize("path", PLAN_POLICIES, ids=[p.name for p in PLAN_POLICIES])
 def test_evaluate_py_runs_a_released_plan_policy_on_a_trace(path: Path, tmp_path: Path) -> None:
-    # the trace's first 60 jobs: the plan policy's path through a trace, at a third of the cost
-    for row in _trace_rows(path, "optimus", tmp_path / "r", "workload.trace.max_jobs=60").values():
-        assert float(row["jobs"]) == 60
+    # the trace's first 20 jobs: the plan policy's path through a trace, at a tenth of the cost
+    for row in _trace_rows(path, "optimus", tmp_path / "r", "workload.trace.max_jobs=20").values():
+        assert float(row["jobs"]) == 20
         assert 0 < float(row["avg_jct_s"]) < float("inf")
 
 

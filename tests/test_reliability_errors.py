@@ -298,11 +298,11 @@ def test_every_shipped_train_config_passes_the_key_check() -> None:
     conf = Path(train.__file__).resolve().parent / "conf"
     agents = sorted(p.stem for p in (conf / "agent").glob("*.yaml"))
     extra = [[], ["federated=local"], ["mixture=dl2_philly"], ["env=ada"], ["+env.overrides.J=12"]]
-    for agent in agents:
-        for more in extra:
-            with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        for agent in agents:
+            for more in extra:
                 cfg = compose("train", overrides=[f"+agent={agent}", *more])
-            train._check_keys(cfg)  # raises on a key the schemas lack
+                train._check_keys(cfg)  # raises on a key the schemas lack
 
 
 def test_train_refuses_a_run_directory_another_run_holds_or_wrote(tmp_path: Path) -> None:

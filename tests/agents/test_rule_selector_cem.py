@@ -183,21 +183,34 @@ def _weights(run: Path, which: str = "final") -> tuple[RuleSelector, dict]:
     return net, meta
 
 
+class _Runs(dict):  # type: ignore[type-arg]
+    """The module's ``train.py`` runs, each made on first use (the default suite needs only
+    ``whole``; the slow tests the other two)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, name: str) -> Path:
+        out = self.root / name
+        if name == "whole":
+            extra = [*TINY, "agent.contention.workers=2"]
+        elif name == "one":
+            extra = [*BASE, "agent.contention.iterations=1"]
+        else:  # "two": "one" resumed
+            extra = [*TINY, f"resume={self['one']}"]
+        proc = run_script("train.py", *extra, f"hydra.run.dir={out}", timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert "score (ratio to the best rule)" in proc.stderr
+        self[name] = out
+        return out
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``whole``: 2 iterations over 2 workers; ``one``: 1 iteration in this process; ``two``:
-    ``one`` resumed to 2 iterations."""
-    root = tmp_path_factory.mktemp("cem")
-    out = {name: root / name for name in ("whole", "one", "two")}
-    for name, extra in (
-        ("whole", [*TINY, "agent.contention.workers=2"]),
-        ("one", [*BASE, "agent.contention.iterations=1"]),
-        ("two", [*TINY, f"resume={out['one']}"]),
-    ):
-        proc = run_script("train.py", *extra, f"hydra.run.dir={out[name]}", timeout=600)
-        assert proc.returncode == 0, proc.stderr
-        assert "score (ratio to the best rule)" in proc.stderr
-    return out
+    ``one`` resumed to 2 iterations (each trained when first asked for)."""
+    return _Runs(tmp_path_factory.mktemp("cem"))
 
 
 @pytest.mark.slow  # three train.py runs (the default suite keeps to 10 minutes)
