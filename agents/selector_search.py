@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.rule_search import (
+    AUTO_FAST_FROM,
     DEFAULT_SAMPLES,
     SEARCHES,
     check_margin,
@@ -129,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         "--model",
         default="same",
         help="the engine the rollouts run: same (the run's fidelity), fast (FAST fidelity "
-        "whatever the run's) or auto (FAST where it merges 10 or more iterations a step, "
-        "the run's below; default same)",
+        f"whatever the run's) or auto (FAST where it merges {AUTO_FAST_FROM} or more iterations "
+        "a step, the run's below; default same)",
     )
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)

@@ -483,8 +483,10 @@ def test_the_auto_model_is_the_fast_engine_from_k_10_and_the_exact_one_below() -
     step on the FAST engine (1,000-6,000 iterations: K >= 20) its rollout values are the
     fast model's (and not the exact ones); where none would (80-480 iterations, as in a
     Philly window: K <= 9) they are the exact model's (and not the fast one's)."""
+    from envs.sim.config import FidelityOptions
     from envs.sim.workload import generate_ada_srsf
 
+    per_step = FidelityOptions().fast_min_steps  # K = a job's iterations // this
     auto, fast, same = (_selector(3, "known") for _ in range(3))
     auto.model, fast.model = "auto", "fast"
     long_jobs = _tenth("full")
@@ -496,7 +498,7 @@ def test_the_auto_model_is_the_fast_engine_from_k_10_and_the_exact_one_below() -
     )
     for env, like in ((long_jobs, fast), (short, same)):
         env.reset(seed=8)
-        ks = [j.spec.iterations // 50 for j in env.sim.jobs]
+        ks = [j.spec.iterations // per_step for j in env.sim.jobs]
         assert min(ks) >= AUTO_FAST_FROM if like is fast else max(ks) < AUTO_FAST_FROM
         cands = [int(a) for a in np.flatnonzero(env.action_masks())]
         got = [rollout_value(auto, env, a) for a in cands]
