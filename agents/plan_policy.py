@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +22,11 @@ import torch as th
 from agents.episode_pg import PolicyNet, load_episode_pg
 from agents.set_plan import SetPlanNet
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.plan_env import PLAN_ENV_ID, PlanActor
+from envs.gym.plan_env import PLAN_ENV_ID, PlanActor, plan_label
 from envs.sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agents.plan_search import PlanSearch
 
 __all__ = ["PlanPolicy"]
 
@@ -53,7 +56,12 @@ class PlanPolicy:
         if not isinstance(layout.get("env"), dict) or not isinstance(layout.get("plans"), list):
             raise ConfigError(f"{path}: its layout lacks the inner env config or the plans")
         plans = [(str(n), dict(o)) for n, o in layout["plans"]]
-        return cls(net, plans, dict(layout["env"]), meta)
+        policy = cls(net, plans, dict(layout["env"]), meta)
+        try:
+            policy.search  # noqa: B018  (a malformed search is refused on loading)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        return policy
 
     def chooser(
         self, deterministic: bool = True, rng: np.random.Generator | None = None
@@ -85,7 +93,13 @@ class PlanPolicy:
         """A fresh :class:`PlanActor` for one episode of ``env``; a plan observation of
         another size than the network's input (for a size-agnostic network: rows of another
         width) is a :class:`ConfigError`."""
-        actor = PlanActor(env, self.chooser(deterministic, rng), self.plans)
+        search = self.search
+        if search is None:
+            actor = PlanActor(env, self.chooser(deterministic, rng), self.plans)
+        else:  # (the network inside a decision-time search: agents.plan_search)
+            from agents.plan_search import SearchPlanActor
+
+            actor = SearchPlanActor(env, self.chooser(deterministic, rng), self.plans, search)
         size = actor.planner.obs_size
         if isinstance(self.net, SetPlanNet):
             try:
@@ -98,6 +112,19 @@ class PlanPolicy:
                 f"has {size} (window J={env.J}, features {env.features!r})"
             )
         return actor
+
+    @property
+    def search(self) -> PlanSearch | None:
+        """The decision-time search the file records (``meta["search"]``,
+        :mod:`agents.plan_search`), or ``None``: the network acts alone."""
+        spec = (self.meta or {}).get("search")
+        if spec is None:
+            return None
+        from agents.plan_search import PlanSearch
+
+        out = PlanSearch.of(spec)
+        out.check([plan_label(n, o) for n, o in self.plans])
+        return out
 
     @property
     def any_window(self) -> bool:

@@ -39,6 +39,7 @@ __all__ = [
     "save_episode_net",
     "unreadable",
     "verify_policy_weights",
+    "with_meta",
 ]
 
 #: The ``format`` tag of this file format.
@@ -320,6 +321,24 @@ def read(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str,
     if not isinstance(meta.get("net"), dict) or not isinstance(meta.get("layout"), dict):
         raise ConfigError(f"{p}: its metadata lacks the network ('net') or the layout")
     return arrays, meta, source
+
+
+def with_meta(
+    path: str | os.PathLike[str], out: str | os.PathLike[str], update: dict[str, Any]
+) -> Path:
+    """Write ``out`` (``.npz``): the policy file ``path`` (of this format) with the same arrays,
+    bit for bit, and its metadata updated by ``update`` (top-level keys), atomically."""
+    p, q = Path(path), Path(out)
+    if q.suffix != ".npz":
+        raise ConfigError(f"a policy file is a .npz file, got {str(q)!r}")
+    arrays, meta = _read_npz(p)
+    if meta.get("format") != FORMAT:
+        raise ConfigError(f"{p}: re-save it in {FORMAT} first (tools/release_policy.py --convert)")
+    meta.update(update)
+    payload: dict[str, Any] = {**arrays, META_KEY: np.array(json.dumps(meta, default=str))}
+    with atomic_path(q) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **payload)
+    return q
 
 
 def verify_policy_weights(path: str | os.PathLike[str]) -> None:

@@ -3,6 +3,7 @@ released policy of an older format in it.
 
     python tools/release_policy.py runs/<run dir> policies/<name> [--act sampled]
     python tools/release_policy.py --convert policies/<name>
+    python tools/release_policy.py --search hold policies/<plan policy> policies/<name>
 
 The first keeps only what acting needs of a run's final checkpoint, in the one policy file
 format (:mod:`agents.policy_file`: ``.npz``, no pickle): the network's weights (no optimizer
@@ -19,6 +20,11 @@ release is a copy of it.)
 an EpisodePG ``policy.npz`` of format ``dlsched.episode_pg/1``) as ``policy.npz`` of the one
 format, the same weights bit for bit (:func:`agents.policy_file.convert`), and removes the
 older files.
+
+``--search BASE`` copies a ``dlsched/ClusterPlan-v0`` policy (its weights bit for bit) into a
+file that acts inside a decision-time search over the slot's plan on the known jobs
+(:mod:`agents.plan_search`; its rollouts follow ``BASE``): ``policies/general_search`` is
+``policies/general`` so copied.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pathlib import Path
 
 from agents.checkpoint import load_policy
 from agents.policy_file import FILE_NAME, convert, load, save_dl2
+from envs.gym.plan_env import plan_label
 from envs.provenance import read_provenance
 from envs.sim.errors import ConfigError
 
@@ -82,6 +89,33 @@ def convert_release(directory: Path) -> Path:
     return directory / FILE_NAME
 
 
+def release_search(source: Path, out: Path, base: str, tol: float) -> Path:
+    """Write ``out/policy.npz``: the plan policy ``source`` (a ``policy.npz`` or a directory
+    holding one) with a decision-time search recorded (:mod:`agents.plan_search`: ``base``,
+    ``tol``), the same weights bit for bit; the record names the source and its SHA-256."""
+    from agents.plan_policy import PlanPolicy
+    from agents.plan_search import PlanSearch
+    from agents.policy_format import with_meta
+    from envs.files import sha256_file
+
+    src = source if source.suffix == ".npz" else source / FILE_NAME
+    policy = PlanPolicy.load(src)  # (a ClusterPlan-v0 policy, or a clear error)
+    search = PlanSearch(base=base, tol=tol)
+    search.check([plan_label(n, o) for n, o in policy.plans])
+    meta = policy.meta or {}
+    update = {
+        "search": search.describe(),
+        "derived": {
+            "from": str(source),
+            "sha256": sha256_file(src),
+            "command": shlex.join(["python", "tools/release_policy.py", *sys.argv[1:]]),
+            "what": "the source's weights, acting inside a decision-time plan search",
+        },
+        "training": meta.get("training"),
+    }
+    return with_meta(src, out / FILE_NAME, update)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("run_dir", type=Path, help="a run directory (or, with --convert, a policy)")
@@ -90,9 +124,26 @@ def main(argv: list[str] | None = None) -> None:
                     help="how it acts (default: as its run validated it)")  # fmt: skip
     ap.add_argument("--convert", action="store_true",
                     help="re-save the released policy RUN_DIR in the one format")  # fmt: skip
+    ap.add_argument(
+        "--search",
+        metavar="BASE",
+        default=None,
+        help="copy the plan policy RUN_DIR to OUT acting inside a decision-time search whose "
+        "rollouts follow BASE (hold, policy or a plan label)",
+    )
+    ap.add_argument(
+        "--tol",
+        type=float,
+        default=1e-9,
+        help="with --search: the relative margin a plan must beat the network's by",
+    )
     args = ap.parse_args(argv)
     try:
-        if args.convert:
+        if args.search is not None:
+            if args.out is None:
+                ap.error("the output directory (policies/<name>) is missing")
+            path = release_search(args.run_dir, args.out, args.search, args.tol)
+        elif args.convert:
             path = convert_release(args.run_dir)
         elif args.out is None:
             ap.error("the output directory (policies/<name>) is missing")

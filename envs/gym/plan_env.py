@@ -215,20 +215,24 @@ class PlanActor:
     def allocator_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
         """As a slot planner (the slot applied in one call, ``ClusterEnv.plan_slot``): the
         allocator of the plan chosen for the slot that opens with ``obs``."""
-        k = int(self.choose(self.planner.observe(obs)))
-        if not 0 <= k < self.planner.K:
-            raise ConfigError(f"plan {k} out of range [0, {self.planner.K})")
+        k = self.plan_for(env, obs)
         self.chosen.append(k)
         self._slot = (env.sim, env._t)
         return self.planner.drivers[k].allocator
 
+    def plan_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
+        """The plan of the slot that opens in ``env`` with ``obs`` (nothing placed yet):
+        ``choose(plan observation)``, checked.  A subclass may decide otherwise (a
+        decision-time search: :class:`agents.plan_search.SearchPlanActor`)."""
+        k = int(self.choose(self.planner.observe(obs)))
+        if not 0 <= k < self.planner.K:
+            raise ConfigError(f"plan {k} out of range [0, {self.planner.K})")
+        return k
+
     def __call__(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
         slot = (env.sim, env._t)
         if self._slot is None or slot[0] is not self._slot[0] or slot[1] != self._slot[1]:
-            k = int(self.choose(self.planner.observe(obs)))
-            if not 0 <= k < self.planner.K:
-                raise ConfigError(f"plan {k} out of range [0, {self.planner.K})")
-            self.chosen.append(k)
+            self.chosen.append(self.plan_for(env, obs))
             self._slot = slot
         return self.planner.drivers[self.chosen[-1]].act()
 

@@ -290,6 +290,28 @@ class ClusterEnv(
             memo[id(self.fixed_jobs)] = self.fixed_jobs
         return copy.deepcopy(self, memo)
 
+    def lookahead_copy(self, known_only: bool = True) -> ClusterEnv:
+        """An independent copy of this env at this point of its episode, to look ahead in.
+        With ``known_only`` it knows only the jobs that have arrived
+        (:meth:`SlotSimulator.forget_future`): stepping it to its end runs the jobs in the
+        system and nothing after, what a scheduler can simulate without seeing the future;
+        its ``jobs`` (and so :meth:`episode_jcts`) are the known jobs.  Without, it is a
+        :meth:`replica` (the jobs still to arrive included: a clairvoyant look).  The copy
+        reports no progress (no heartbeat, no slot hook)."""
+        sim = self._require_sim()
+        hooks = sim.heartbeat, sim.on_slot
+        sim.heartbeat = sim.on_slot = None
+        try:
+            out = self.replica()
+        finally:
+            sim.heartbeat, sim.on_slot = hooks
+        copy_sim = out._require_sim()
+        if known_only and copy_sim.forget_future():
+            known = {job.job_id for job in copy_sim.jobs}
+            out.jobs = tuple(job for job in out.jobs if job.job_id in known)
+            out._num_jobs = len(out.jobs)
+        return out
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["_obs_mv"]  # a memoryview does not pickle; rebuilt by __setstate__

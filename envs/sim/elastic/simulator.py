@@ -391,6 +391,19 @@ class SlotSimulator:
         """Every job has finished."""
         return self._done == len(self._runs)
 
+    def forget_future(self) -> int:
+        """Forget the jobs that have not arrived yet (those arriving in a later slot; this
+        slot's arrivals are admitted by :meth:`begin_slot`): the run then knows what a
+        scheduler knows at this point, the jobs in the system and the past.  The number of
+        jobs forgotten.  For a copy that looks ahead (a decision-time search's rollouts,
+        :mod:`agents.plan_search`); the run itself is never given it."""
+        future = self.jobs[self._next_arrival :]
+        if future:
+            self.jobs = self.jobs[: self._next_arrival]
+            for job in future:
+                del self._runs[job.job_id]
+        return len(future)
+
     def finish_time(self, job_id: int) -> float | None:
         """When job ``job_id`` finished (in slots, fractional), or ``None`` while it runs."""
         return self._runs[job_id].finish

@@ -1,0 +1,193 @@
+"""Decision-time search over the slot's plan in ``dlsched/Cluster-v0``, on the known jobs.
+
+A plan policy (:class:`~agents.plan_policy.PlanPolicy`) picks, at each slot's start, the
+allocator that plans the slot.  :class:`SearchPlanActor` lets it look ahead before it acts, as
+the contention world's ``search: known`` does (:mod:`agents.rule_search`) and as AlphaZero acts
+with its network inside a search:
+
+1. the network picks its plan ``k0`` (argmax);
+2. every plan ``k`` is tried on a copy of the env that knows only the jobs that have arrived
+   (:meth:`~envs.gym.cluster.env.ClusterEnv.lookahead_copy`: the jobs still to come are
+   forgotten, so nothing is read about the future), and the copy is run to the end of its
+   jobs by the **base**: ``hold`` (the network's plan ``k0``, held for every later slot),
+   ``policy`` (the network, slot by slot, on the copy's observations) or a plan label (that
+   plan);
+3. a plan's value is the total JCT of the known jobs (slots) its copy ends with; the slot
+   takes ``k0`` unless another plan is lower by more than ``tol`` (relative), then the
+   lowest (ties: the lower plan index).
+
+Plans whose tried slot leaves the run in the same state (the same progress, allocation and
+slots run for every job) have the same value, so each such state is run once.  The search is
+deterministic: the same policy, workload and settings give the same decisions.  Its cost is up
+to ``K`` rollouts of the known jobs per slot (``K`` plans; docs/experiments/general-policy.md
+has the measured figures).  ``future=True`` lets the copies keep the jobs still to arrive: a
+clairvoyant search, for measuring what the future is worth, never a scheduler.
+
+The allocators are shared with the actor (every allocator of
+:data:`~envs.sim.elastic.allocators.ALLOCATORS` decides a slot from the slot's jobs alone; its
+caches are memos), so the rollouts change nothing of the run's own.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.plan_env import PlanActor, PlanSpec, SlotPlanner
+from envs.sim.elastic.allocators import Allocator
+from envs.sim.errors import ConfigError
+
+__all__ = ["BASES", "PlanSearch", "SearchPlanActor", "plan_totals"]
+
+#: The continuations that are not a plan label.
+BASES = ("hold", "policy")
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    """How a plan policy searches (module docstring): ``base`` (``hold``, ``policy`` or a plan
+    label), ``tol`` (relative margin a plan must beat the network's by) and ``future``
+    (clairvoyant copies: for measurements only)."""
+
+    base: str = "hold"
+    tol: float = 1e-9
+    future: bool = False
+
+    def check(self, labels: Sequence[str]) -> None:
+        """One :class:`ConfigError` for a setting the search cannot run with."""
+        if self.base not in BASES and self.base not in labels:
+            raise ConfigError(
+                f"search base {self.base!r} is neither one of {', '.join(BASES)} nor a plan "
+                f"of the policy ({', '.join(labels)})"
+            )
+        tol = self.tol
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not math.isfinite(tol):
+            raise ConfigError(f"search tol must be a finite number, got {tol!r}")
+        if not 0.0 <= tol < 1.0:
+            raise ConfigError(f"search tol must be in [0, 1), got {tol}")
+        if not isinstance(self.future, bool):
+            raise ConfigError(f"search future must be true or false, got {self.future!r}")
+
+    def describe(self) -> dict[str, Any]:
+        """What a policy file records (``meta["search"]``)."""
+        return asdict(self)
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> PlanSearch:
+        """The search a policy file's ``meta["search"]`` describes; an unknown key is a
+        :class:`ConfigError` naming it."""
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"'search' must be a mapping, got {spec!r}")
+        unknown = sorted(set(spec) - {"base", "tol", "future"})
+        if unknown:
+            raise ConfigError(
+                f"unknown search key(s) {', '.join(unknown)} (known: base, tol, future)"
+            )
+        return cls(**dict(spec))
+
+
+Follow = Callable[[ClusterEnv, npt.NDArray[np.float32]], Allocator]
+
+
+def _state(env: ClusterEnv) -> tuple[Any, ...]:
+    """What the rest of a run depends on: the slot and every job's progress, allocation,
+    slots run and finish."""
+    sim = env._require_sim()
+    runs = tuple((jid, r.progress, r.alloc, r.slots_run, r.finish) for jid, r in sim._runs.items())
+    return (sim.t, env._ended, runs)
+
+
+def plan_totals(
+    env: ClusterEnv,
+    allocators: Sequence[Allocator],
+    follow: Follow,
+    *,
+    future: bool = False,
+) -> npt.NDArray[np.float64]:
+    """The total JCT (slots) of the known jobs (with ``future``: of every job) when each of
+    ``allocators`` plans ``env``'s open slot (nothing placed yet) and ``follow`` plans
+    every later slot (``follow(copy, observation) -> allocator``), each on its own
+    :meth:`~envs.gym.cluster.env.ClusterEnv.lookahead_copy` (``env`` is not stepped)."""
+    if not env.slot_untouched():
+        raise ConfigError("a plan search needs an open slot with nothing placed yet")
+    blob = pickle.dumps(env.lookahead_copy(known_only=not future))
+    out = np.empty(len(allocators), dtype=np.float64)
+    seen: dict[tuple[Any, ...], float] = {}
+    for k, allocator in enumerate(allocators):
+        copy: ClusterEnv = pickle.loads(blob)
+        obs, _, term, trunc, _, _ = copy.plan_slot(allocator)
+        key = _state(copy)
+        if key in seen:  # (the same state and the same continuation: the same total)
+            out[k] = seen[key]
+            continue
+        while not (term or trunc):
+            obs, _, term, trunc, _, _ = copy.plan_slot(follow(copy, obs))
+        out[k] = seen[key] = float(sum(copy.episode_jcts()[0]))
+    return out
+
+
+class SearchPlanActor(PlanActor):
+    """A plan policy that searches before each slot (module docstring); a
+    :class:`~envs.gym.plan_env.PlanActor` in every other way.  :attr:`searched` counts the
+    slots searched, :attr:`changed` those where the search overruled the network,
+    :attr:`last_totals` the last slot's totals (slots of JCT, per plan)."""
+
+    def __init__(
+        self,
+        env: ClusterEnv,
+        choose: Callable[[npt.NDArray[np.float32]], int],
+        plans: Sequence[PlanSpec] | None,
+        search: PlanSearch,
+    ) -> None:
+        super().__init__(env, choose, plans)
+        search.check(self.planner.labels)
+        self.search = search
+        self.allocators = [d.allocator for d in self.planner.drivers]
+        self.searched = 0
+        self.changed = 0
+        self.last_totals: npt.NDArray[np.float64] | None = None
+
+    def _follow(self, k0: int) -> Follow:
+        """The rollouts' continuation after the tried slot (the same for every plan)."""
+        allocators, base = self.allocators, self.search.base
+        if base == "policy":
+            planner, choose = self.planner, self.choose
+
+            def by_policy(copy: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
+                return allocators[int(choose(_observe(planner, copy, obs)))]
+
+            return by_policy
+        held = allocators[k0 if base == "hold" else self.planner.labels.index(base)]
+
+        def by_plan(_copy: ClusterEnv, _obs: npt.NDArray[np.float32]) -> Allocator:
+            return held
+
+        return by_plan
+
+    def plan_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
+        k0 = super().plan_for(env, obs)
+        totals = plan_totals(env, self.allocators, self._follow(k0), future=self.search.future)
+        self.last_totals = totals
+        self.searched += 1
+        best = int(np.argmin(totals))
+        if totals[k0] - totals[best] > self.search.tol * abs(totals[best]):
+            self.changed += 1
+            return best
+        return k0
+
+
+def _observe(planner: SlotPlanner, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> Any:
+    """``planner``'s plan observation of ``env`` (a copy of its own env) at ``obs``."""
+    own = planner.env
+    planner.env = env
+    try:
+        return planner.observe(obs)
+    finally:
+        planner.env = own

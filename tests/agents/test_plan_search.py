@@ -1,0 +1,216 @@
+"""The decision-time plan search (:mod:`agents.plan_search`): its copies know only the jobs
+that have arrived (an oracle run on those jobs alone gives the same JCTs; two workloads that
+agree up to a slot get the same decisions up to it), a plan's total is the total JCT its
+rollout ends with, the network's plan is kept unless another is better, runs are
+deterministic, the released ``policies/general_search`` is ``policies/general``'s weights
+with the search recorded, and bad settings are one clear error."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.episode_results import run_episode
+from agents.plan_policy import PlanPolicy
+from agents.plan_search import PlanSearch, SearchPlanActor, plan_totals
+from envs.gym.cluster_env import ClusterEnv
+from envs.gym.factory import EnvConfig, coerce_env_config, make_env
+from envs.gym.plan_env import SlotPlanner
+from envs.sim import ConfigError
+from envs.sim.elastic.allocators import make_allocator, parse_allocator_label
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERAL = ROOT / "policies" / "general" / "policy.npz"
+SEARCH = ROOT / "policies" / "general_search" / "policy.npz"
+PLANS = ("esrtf", "optimus", "drf", "esrtf_load")
+
+
+def _config(setting: str = "medium", **overrides: int) -> EnvConfig:
+    return EnvConfig(setting=setting, reward="jct", overrides=dict(overrides) or None)
+
+
+def _allocators() -> list:
+    return [make_allocator(*parse_allocator_label(p)) for p in PLANS]
+
+
+def _advance(env: ClusterEnv, allocator: object, slots: int) -> None:
+    for _ in range(slots):
+        *_, term, trunc, _, _ = env.plan_slot(allocator)  # type: ignore[arg-type]
+        assert not (term or trunc)
+
+
+def _first_slot_with_future(env: ClusterEnv, allocator: object) -> int:
+    """Advance ``env`` (with ``allocator``) to the first slot where some job has arrived and
+    some has not; its index."""
+    while True:
+        sim = env._require_sim()
+        if 0 < sim._next_arrival < len(sim.jobs) and sim.t > 0:
+            return sim.t
+        _advance(env, allocator, 1)
+
+
+def test_a_lookahead_copy_runs_exactly_the_jobs_that_have_arrived() -> None:
+    """Oracle: the known copy at slot t, run to its end by a plan, gives each known job the
+    JCT that a fresh run of only those jobs gives under the same plans."""
+    config = _config()
+    esrtf, drf = (make_allocator(n) for n in ("esrtf", "drf"))
+    env = make_env(config)
+    env.reset(seed=100)
+    t = _first_slot_with_future(env, esrtf)
+    _advance(env, esrtf, 3)
+    arrived = env._require_sim()._next_arrival
+    assert 0 < arrived < len(env.jobs)
+    known = env.lookahead_copy()
+    assert [j.job_id for j in known.jobs] == [j.job_id for j in env._require_sim().jobs[:arrived]]
+    assert len(env.jobs) > len(known.jobs)  # the run itself keeps every job
+    done = False
+    while not done:
+        *_, term, trunc, _, _ = known.plan_slot(drf)
+        done = term or trunc
+    got = known.episode_jcts()[0]
+    # the same jobs alone, the same plans: esrtf to slot t + 3, then drf
+    alone = ClusterEnv(env.setting, reward="jct", jobs=known.jobs, speed=env.speed)
+    alone.reset(seed=0)
+    _advance(alone, esrtf, t + 3 - alone._require_sim().t)
+    done = False
+    while not done:
+        *_, term, trunc, _, _ = alone.plan_slot(drf)
+        done = term or trunc
+    assert got == pytest.approx(alone.episode_jcts()[0], rel=1e-12)
+    # the clairvoyant copy keeps every job
+    assert len(env.lookahead_copy(known_only=False).jobs) == len(env.jobs)
+
+
+def test_plan_totals_are_the_total_jct_of_each_plans_rollout() -> None:
+    """Each total equals a hand-run rollout of that plan then the continuation; equal plans
+    (the same allocator twice) give equal totals; the env itself is not stepped."""
+    env = make_env(_config())
+    env.reset(seed=101)
+    _first_slot_with_future(env, make_allocator("esrtf"))
+    allocators = _allocators()
+    drf = allocators[2]
+    before = (env._require_sim().t, env._require_sim()._next_arrival)
+    totals = plan_totals(env, [*allocators, allocators[1]], lambda _e, _o: drf)
+    assert (env._require_sim().t, env._require_sim()._next_arrival) == before
+    assert totals[-1] == totals[1]
+    for k, allocator in enumerate(allocators):
+        copy = env.lookahead_copy()
+        *_, term, trunc, _, _ = copy.plan_slot(allocator)
+        while not (term or trunc):
+            *_, term, trunc, _, _ = copy.plan_slot(drf)
+        assert totals[k] == sum(copy.episode_jcts()[0])
+    assert len(set(totals.tolist())) > 1  # the plans do differ here: the check has power
+
+
+def _decisions(jobs: tuple, search: PlanSearch, before: int) -> list[tuple[int, int, list]]:
+    """The search's plan and plan totals at every slot before ``before`` on ``jobs`` (DL²'s
+    tiny setting)."""
+    policy = PlanPolicy.load(GENERAL)
+    config = coerce_env_config(policy.env)
+    setting = make_env(replace(config, setting="tiny")).setting
+    env = ClusterEnv(setting, reward="jct", jobs=jobs, features=config.features)
+    actor = SearchPlanActor(env, policy.chooser(), policy.plans, search)
+    obs, _ = env.reset(seed=0)
+    out = []
+    while env._t < before:
+        allocator = actor.allocator_for(env, obs)
+        assert actor.last_totals is not None
+        out.append((env._t, actor.chosen[-1], actor.last_totals.tolist()))
+        obs, _, term, trunc, _, _ = env.plan_slot(allocator)
+        if term or trunc:
+            break
+    return out
+
+
+def test_the_known_search_reads_nothing_about_jobs_still_to_arrive() -> None:
+    """Two workloads that agree on every job arriving before slot T (the later ones are four
+    times as long) get the same plan totals and decisions at every slot before T, to the
+    bit; the clairvoyant search, which sees the later jobs, values the plans differently
+    before T (so the check has power)."""
+    env = make_env(_config("tiny"))
+    env.reset(seed=102)
+    jobs = env.jobs
+    arrivals = sorted({j.arrival_slot for j in jobs})
+    T = arrivals[3 * len(arrivals) // 4]
+    later = tuple(
+        replace(j, num_epochs=j.num_epochs * 4.0, real_num_epochs=j.real_num_epochs * 4.0)
+        if j.arrival_slot >= T
+        else j
+        for j in jobs
+    )
+    assert later != jobs
+    known = PlanSearch()
+    a, b = _decisions(jobs, known, T), _decisions(later, known, T)
+    assert a == b and len(a) > 3
+    seer = PlanSearch(future=True)
+    assert _decisions(jobs, seer, T) != _decisions(later, seer, T)
+
+
+def test_the_network_keeps_its_plan_unless_another_is_better() -> None:
+    """With a margin no plan can beat (tol close to 1) the search never overrules the
+    network, and the run equals the network alone, decision for decision and figure for
+    figure; with the default margin it overrules it on some slots and the run is
+    deterministic."""
+    policy = PlanPolicy.load(GENERAL)
+    config = replace(coerce_env_config(policy.env), setting="tiny")
+    env = make_env(config)
+    plain = policy.actor(env)
+    alone = run_episode(env, plain, 100)
+    shy = SearchPlanActor(env, policy.chooser(), policy.plans, PlanSearch(tol=0.999))
+    assert run_episode(env, shy, 100).avg_jct == alone.avg_jct
+    assert shy.chosen == plain.chosen and shy.changed == 0 and shy.searched == len(plain.chosen)
+    runs = []
+    for _ in range(2):
+        actor = SearchPlanActor(env, policy.chooser(), policy.plans, PlanSearch())
+        runs.append((run_episode(env, actor, 100).avg_jct, actor.chosen, actor.changed))
+    assert runs[0] == runs[1] and runs[0][2] > 0
+    # a plan label as the base, and the network itself
+    for base in ("drf", "policy"):
+        actor = SearchPlanActor(env, policy.chooser(), policy.plans, PlanSearch(base=base))
+        result = run_episode(env, actor, 100)
+        assert result.unfinished == 0 and math.isfinite(result.avg_jct)
+
+
+def test_the_released_search_policy_is_the_general_weights_with_a_search() -> None:
+    """``policies/general_search``: the same arrays as ``policies/general``, bit for bit, its
+    training record, and a ``hold`` search recorded with where it comes from."""
+    a, b = np.load(GENERAL), np.load(SEARCH)
+    assert set(a.files) == set(b.files)
+    for k in a.files:
+        if k != "__meta__":
+            assert np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype, k
+    general, searched = PlanPolicy.load(GENERAL), PlanPolicy.load(SEARCH)
+    assert general.search is None and searched.search == PlanSearch(base="hold")
+    assert searched.meta is not None and general.meta is not None
+    assert searched.meta["training"] == general.meta["training"]
+    assert searched.meta["derived"]["from"].endswith("general")
+    env = make_env(replace(coerce_env_config(searched.env), setting="tiny"))
+    assert isinstance(searched.actor(env), SearchPlanActor)
+
+
+def test_bad_search_settings_are_one_clear_error(tmp_path: Path) -> None:
+    from agents.policy_format import with_meta
+
+    env = make_env(_config("tiny"))
+    labels = SlotPlanner(env).labels
+    with pytest.raises(ConfigError, match="neither one of hold, policy nor a plan"):
+        PlanSearch(base="nope").check(labels)
+    for tol in (float("nan"), -0.1, 1.0, float("inf")):
+        with pytest.raises(ConfigError, match="tol"):
+            PlanSearch(tol=tol).check(labels)
+    bad = tmp_path / "policy.npz"
+    with_meta(GENERAL, bad, {"search": {"base": "hold", "depth": 2}})
+    with pytest.raises(ConfigError, match=r"policy\.npz: unknown search key\(s\) depth"):
+        PlanPolicy.load(bad)
+    with_meta(GENERAL, bad, {"search": {"base": "fifo"}})
+    with pytest.raises(ConfigError, match=r"policy\.npz: search base 'fifo'"):
+        PlanPolicy.load(bad)
+    env.reset(seed=0)
+    env.step(0 if env.action_masks()[0] else int(np.flatnonzero(env.action_masks())[0]))
+    if not env.slot_untouched():
+        with pytest.raises(ConfigError, match="nothing placed yet"):
+            plan_totals(env, _allocators(), lambda _e, _o: _allocators()[0])
