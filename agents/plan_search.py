@@ -7,7 +7,7 @@ with its network inside a search:
 
 1. the network picks its plan ``k0`` (argmax);
 2. every plan ``k`` is tried on a copy of the env that knows only the jobs that have arrived
-   (:meth:`~envs.gym.cluster.env.ClusterEnv.lookahead_copy`: the jobs still to come are
+   (:meth:`~envs.gym.cluster.env.ClusterEnv.lookahead`: the jobs still to come are
    forgotten, so nothing is read about the future), and the copy is run to the end of its
    jobs by the **base**: ``hold`` (the network's plan ``k0``, held for every later slot),
    ``policy`` (the network, slot by slot, on the copy's observations) or a plan label (that
@@ -31,7 +31,6 @@ caches are memos), so the rollouts change nothing of the run's own.
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -114,14 +113,14 @@ def plan_totals(
     """The total JCT (slots) of the known jobs (with ``future``: of every job) when each of
     ``allocators`` plans ``env``'s open slot (nothing placed yet) and ``follow`` plans
     every later slot (``follow(copy, observation) -> allocator``), each on its own
-    :meth:`~envs.gym.cluster.env.ClusterEnv.lookahead_copy` (``env`` is not stepped)."""
+    :meth:`~envs.gym.cluster.env.ClusterEnv.lookahead` copy (``env`` is not stepped)."""
     if not env.slot_untouched():
         raise ConfigError("a plan search needs an open slot with nothing placed yet")
-    blob = pickle.dumps(env.lookahead_copy(known_only=not future))
+    copies = env.lookahead(known_only=not future)
     out = np.empty(len(allocators), dtype=np.float64)
     seen: dict[tuple[Any, ...], float] = {}
     for k, allocator in enumerate(allocators):
-        copy: ClusterEnv = pickle.loads(blob)
+        copy = copies()
         obs, _, term, trunc, _, _ = copy.plan_slot(allocator)
         key = _state(copy)
         if key in seen:  # (the same state and the same continuation: the same total)

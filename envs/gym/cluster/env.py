@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping, Sequence
+import io
+import pickle
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -290,27 +292,56 @@ class ClusterEnv(
             memo[id(self.fixed_jobs)] = self.fixed_jobs
         return copy.deepcopy(self, memo)
 
-    def lookahead_copy(self, known_only: bool = True) -> ClusterEnv:
-        """An independent copy of this env at this point of its episode, to look ahead in.
-        With ``known_only`` it knows only the jobs that have arrived
-        (:meth:`SlotSimulator.forget_future`): stepping it to its end runs the jobs in the
-        system and nothing after, what a scheduler can simulate without seeing the future;
-        its ``jobs`` (and so :meth:`episode_jcts`) are the known jobs.  Without, it is a
-        :meth:`replica` (the jobs still to arrive included: a clairvoyant look).  The copy
+    def lookahead(self, known_only: bool = True) -> Callable[[], ClusterEnv]:
+        """A maker of independent copies of this env at this point of its episode, to look
+        ahead in: each call returns a fresh copy (the env is pickled once; the immutable
+        parts, the speed model, the setting and the job specs, are shared, not copied, which
+        also keeps the speed model's memo warm).  With ``known_only`` a copy knows only the
+        jobs that have arrived (:meth:`SlotSimulator.forget_future`): stepping it to its end
+        runs the jobs in the system and nothing after, what a scheduler can simulate without
+        seeing the future; its ``jobs`` (and so :meth:`episode_jcts`) are the known jobs.
+        Without, a copy also holds the jobs still to arrive (a clairvoyant look).  A copy
         reports no progress (no heartbeat, no slot hook)."""
         sim = self._require_sim()
+        shared: list[Any] = [self.speed, self.setting, *self.jobs]
+        if self.fixed_jobs is not None:
+            shared.append(self.fixed_jobs)
+        ids = {id(o): i for i, o in enumerate(shared)}
+        buf = io.BytesIO()
+        pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.persistent_id = lambda obj: ids.get(id(obj))  # type: ignore[method-assign]
         hooks = sim.heartbeat, sim.on_slot
         sim.heartbeat = sim.on_slot = None
         try:
-            out = self.replica()
+            pickler.dump(self)
         finally:
             sim.heartbeat, sim.on_slot = hooks
-        copy_sim = out._require_sim()
-        if known_only and copy_sim.forget_future():
-            known = {job.job_id for job in copy_sim.jobs}
-            out.jobs = tuple(job for job in out.jobs if job.job_id in known)
-            out._num_jobs = len(out.jobs)
-        return out
+        blob = buf.getvalue()
+
+        def make() -> ClusterEnv:
+            unpickler = pickle.Unpickler(io.BytesIO(blob))
+            unpickler.persistent_load = shared.__getitem__  # type: ignore[method-assign]
+            out: ClusterEnv = unpickler.load()
+            if known_only:
+                out.forget_future()
+            return out
+
+        return make
+
+    def lookahead_copy(self, known_only: bool = True) -> ClusterEnv:
+        """One copy of :meth:`lookahead`."""
+        return self.lookahead(known_only)()
+
+    def forget_future(self) -> int:
+        """Forget the jobs still to arrive (:meth:`SlotSimulator.forget_future`), for a copy
+        that looks ahead (:meth:`lookahead`), never the run itself; how many."""
+        sim = self._require_sim()
+        n = sim.forget_future()
+        if n:
+            known = {job.job_id for job in sim.jobs}
+            self.jobs = tuple(job for job in self.jobs if job.job_id in known)
+            self._num_jobs = len(self.jobs)
+        return n
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
