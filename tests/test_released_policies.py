@@ -6,6 +6,7 @@ one as ``policy:<dir>`` on a trace through ``workload.env.trace``."""
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,15 +91,19 @@ def test_released_plan_policy_acts_and_beats_drf_and_optimus(path: Path) -> None
         assert mine.avg_jct < ref.avg_jct, name
 
 
-def _trace_rows(path: Path, heuristic: str, out: Path, *more: str) -> dict[str, dict[str, str]]:
-    """``evaluate.py`` with ``policy:<path>`` and ``elastic:<heuristic>`` on the shipped Philly
-    trace through the env, seed 0: each scheduler's summary row."""
+def _trace_rows(
+    paths: Path | list[Path], heuristic: str, out: Path, *more: str
+) -> dict[str, dict[str, str]]:
+    """``evaluate.py`` with ``policy:<path>`` of each of ``paths`` and ``elastic:<heuristic>``
+    on the shipped Philly trace through the env, seed 0: each scheduler's summary row."""
+    paths = [paths] if isinstance(paths, Path) else paths
+    stacks = ",".join([*(f"policy:{p}" for p in paths), f"elastic:{heuristic}"])
     proc = run_script(
         "evaluate.py",
         "workload=env",
         f"workload.env.trace={TRACE}",
         *more,
-        f"stacks=[policy:{path},elastic:{heuristic}]",
+        f"stacks=[{stacks}]",
         "seeds=[0]",
         "workers=1",
         "plot=false",
@@ -108,14 +113,26 @@ def _trace_rows(path: Path, heuristic: str, out: Path, *more: str) -> dict[str, 
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "summary.csv", newline="") as f:
         rows = {r["stack"]: r for r in csv.DictReader(f) if r["seed"] == "0"}
-    assert set(rows) == {f"policy:{path}", f"elastic:{heuristic}"}
+    assert set(rows) == {*(f"policy:{p}" for p in paths), f"elastic:{heuristic}"}
     return rows
 
 
-@pytest.mark.parametrize("path", PLAN_POLICIES, ids=[p.name for p in PLAN_POLICIES])
-def test_evaluate_py_runs_a_released_plan_policy_on_a_trace(path: Path, tmp_path: Path) -> None:
-    # the trace's first 20 jobs: the plan policy's path through a trace, at a tenth of the cost
-    for row in _trace_rows(path, "optimus", tmp_path / "r", "workload.trace.max_jobs=20").values():
+#: the plan policies by the env they were trained in (one evaluate.py run acts in one env)
+PLAN_ENVS: dict[str, list[Path]] = {}
+for _path in PLAN_POLICIES:
+    PLAN_ENVS.setdefault(json.dumps(FILES[_path]["env"], sort_keys=True), []).append(_path)
+
+
+@pytest.mark.parametrize(
+    "env", sorted(PLAN_ENVS), ids=lambda e: "+".join(p.name for p in PLAN_ENVS[e])
+)
+def test_evaluate_py_runs_the_released_plan_policies_on_a_trace(env: str, tmp_path: Path) -> None:
+    # the trace's first 20 jobs: each plan policy's path through a trace, at a tenth of the
+    # cost, those trained in the same env in one evaluate.py run
+    paths = PLAN_ENVS[env]
+    rows = _trace_rows(paths, "optimus", tmp_path / "r", "workload.trace.max_jobs=20")
+    assert len(rows) == len(paths) + 1
+    for row in rows.values():
         assert float(row["jobs"]) == 20
         assert 0 < float(row["avg_jct_s"]) < float("inf")
 

@@ -1,0 +1,94 @@
+"""What the plan search costs and gives (``agents/plan_search.py``), on validation workloads.
+
+Usage::
+
+    python benchmarks/bench_plan_search.py                 # medium, small, large; seed 100
+    python benchmarks/bench_plan_search.py --settings medium:6 small:24 --seeds 100 101 102
+    python benchmarks/bench_plan_search.py --policy policies/general --bases hold drf --json
+
+For the plan policy of ``--policy`` (default the released ``policies/general``) on each
+``setting[:nodes]`` (DL²'s generator; validation seeds by default, never the test seeds
+300-319), acting alone and inside the search with each base of ``--bases`` (``hold``,
+``policy`` or a plan label): CPU seconds per episode, the slots planned, the slots where the
+search overruled the network, and the episode's avg JCT (slots).  ``--future`` adds the
+clairvoyant search (the copies keep the jobs still to arrive): what seeing the future would
+add, not a scheduler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from agents.episode_results import run_episode
+from agents.plan_policy import PlanPolicy
+from agents.plan_search import PlanSearch, SearchPlanActor
+from envs.gym.factory import coerce_env_config, make_env
+from envs.gym.plan_env import PlanActor
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASED = ROOT / "policies" / "general" / "policy.npz"
+
+
+def _setting(spec: str) -> tuple[str, dict[str, int]]:
+    name, _, nodes = spec.partition(":")
+    return name, ({"num_nodes": int(nodes)} if nodes else {})
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--policy", type=Path, default=RELEASED)
+    ap.add_argument("--settings", nargs="+", default=["medium", "small", "large"],
+                    help="DL² settings, each optionally :<nodes>")  # fmt: skip
+    ap.add_argument("--seeds", nargs="+", type=int, default=[100])
+    ap.add_argument("--bases", nargs="+", default=["hold"])
+    ap.add_argument("--future", action="store_true", help="also the clairvoyant search")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    path = args.policy if args.policy.suffix == ".npz" else args.policy / "policy.npz"
+    policy = PlanPolicy.load(path)
+    searches: list[tuple[str, PlanSearch | None]] = [("alone", None)]
+    searches += [(f"search ({b})", PlanSearch(base=b)) for b in args.bases]
+    if args.future:
+        searches.append(("clairvoyant (hold)", PlanSearch(future=True)))
+    rows: list[dict[str, Any]] = []
+    for spec in args.settings:
+        setting, overrides = _setting(spec)
+        config = replace(coerce_env_config(policy.env), setting=setting, overrides=overrides)
+        for seed in args.seeds:
+            for name, search in searches:
+                env = make_env(config)
+                actor: PlanActor = (
+                    policy.actor(env)
+                    if search is None
+                    else SearchPlanActor(env, policy.chooser(), policy.plans, search)
+                )
+                start = time.process_time()
+                result = run_episode(env, actor, seed)
+                rows.append(
+                    {
+                        "setting": spec,
+                        "seed": seed,
+                        "acting": name,
+                        "cpu_s": round(time.process_time() - start, 2),
+                        "slots": len(actor.chosen),
+                        "overruled": getattr(actor, "changed", 0),
+                        "avg_jct": round(result.avg_jct, 3),
+                        "unfinished": result.unfinished,
+                    }
+                )
+    if args.json:
+        print(json.dumps({"policy": str(path), "machine": platform.processor(), "rows": rows}))
+    else:
+        print(tabulate(rows, headers="keys", tablefmt="github"))
+
+
+if __name__ == "__main__":
+    main()
