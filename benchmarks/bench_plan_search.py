@@ -10,31 +10,38 @@ For the plan policy of ``--policy`` (default the released ``policies/general``) 
 ``setting[:nodes]`` (DL²'s generator; validation seeds by default, never the test seeds
 300-319), acting alone and inside the search with each base of ``--bases`` (``hold``,
 ``policy`` or a plan label): CPU seconds per episode, the slots planned, the slots where the
-search overruled the network, and the episode's avg JCT (slots).  ``--future`` adds the
+search overruled the network, the episode's avg JCT (slots) and its ratio to the best of
+``--heuristics`` on the same workload (through the same env).  ``--future`` adds the
 clairvoyant search (the copies keep the jobs still to arrive): what seeing the future would
-add, not a scheduler.
+add, not a scheduler.  Last, per setting and way of acting, the mean ratio over the seeds.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import math
 import platform
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tabulate import tabulate
 
 from agents.episode_results import run_episode
 from agents.plan_policy import PlanPolicy
 from agents.plan_search import PlanSearch, SearchPlanActor
+from envs.gym.actors import AllocatorActor
 from envs.gym.factory import coerce_env_config, make_env
 from envs.gym.plan_env import PlanActor
+from envs.sim.elastic.allocators import allocator_from_label
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASED = ROOT / "policies" / "general" / "policy.npz"
+HEURISTICS = ("esrtf_load", "esrtf(backfill=True)", "optimus")
 
 
 def _setting(spec: str) -> tuple[str, dict[str, int]]:
@@ -50,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[100])
     ap.add_argument("--bases", nargs="+", default=["hold"])
     ap.add_argument("--future", action="store_true", help="also the clairvoyant search")
+    ap.add_argument("--heuristics", nargs="*", default=list(HEURISTICS),
+                    help="allocator labels the ratio is to (the best per workload)")  # fmt: skip
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     path = args.policy if args.policy.suffix == ".npz" else args.policy / "policy.npz"
@@ -63,6 +72,11 @@ def main(argv: list[str] | None = None) -> None:
         setting, overrides = _setting(spec)
         config = replace(coerce_env_config(policy.env), setting=setting, overrides=overrides)
         for seed in args.seeds:
+            best = math.inf
+            for label in args.heuristics:
+                env = make_env(config)
+                factory = functools.partial(allocator_from_label, label)
+                best = min(best, run_episode(env, AllocatorActor(env, factory), seed).avg_jct)
             for name, search in searches:
                 env = make_env(config)
                 actor: PlanActor = (
@@ -81,13 +95,23 @@ def main(argv: list[str] | None = None) -> None:
                         "slots": len(actor.chosen),
                         "overruled": getattr(actor, "changed", 0),
                         "avg_jct": round(result.avg_jct, 3),
+                        "ratio": round(result.avg_jct / best, 4),
                         "unfinished": result.unfinished,
                     }
                 )
+    means = [
+        {"setting": spec, "acting": name,
+         "mean ratio": round(float(np.mean([r["ratio"] for r in rows
+                                            if r["setting"] == spec and r["acting"] == name])), 4)}
+        for spec in args.settings for name, _ in searches
+    ]  # fmt: skip
     if args.json:
-        print(json.dumps({"policy": str(path), "machine": platform.processor(), "rows": rows}))
+        print(json.dumps({"policy": str(path), "machine": platform.processor(), "rows": rows,
+                          "means": means}))  # fmt: skip
     else:
         print(tabulate(rows, headers="keys", tablefmt="github"))
+        print()
+        print(tabulate(means, headers="keys", tablefmt="github"))
 
 
 if __name__ == "__main__":
