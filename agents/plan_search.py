@@ -109,14 +109,16 @@ def plan_totals(
     follow: Follow,
     *,
     future: bool = False,
+    observe: bool = True,
 ) -> npt.NDArray[np.float64]:
     """The total JCT (slots) of the known jobs (with ``future``: of every job) when each of
     ``allocators`` plans ``env``'s open slot (nothing placed yet) and ``follow`` plans
     every later slot (``follow(copy, observation) -> allocator``), each on its own
-    :meth:`~envs.gym.cluster.env.ClusterEnv.lookahead` copy (``env`` is not stepped)."""
+    :meth:`~envs.gym.cluster.env.ClusterEnv.lookahead` copy (``env`` is not stepped);
+    ``observe=False`` when ``follow`` reads no observation (the copies then write none)."""
     if not env.slot_untouched():
         raise ConfigError("a plan search needs an open slot with nothing placed yet")
-    copies = env.lookahead(known_only=not future)
+    copies = env.lookahead(known_only=not future, observe=observe)
     out = np.empty(len(allocators), dtype=np.float64)
     seen: dict[tuple[Any, ...], float] = {}
     for k, allocator in enumerate(allocators):
@@ -172,7 +174,13 @@ class SearchPlanActor(PlanActor):
 
     def plan_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
         k0 = super().plan_for(env, obs)
-        totals = plan_totals(env, self.allocators, self._follow(k0), future=self.search.future)
+        totals = plan_totals(
+            env,
+            self.allocators,
+            self._follow(k0),
+            future=self.search.future,
+            observe=self.search.base == "policy",
+        )
         self.last_totals = totals
         self.searched += 1
         best = int(np.argmin(totals))

@@ -104,6 +104,9 @@ def test_plan_totals_are_the_total_jct_of_each_plans_rollout() -> None:
             *_, term, trunc, _, _ = copy.plan_slot(drf)
         assert totals[k] == sum(copy.episode_jcts()[0])
     assert len(set(totals.tolist())) > 1  # the plans do differ here: the check has power
+    # copies that write no observation: the same totals, to the bit
+    blind = plan_totals(env, [*allocators, allocators[1]], lambda _e, _o: drf, observe=False)
+    assert blind.tolist() == totals.tolist()
 
 
 def _decisions(jobs: tuple, search: PlanSearch, before: int) -> list[tuple[int, int, list]]:

@@ -183,6 +183,9 @@ class ClusterEnv(
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    #: whether opening a slot writes its observation (``False`` only in a :meth:`lookahead`
+    #: copy made with ``observe=False``: its observations are stale, its steps the same)
+    _observe = True
 
     def __init__(
         self,
@@ -292,7 +295,7 @@ class ClusterEnv(
             memo[id(self.fixed_jobs)] = self.fixed_jobs
         return copy.deepcopy(self, memo)
 
-    def lookahead(self, known_only: bool = True) -> Callable[[], ClusterEnv]:
+    def lookahead(self, known_only: bool = True, observe: bool = True) -> Callable[[], ClusterEnv]:
         """A maker of independent copies of this env at this point of its episode, to look
         ahead in: each call returns a fresh copy (the env is pickled once; the immutable
         parts, the speed model, the setting and the job specs, are shared, not copied, which
@@ -301,7 +304,10 @@ class ClusterEnv(
         runs the jobs in the system and nothing after, what a scheduler can simulate without
         seeing the future; its ``jobs`` (and so :meth:`episode_jcts`) are the known jobs.
         Without, a copy also holds the jobs still to arrive (a clairvoyant look).  A copy
-        reports no progress (no heartbeat, no slot hook)."""
+        reports no progress (no heartbeat, no slot hook); with ``observe=False`` it does not
+        write the observations of the slots it opens (the observations it returns are
+        stale; its slots, rewards and results are the same: for rollouts whose continuation
+        reads no observation, about a sixth faster)."""
         sim = self._require_sim()
         shared: list[Any] = [self.speed, self.setting, *self.jobs]
         if self.fixed_jobs is not None:
@@ -324,6 +330,8 @@ class ClusterEnv(
             out: ClusterEnv = unpickler.load()
             if known_only:
                 out.forget_future()
+            if not observe:
+                out._observe = False
             return out
 
         return make
@@ -725,7 +733,8 @@ class ClusterEnv(
             self._rows = [static[v.spec.job_id] for v in self._window]
             self._counts = list(self._alloc.values())
         self._open_mask(opened)
-        self._write_slot_obs()
+        if self._observe:
+            self._write_slot_obs()
 
     def _close_slot(self) -> float:
         """Run the open slot with the decided allocation; its reward."""
