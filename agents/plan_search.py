@@ -95,14 +95,6 @@ class PlanSearch:
 Follow = Callable[[ClusterEnv, npt.NDArray[np.float32]], Allocator]
 
 
-def _state(env: ClusterEnv) -> tuple[Any, ...]:
-    """What the rest of a run depends on: the slot and every job's progress, allocation,
-    slots run and finish."""
-    sim = env._require_sim()
-    runs = tuple((jid, r.progress, r.alloc, r.slots_run, r.finish) for jid, r in sim._runs.items())
-    return (sim.t, env._ended, runs)
-
-
 def plan_totals(
     env: ClusterEnv,
     allocators: Sequence[Allocator],
@@ -124,7 +116,7 @@ def plan_totals(
     for k, allocator in enumerate(allocators):
         copy = copies()
         obs, _, term, trunc, _, _ = copy.plan_slot(allocator)
-        key = _state(copy)
+        key = copy.state_key()
         if key in seen:  # (the same state and the same continuation: the same total)
             out[k] = seen[key]
             continue

@@ -340,6 +340,16 @@ class ClusterEnv(
         """One copy of :meth:`lookahead`."""
         return self.lookahead(known_only)()
 
+    def state_key(self) -> tuple[Any, ...]:
+        """What the rest of the episode depends on, as a hashable value: the slot, whether
+        the episode ended, and every job's progress, allocation, slots run and finish (two
+        copies with equal keys, stepped alike, step alike: a search runs such states once)."""
+        sim = self._require_sim()
+        runs = tuple(
+            (jid, r.progress, r.alloc, r.slots_run, r.finish) for jid, r in sim._runs.items()
+        )
+        return (sim.t, self._ended, runs)
+
     def forget_future(self) -> int:
         """Forget the jobs still to arrive (:meth:`SlotSimulator.forget_future`), for a copy
         that looks ahead (:meth:`lookahead`), never the run itself; how many."""
