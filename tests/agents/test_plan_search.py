@@ -217,3 +217,25 @@ def test_bad_search_settings_are_one_clear_error(tmp_path: Path) -> None:
     if not env.slot_untouched():
         with pytest.raises(ConfigError, match="nothing placed yet"):
             plan_totals(env, _allocators(), lambda _e, _o: _allocators()[0])
+
+
+def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: Path) -> None:
+    """``tools/release_policy.py --search BASE SRC OUT``: OUT's arrays are SRC's, its search
+    the one asked for; an unknown base is one line on exit, and nothing is written."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import release_policy
+    finally:
+        sys.path.pop(0)
+    release_policy.main(
+        ["--search", "drf", "--tol", "0.01", str(GENERAL.parent), str(tmp_path / "a")]
+    )
+    made = PlanPolicy.load(tmp_path / "a" / "policy.npz")
+    assert made.search == PlanSearch(base="drf", tol=0.01)
+    a, b = np.load(GENERAL), np.load(tmp_path / "a" / "policy.npz")
+    assert all(np.array_equal(a[k], b[k]) for k in a.files if k != "__meta__")
+    with pytest.raises(SystemExit, match="search base 'nope' is neither"):
+        release_policy.main(["--search", "nope", str(GENERAL.parent), str(tmp_path / "b")])
+    assert not (tmp_path / "b").exists()
