@@ -123,8 +123,13 @@ class PlanPolicy:
         from agents.plan_search import PlanSearch
 
         out = PlanSearch.of(spec)
-        out.check([plan_label(n, o) for n, o in self.plans])
+        out.check(self.labels)
         return out
+
+    @property
+    def labels(self) -> list[str]:
+        """The labels of :attr:`plans` (``esrtf(efficiency=0.8)``), in their order."""
+        return [plan_label(n, o) for n, o in self.plans]
 
     @property
     def any_window(self) -> bool:

@@ -30,7 +30,6 @@ caches are memos), so the rollouts change nothing of the run's own.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -39,9 +38,9 @@ import numpy as np
 import numpy.typing as npt
 
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.plan_env import PlanActor, PlanSpec, SlotPlanner
+from envs.gym.plan_env import PlanActor, PlanSpec
 from envs.sim.elastic.allocators import Allocator
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, check_number
 
 __all__ = ["BASES", "PlanSearch", "SearchPlanActor", "plan_totals"]
 
@@ -66,11 +65,10 @@ class PlanSearch:
                 f"search base {self.base!r} is neither one of {', '.join(BASES)} nor a plan "
                 f"of the policy ({', '.join(labels)})"
             )
-        tol = self.tol
-        if isinstance(tol, bool) or not isinstance(tol, int | float) or not math.isfinite(tol):
-            raise ConfigError(f"search tol must be a finite number, got {tol!r}")
-        if not 0.0 <= tol < 1.0:
-            raise ConfigError(f"search tol must be in [0, 1), got {tol}")
+        if isinstance(self.tol, bool):
+            raise ConfigError(f"search tol must be a number, got {self.tol!r}")
+        if not check_number(self.tol, "search tol", ge=0.0) < 1.0:
+            raise ConfigError(f"search tol must be in [0, 1), got {self.tol}")
         if not isinstance(self.future, bool):
             raise ConfigError(f"search future must be true or false, got {self.future!r}")
 
@@ -154,7 +152,7 @@ class SearchPlanActor(PlanActor):
             planner, choose = self.planner, self.choose
 
             def by_policy(copy: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
-                return allocators[int(choose(_observe(planner, copy, obs)))]
+                return allocators[int(choose(planner.observe(obs, copy)))]
 
             return by_policy
         held = allocators[k0 if base == "hold" else self.planner.labels.index(base)]
@@ -180,13 +178,3 @@ class SearchPlanActor(PlanActor):
             self.changed += 1
             return best
         return k0
-
-
-def _observe(planner: SlotPlanner, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> Any:
-    """``planner``'s plan observation of ``env`` (a copy of its own env) at ``obs``."""
-    own = planner.env
-    planner.env = env
-    try:
-        return planner.observe(obs)
-    finally:
-        planner.env = own

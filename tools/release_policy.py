@@ -37,7 +37,6 @@ from pathlib import Path
 
 from agents.checkpoint import load_policy
 from agents.policy_file import FILE_NAME, convert, load, save_dl2
-from envs.gym.plan_env import plan_label
 from envs.provenance import read_provenance
 from envs.sim.errors import ConfigError
 
@@ -89,10 +88,11 @@ def convert_release(directory: Path) -> Path:
     return directory / FILE_NAME
 
 
-def release_search(source: Path, out: Path, base: str, tol: float) -> Path:
+def release_search(source: Path, out: Path, base: str, tol: float, argv: list[str]) -> Path:
     """Write ``out/policy.npz``: the plan policy ``source`` (a ``policy.npz`` or a directory
     holding one) with a decision-time search recorded (:mod:`agents.plan_search`: ``base``,
-    ``tol``), the same weights bit for bit; the record names the source and its SHA-256."""
+    ``tol``), the same weights bit for bit; the record names the source, its SHA-256 and the
+    command (``argv``: this tool's arguments)."""
     from agents.plan_policy import PlanPolicy
     from agents.plan_search import PlanSearch
     from agents.policy_format import with_meta
@@ -101,14 +101,14 @@ def release_search(source: Path, out: Path, base: str, tol: float) -> Path:
     src = source if source.suffix == ".npz" else source / FILE_NAME
     policy = PlanPolicy.load(src)  # (a ClusterPlan-v0 policy, or a clear error)
     search = PlanSearch(base=base, tol=tol)
-    search.check([plan_label(n, o) for n, o in policy.plans])
+    search.check(policy.labels)
     meta = policy.meta or {}
     update = {
         "search": search.describe(),
         "derived": {
             "from": str(source),
             "sha256": sha256_file(src),
-            "command": shlex.join(["python", "tools/release_policy.py", *sys.argv[1:]]),
+            "command": shlex.join(["python", "tools/release_policy.py", *argv]),
             "what": "the source's weights, acting inside a decision-time plan search",
         },
         "training": meta.get("training"),
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.search is not None:
             if args.out is None:
                 ap.error("the output directory (policies/<name>) is missing")
-            path = release_search(args.run_dir, args.out, args.search, args.tol)
+            given = sys.argv[1:] if argv is None else argv
+            path = release_search(args.run_dir, args.out, args.search, args.tol, given)
         elif args.convert:
             path = convert_release(args.run_dir)
         elif args.out is None:

@@ -145,8 +145,12 @@ class SlotPlanner:
         # says otherwise how it finds its simulator
         self._native = type(env)._require_sim is ClusterEnv._require_sim
 
-    def observe(self, inner_obs: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        env = self.env
+    def observe(
+        self, inner_obs: npt.NDArray[np.float32], env: ClusterEnv | None = None
+    ) -> npt.NDArray[np.float32]:
+        """The plan observation of the planner's env (or of ``env``, a copy of it) at the
+        slot that opened with ``inner_obs``."""
+        env = self.env if env is None else env
         if self._native:  # (the code below, in C where built: native_alloc.plan_obs)
             out = np.empty(self.obs_size, dtype=np.float32)
             if native_alloc.plan_obs(out, inner_obs, env):

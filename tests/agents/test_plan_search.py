@@ -64,7 +64,7 @@ def test_a_lookahead_copy_runs_exactly_the_jobs_that_have_arrived() -> None:
     _advance(env, esrtf, 3)
     arrived = env._require_sim()._next_arrival
     assert 0 < arrived < len(env.jobs)
-    known = env.lookahead_copy()
+    known = env.lookahead()()
     assert [j.job_id for j in known.jobs] == [j.job_id for j in env._require_sim().jobs[:arrived]]
     assert len(env.jobs) > len(known.jobs)  # the run itself keeps every job
     done = False
@@ -82,7 +82,7 @@ def test_a_lookahead_copy_runs_exactly_the_jobs_that_have_arrived() -> None:
         done = term or trunc
     assert got == pytest.approx(alone.episode_jcts()[0], rel=1e-12)
     # the clairvoyant copy keeps every job
-    assert len(env.lookahead_copy(known_only=False).jobs) == len(env.jobs)
+    assert len(env.lookahead(known_only=False)().jobs) == len(env.jobs)
 
 
 def test_plan_totals_are_the_total_jct_of_each_plans_rollout() -> None:
@@ -98,7 +98,7 @@ def test_plan_totals_are_the_total_jct_of_each_plans_rollout() -> None:
     assert (env._require_sim().t, env._require_sim()._next_arrival) == before
     assert totals[-1] == totals[1]
     for k, allocator in enumerate(allocators):
-        copy = env.lookahead_copy()
+        copy = env.lookahead()()
         *_, term, trunc, _, _ = copy.plan_slot(allocator)
         while not (term or trunc):
             *_, term, trunc, _, _ = copy.plan_slot(drf)
@@ -234,6 +234,7 @@ def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: P
     )
     made = PlanPolicy.load(tmp_path / "a" / "policy.npz")
     assert made.search == PlanSearch(base="drf", tol=0.01)
+    assert made.meta is not None and "--search drf --tol 0.01" in made.meta["derived"]["command"]
     a, b = np.load(GENERAL), np.load(tmp_path / "a" / "policy.npz")
     assert all(np.array_equal(a[k], b[k]) for k in a.files if k != "__meta__")
     with pytest.raises(SystemExit, match="search base 'nope' is neither"):

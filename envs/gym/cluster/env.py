@@ -336,10 +336,6 @@ class ClusterEnv(
 
         return make
 
-    def lookahead_copy(self, known_only: bool = True) -> ClusterEnv:
-        """One copy of :meth:`lookahead`."""
-        return self.lookahead(known_only)()
-
     def state_key(self) -> tuple[Any, ...]:
         """What the rest of the episode depends on, as a hashable value: the slot, whether
         the episode ended, and every job's progress, allocation, slots run and finish (two
