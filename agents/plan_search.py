@@ -12,9 +12,13 @@ with its network inside a search:
    jobs by the **base**: ``hold`` (the network's plan ``k0``, held for every later slot),
    ``policy`` (the network, slot by slot, on the copy's observations) or a plan label (that
    plan);
-3. a plan's value is the total JCT of the known jobs (slots) its copy ends with; the slot
-   takes ``k0`` unless another plan is lower by more than ``tol`` (relative), then the
-   lowest (ties: the lower plan index).
+3. a plan's value is the total JCT of the known jobs (slots) its copy ends with; with
+   ``also`` (plan labels), each plan is also continued by each of those plans held, and its
+   value is the lowest of its continuations' (a rollout with several base heuristics, as in
+   Bertsekas's rollout algorithms: the search then answers "which plan now, if later slots
+   are planned by the best of these?");
+4. the slot takes ``k0`` unless another plan is lower by more than ``tol`` (relative), then
+   the lowest (ties: the lower plan index).
 
 Plans whose tried slot leaves the run in the same state (the same progress, allocation and
 slots run for every job) have the same value, so each such state is run once.  The search is
@@ -30,6 +34,7 @@ caches are memos), so the rollouts change nothing of the run's own.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -51,12 +56,14 @@ BASES = ("hold", "policy")
 @dataclass(frozen=True)
 class PlanSearch:
     """How a plan policy searches (module docstring): ``base`` (``hold``, ``policy`` or a plan
-    label), ``tol`` (relative margin a plan must beat the network's by) and ``future``
+    label), ``also`` (plan labels whose held continuations a plan's value is the best of, with
+    the base's), ``tol`` (relative margin a plan must beat the network's by) and ``future``
     (clairvoyant copies: for measurements only)."""
 
     base: str = "hold"
     tol: float = 1e-9
     future: bool = False
+    also: tuple[str, ...] = ()
 
     def check(self, labels: Sequence[str]) -> None:
         """One :class:`ConfigError` for a setting the search cannot run with."""
@@ -65,6 +72,15 @@ class PlanSearch:
                 f"search base {self.base!r} is neither one of {', '.join(BASES)} nor a plan "
                 f"of the policy ({', '.join(labels)})"
             )
+        if isinstance(self.also, str) or not isinstance(self.also, tuple):
+            raise ConfigError(f"search also must be a list of plan labels, got {self.also!r}")
+        for label in self.also:
+            if label not in labels:
+                raise ConfigError(
+                    f"search also: {label!r} is not a plan of the policy ({', '.join(labels)})"
+                )
+        if len(set(self.also)) != len(self.also):
+            raise ConfigError(f"search also names a plan twice: {list(self.also)}")
         if isinstance(self.tol, bool):
             raise ConfigError(f"search tol must be a number, got {self.tol!r}")
         if not check_number(self.tol, "search tol", ge=0.0) < 1.0:
@@ -73,8 +89,13 @@ class PlanSearch:
             raise ConfigError(f"search future must be true or false, got {self.future!r}")
 
     def describe(self) -> dict[str, Any]:
-        """What a policy file records (``meta["search"]``)."""
-        return asdict(self)
+        """What a policy file records (``meta["search"]``; ``also`` only when set, so files
+        written before it read the same)."""
+        out = asdict(self)
+        out["also"] = list(self.also)
+        if not self.also:
+            del out["also"]
+        return out
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> PlanSearch:
@@ -82,12 +103,18 @@ class PlanSearch:
         :class:`ConfigError` naming it."""
         if not isinstance(spec, Mapping):
             raise ConfigError(f"'search' must be a mapping, got {spec!r}")
-        unknown = sorted(set(spec) - {"base", "tol", "future"})
+        unknown = sorted(set(spec) - {"base", "tol", "future", "also"})
         if unknown:
             raise ConfigError(
-                f"unknown search key(s) {', '.join(unknown)} (known: base, tol, future)"
+                f"unknown search key(s) {', '.join(unknown)} (known: base, tol, future, also)"
             )
-        return cls(**dict(spec))
+        fields = dict(spec)
+        if "also" in fields:
+            also = fields["also"]
+            if isinstance(also, str) or not isinstance(also, Sequence):
+                raise ConfigError(f"search also must be a list of plan labels, got {also!r}")
+            fields["also"] = tuple(also)
+        return cls(**fields)
 
 
 Follow = Callable[[ClusterEnv, npt.NDArray[np.float32]], Allocator]
@@ -98,29 +125,35 @@ def plan_totals(
     allocators: Sequence[Allocator],
     follow: Follow,
     *,
+    also: Sequence[Follow] = (),
     future: bool = False,
     observe: bool = True,
 ) -> npt.NDArray[np.float64]:
     """The total JCT (slots) of the known jobs (with ``future``: of every job) when each of
     ``allocators`` plans ``env``'s open slot (nothing placed yet) and ``follow`` plans
     every later slot (``follow(copy, observation) -> allocator``), each on its own
-    :meth:`~envs.gym.cluster.env.ClusterEnv.lookahead` copy (``env`` is not stepped);
-    ``observe=False`` when ``follow`` reads no observation (the copies then write none)."""
+    :meth:`~envs.gym.cluster.env.ClusterEnv.lookahead` copy (``env`` is not stepped); with
+    ``also``, each plan's total is the lowest over ``follow`` and each continuation of
+    ``also``.  ``observe=False`` when no continuation reads an observation (the copies then
+    write none)."""
     if not env.slot_untouched():
         raise ConfigError("a plan search needs an open slot with nothing placed yet")
     copies = env.lookahead(known_only=not future, observe=observe)
+    continuations = [follow, *also]
     out = np.empty(len(allocators), dtype=np.float64)
     seen: dict[tuple[Any, ...], float] = {}
     for k, allocator in enumerate(allocators):
-        copy = copies()
-        obs, _, term, trunc, _, _ = copy.plan_slot(allocator)
-        key = copy.state_key()
-        if key in seen:  # (the same state and the same continuation: the same total)
-            out[k] = seen[key]
-            continue
-        while not (term or trunc):
-            obs, _, term, trunc, _, _ = copy.plan_slot(follow(copy, obs))
-        out[k] = seen[key] = float(sum(copy.episode_jcts()[0]))
+        best = math.inf
+        for c, continuation in enumerate(continuations):
+            copy = copies()
+            obs, _, term, trunc, _, _ = copy.plan_slot(allocator)
+            key = (c, copy.state_key())
+            if key not in seen:  # (the same state and continuation: the same total)
+                while not (term or trunc):
+                    obs, _, term, trunc, _, _ = copy.plan_slot(continuation(copy, obs))
+                seen[key] = float(sum(copy.episode_jcts()[0]))
+            best = min(best, seen[key])
+        out[k] = best
     return out
 
 
@@ -145,6 +178,24 @@ class SearchPlanActor(PlanActor):
         self.changed = 0
         self.last_totals: npt.NDArray[np.float64] | None = None
 
+    def _also(self, k0: int) -> list[Follow]:
+        """The held continuations of ``also`` (less the base's own, when it holds one)."""
+        labels, base = self.planner.labels, self.search.base
+        own = k0 if base == "hold" else labels.index(base) if base in labels else None
+        return [
+            self._holding(labels.index(label))
+            for label in self.search.also
+            if labels.index(label) != own
+        ]
+
+    def _holding(self, k: int) -> Follow:
+        held = self.allocators[k]
+
+        def by_plan(_copy: ClusterEnv, _obs: npt.NDArray[np.float32]) -> Allocator:
+            return held
+
+        return by_plan
+
     def _follow(self, k0: int) -> Follow:
         """The rollouts' continuation after the tried slot (the same for every plan)."""
         allocators, base = self.allocators, self.search.base
@@ -155,12 +206,7 @@ class SearchPlanActor(PlanActor):
                 return allocators[int(choose(planner.observe(obs, copy)))]
 
             return by_policy
-        held = allocators[k0 if base == "hold" else self.planner.labels.index(base)]
-
-        def by_plan(_copy: ClusterEnv, _obs: npt.NDArray[np.float32]) -> Allocator:
-            return held
-
-        return by_plan
+        return self._holding(k0 if base == "hold" else self.planner.labels.index(base))
 
     def plan_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
         k0 = super().plan_for(env, obs)
@@ -168,6 +214,7 @@ class SearchPlanActor(PlanActor):
             env,
             self.allocators,
             self._follow(k0),
+            also=self._also(k0),
             future=self.search.future,
             observe=self.search.base == "policy",
         )

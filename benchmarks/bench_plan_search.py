@@ -5,13 +5,16 @@ Usage::
     python benchmarks/bench_plan_search.py                 # medium, small, large; seed 100
     python benchmarks/bench_plan_search.py --settings medium:6 small:24 --seeds 100 101 102
     python benchmarks/bench_plan_search.py --policy policies/general --bases hold drf --json
+    python benchmarks/bench_plan_search.py --settings medium:6 small:24 --seeds 100 101 102 \
+        --also esrtf_load "esrtf(backfill=True)" optimus      # the released search's choice
 
 For the plan policy of ``--policy`` (default the released ``policies/general``) on each
 ``setting[:nodes]`` (DL²'s generator; validation seeds by default, never the test seeds
 300-319), acting alone and inside the search with each base of ``--bases`` (``hold``,
-``policy`` or a plan label): CPU seconds per episode, the slots planned, the slots where the
-search overruled the network, the episode's avg JCT (slots) and its ratio to the best of
-``--heuristics`` on the same workload (through the same env).  ``--future`` adds the
+``policy`` or a plan label; with ``--also PLAN ...``, each also inside the search whose plans
+are further continued by those plans held): CPU seconds per episode, the slots planned, the
+slots where the search overruled the network, the episode's avg JCT (slots) and its ratio to
+the best of ``--heuristics`` on the same workload (through the same env).  ``--future`` adds the
 clairvoyant search (the copies keep the jobs still to arrive): what seeing the future would
 add, not a scheduler.  Last, per setting and way of acting, the mean ratio over the seeds.
 """
@@ -56,6 +59,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="DL² settings, each optionally :<nodes>")  # fmt: skip
     ap.add_argument("--seeds", nargs="+", type=int, default=[100])
     ap.add_argument("--bases", nargs="+", default=["hold"])
+    ap.add_argument(
+        "--also",
+        nargs="+",
+        default=[],
+        metavar="PLAN",
+        help="each base's search again, these plans held as continuations too",
+    )
     ap.add_argument("--future", action="store_true", help="also the clairvoyant search")
     ap.add_argument("--heuristics", nargs="*", default=list(HEURISTICS),
                     help="allocator labels the ratio is to (the best per workload)")  # fmt: skip
@@ -65,6 +75,9 @@ def main(argv: list[str] | None = None) -> None:
     policy = PlanPolicy.load(path)
     searches: list[tuple[str, PlanSearch | None]] = [("alone", None)]
     searches += [(f"search ({b})", PlanSearch(base=b)) for b in args.bases]
+    if args.also:
+        also = tuple(args.also)
+        searches += [(f"search ({b}, also)", PlanSearch(base=b, also=also)) for b in args.bases]
     if args.future:
         searches.append(("clairvoyant (hold)", PlanSearch(future=True)))
     rows: list[dict[str, Any]] = []

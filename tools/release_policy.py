@@ -23,8 +23,10 @@ older files.
 
 ``--search BASE`` copies a ``dlsched/ClusterPlan-v0`` policy (its weights bit for bit) into a
 file that acts inside a decision-time search over the slot's plan on the known jobs
-(:mod:`agents.plan_search`; its rollouts follow ``BASE``): ``policies/general_search`` is
-``policies/general`` so copied.
+(:mod:`agents.plan_search`; its rollouts follow ``BASE`` and, with ``--also PLAN ...``, each
+of those plans held, a plan's value being the best of its continuations):
+``policies/general_search`` is ``policies/general`` so copied, with ``--search hold --also
+esrtf_load "esrtf(backfill=True)" optimus``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from agents.checkpoint import load_policy
@@ -88,11 +91,18 @@ def convert_release(directory: Path) -> Path:
     return directory / FILE_NAME
 
 
-def release_search(source: Path, out: Path, base: str, tol: float, argv: list[str]) -> Path:
+def release_search(
+    source: Path,
+    out: Path,
+    base: str,
+    tol: float,
+    argv: list[str],
+    also: Sequence[str] = (),
+) -> Path:
     """Write ``out/policy.npz``: the plan policy ``source`` (a ``policy.npz`` or a directory
     holding one) with a decision-time search recorded (:mod:`agents.plan_search`: ``base``,
-    ``tol``), the same weights bit for bit; the record names the source, its SHA-256 and the
-    command (``argv``: this tool's arguments)."""
+    ``tol``, ``also``), the same weights bit for bit; the record names the source, its SHA-256
+    and the command (``argv``: this tool's arguments)."""
     from agents.plan_policy import PlanPolicy
     from agents.plan_search import PlanSearch
     from agents.policy_format import with_meta
@@ -100,7 +110,7 @@ def release_search(source: Path, out: Path, base: str, tol: float, argv: list[st
 
     src = source if source.suffix == ".npz" else source / FILE_NAME
     policy = PlanPolicy.load(src)  # (a ClusterPlan-v0 policy, or a clear error)
-    search = PlanSearch(base=base, tol=tol)
+    search = PlanSearch(base=base, tol=tol, also=tuple(also))
     search.check(policy.labels)
     meta = policy.meta or {}
     update = {
@@ -137,13 +147,21 @@ def main(argv: list[str] | None = None) -> None:
         default=1e-9,
         help="with --search: the relative margin a plan must beat the network's by",
     )
+    ap.add_argument(
+        "--also",
+        nargs="+",
+        metavar="PLAN",
+        default=[],
+        help="with --search: plan labels that also continue each tried plan, held (a plan's "
+        "value is the best of its continuations)",
+    )
     args = ap.parse_args(argv)
     try:
         if args.search is not None:
             if args.out is None:
                 ap.error("the output directory (policies/<name>) is missing")
             given = sys.argv[1:] if argv is None else argv
-            path = release_search(args.run_dir, args.out, args.search, args.tol, given)
+            path = release_search(args.run_dir, args.out, args.search, args.tol, given, args.also)
         elif args.convert:
             path = convert_release(args.run_dir)
         elif args.out is None:

@@ -109,6 +109,30 @@ def test_plan_totals_are_the_total_jct_of_each_plans_rollout() -> None:
     assert blind.tolist() == totals.tolist()
 
 
+def test_with_also_a_plans_total_is_the_best_of_its_continuations() -> None:
+    """Oracle: with ``also``, each plan's total is the lowest of its hand-run rollouts under
+    each continuation; it is never above the single-continuation total, and here below it for
+    some plan (so the check has power)."""
+    env = make_env(_config())
+    env.reset(seed=101)
+    _first_slot_with_future(env, make_allocator("esrtf"))
+    allocators = _allocators()
+    drf, esrtf_load = allocators[2], allocators[3]
+    conts = [lambda _e, _o: drf, lambda _e, _o: esrtf_load, lambda _e, _o: allocators[1]]
+    single = plan_totals(env, allocators, conts[0], observe=False)
+    multi = plan_totals(env, allocators, conts[0], also=conts[1:], observe=False)
+    for k, allocator in enumerate(allocators):
+        ends = []
+        for held in (drf, esrtf_load, allocators[1]):
+            copy = env.lookahead(observe=False)()
+            *_, term, trunc, _, _ = copy.plan_slot(allocator)
+            while not (term or trunc):
+                *_, term, trunc, _, _ = copy.plan_slot(held)
+            ends.append(sum(copy.episode_jcts()[0]))
+        assert multi[k] == min(ends)
+    assert (multi <= single).all() and (multi < single).any()
+
+
 def _decisions(jobs: tuple, search: PlanSearch, before: int) -> list[tuple[int, int, list]]:
     """The search's plan and plan totals at every slot before ``before`` on ``jobs`` (DL²'s
     tiny setting)."""
@@ -171,6 +195,13 @@ def test_the_network_keeps_its_plan_unless_another_is_better() -> None:
         actor = SearchPlanActor(env, policy.chooser(), policy.plans, PlanSearch())
         runs.append((run_episode(env, actor, 100).avg_jct, actor.chosen, actor.changed))
     assert runs[0] == runs[1] and runs[0][2] > 0
+    # with held heuristics as further continuations: deterministic too, and it acts differently
+    also = PlanSearch(also=("esrtf_load", "esrtf(backfill=True)", "optimus"))
+    wider = []
+    for _ in range(2):
+        actor = SearchPlanActor(env, policy.chooser(), policy.plans, also)
+        wider.append((run_episode(env, actor, 100).avg_jct, actor.chosen, actor.changed))
+    assert wider[0] == wider[1] and wider[0][1] != runs[0][1]
     # a plan label as the base, and the network itself
     for base in ("drf", "policy"):
         actor = SearchPlanActor(env, policy.chooser(), policy.plans, PlanSearch(base=base))
@@ -180,14 +211,17 @@ def test_the_network_keeps_its_plan_unless_another_is_better() -> None:
 
 def test_the_released_search_policy_is_the_general_weights_with_a_search() -> None:
     """``policies/general_search``: the same arrays as ``policies/general``, bit for bit, its
-    training record, and a ``hold`` search recorded with where it comes from."""
+    training record, and a ``hold`` search with the three best heuristics also held, recorded
+    with where it comes from."""
     a, b = np.load(GENERAL), np.load(SEARCH)
     assert set(a.files) == set(b.files)
     for k in a.files:
         if k != "__meta__":
             assert np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype, k
     general, searched = PlanPolicy.load(GENERAL), PlanPolicy.load(SEARCH)
-    assert general.search is None and searched.search == PlanSearch(base="hold")
+    assert general.search is None and searched.search == PlanSearch(
+        base="hold", also=("esrtf_load", "esrtf(backfill=True)", "optimus")
+    )
     assert searched.meta is not None and general.meta is not None
     assert searched.meta["training"] == general.meta["training"]
     assert searched.meta["derived"]["from"].endswith("general")
@@ -212,6 +246,18 @@ def test_bad_search_settings_are_one_clear_error(tmp_path: Path) -> None:
     with_meta(GENERAL, bad, {"search": {"base": "fifo"}})
     with pytest.raises(ConfigError, match=r"policy\.npz: search base 'fifo'"):
         PlanPolicy.load(bad)
+    for also, why in (
+        ("drf", "also must be a list of plan labels"),
+        (["drf", "fifo"], "also: 'fifo' is not a plan of the policy"),
+        (["drf", "drf"], "also names a plan twice"),
+        (3, "also must be a list of plan labels"),
+    ):
+        with_meta(GENERAL, bad, {"search": {"base": "hold", "also": also}})
+        with pytest.raises(ConfigError, match=rf"policy\.npz: search {why}"):
+            PlanPolicy.load(bad)
+    # a search without ``also`` records none (files written before it read the same)
+    assert "also" not in PlanSearch().describe()
+    assert PlanSearch.of(PlanSearch(also=("drf",)).describe()) == PlanSearch(also=("drf",))
     env.reset(seed=0)
     env.step(0 if env.action_masks()[0] else int(np.flatnonzero(env.action_masks())[0]))
     if not env.slot_untouched():
@@ -229,12 +275,12 @@ def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: P
         import release_policy
     finally:
         sys.path.pop(0)
-    release_policy.main(
-        ["--search", "drf", "--tol", "0.01", str(GENERAL.parent), str(tmp_path / "a")]
-    )
+    given = ["--search", "drf", "--tol", "0.01", str(GENERAL.parent), str(tmp_path / "a")]
+    release_policy.main([*given, "--also", "optimus", "esrtf_load"])
     made = PlanPolicy.load(tmp_path / "a" / "policy.npz")
-    assert made.search == PlanSearch(base="drf", tol=0.01)
+    assert made.search == PlanSearch(base="drf", tol=0.01, also=("optimus", "esrtf_load"))
     assert made.meta is not None and "--search drf --tol 0.01" in made.meta["derived"]["command"]
+    assert "--also optimus esrtf_load" in made.meta["derived"]["command"]
     a, b = np.load(GENERAL), np.load(tmp_path / "a" / "policy.npz")
     assert all(np.array_equal(a[k], b[k]) for k in a.files if k != "__meta__")
     with pytest.raises(SystemExit, match="search base 'nope' is neither"):
