@@ -92,8 +92,9 @@ class PlanSearch:
         """What a policy file records (``meta["search"]``; ``also`` only when set, so files
         written before it read the same)."""
         out = asdict(self)
-        out["also"] = list(self.also)
-        if not self.also:
+        if self.also:
+            out["also"] = list(self.also)
+        else:
             del out["also"]
         return out
 
@@ -109,11 +110,8 @@ class PlanSearch:
                 f"unknown search key(s) {', '.join(unknown)} (known: base, tol, future, also)"
             )
         fields = dict(spec)
-        if "also" in fields:
-            also = fields["also"]
-            if isinstance(also, str) or not isinstance(also, Sequence):
-                raise ConfigError(f"search also must be a list of plan labels, got {also!r}")
-            fields["also"] = tuple(also)
+        if isinstance(fields.get("also"), list):  # (JSON's lists; anything else: check says)
+            fields["also"] = tuple(fields["also"])
         return cls(**fields)
 
 
@@ -143,15 +141,21 @@ def plan_totals(
     out = np.empty(len(allocators), dtype=np.float64)
     seen: dict[tuple[Any, ...], float] = {}
     for k, allocator in enumerate(allocators):
+        tried = copies()
+        obs, _, term, trunc, _, _ = tried.plan_slot(allocator)
+        state = tried.state_key()
+        copy: ClusterEnv | None = tried
         best = math.inf
         for c, continuation in enumerate(continuations):
-            copy = copies()
-            obs, _, term, trunc, _, _ = copy.plan_slot(allocator)
-            key = (c, copy.state_key())
+            key = (c, state)
             if key not in seen:  # (the same state and continuation: the same total)
+                if copy is None:  # (the last one was run on: a fresh one at the tried slot)
+                    copy = copies()
+                    obs, _, term, trunc, _, _ = copy.plan_slot(allocator)
                 while not (term or trunc):
                     obs, _, term, trunc, _, _ = copy.plan_slot(continuation(copy, obs))
                 seen[key] = float(sum(copy.episode_jcts()[0]))
+                copy = None
             best = min(best, seen[key])
         out[k] = best
     return out

@@ -34,10 +34,9 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from agents.episode_results import run_episode
+from agents.episode_results import evaluate_allocator, run_episode
 from agents.plan_policy import PlanPolicy
 from agents.plan_search import PlanSearch, SearchPlanActor
-from envs.gym.actors import AllocatorActor
 from envs.gym.factory import coerce_env_config, make_env
 from envs.gym.plan_env import PlanActor
 from envs.sim.elastic.allocators import allocator_from_label
@@ -85,11 +84,14 @@ def main(argv: list[str] | None = None) -> None:
         setting, overrides = _setting(spec)
         config = replace(coerce_env_config(policy.env), setting=setting, overrides=overrides)
         for seed in args.seeds:
-            best = math.inf
-            for label in args.heuristics:
-                env = make_env(config)
-                factory = functools.partial(allocator_from_label, label)
-                best = min(best, run_episode(env, AllocatorActor(env, factory), seed).avg_jct)
+            runs = (
+                r.avg_jct
+                for label in args.heuristics
+                for r in evaluate_allocator(
+                    functools.partial(allocator_from_label, label), config, [seed]
+                )
+            )
+            best = min(runs, default=math.inf)
             for name, search in searches:
                 env = make_env(config)
                 actor: PlanActor = (
