@@ -50,6 +50,7 @@ import torch as th
 from torch import nn
 
 from agents.episode_pg import EpisodePG, EpisodePGConfig, PolicyNet
+from agents.plan_search import PlanSearch, search_totals
 from envs.sim.errors import ConfigError
 
 __all__ = [
@@ -71,7 +72,11 @@ class ExpertConfig:
     the base after the tried plan (0: to the episode's end), ``base`` what the rollouts
     follow (``policy`` or a plan label of the env), ``epochs`` distillation passes per
     iteration, ``tol`` the relative tie margin, ``keep`` iterations of labelled slots trained
-    on (0: all)."""
+    on (0: all).  ``teacher``: ``future`` (the rollouts see the workload's jobs still to
+    come) or ``known`` (``dlsched/ClusterPlan-v0`` only: a slot is valued as the released
+    decision-time search values it, :func:`agents.plan_search.search_totals` on the jobs that
+    have arrived; ``base`` ``hold`` holds the policy's plan, a label holds that plan, and each
+    plan of ``also`` is a further held continuation)."""
 
     states: int = 16
     horizon: int = 0
@@ -81,6 +86,8 @@ class ExpertConfig:
     keep: int = 0
     candidates: int = 0
     anchor: float = 0.0
+    teacher: str = "future"
+    also: list[str] = field(default_factory=list)
 
     def check(self, env: Any = None, contention: bool | None = None) -> None:
         """One :class:`ConfigError` for a setting the search cannot run with.  ``env``: the
@@ -110,6 +117,8 @@ class ExpertConfig:
             raise ConfigError(f"agent.expert.anchor must be finite and >= 0, got {self.anchor}")
         if env is not None:
             contention = not hasattr(env, "labels")
+        if self._check_teacher(env, contention):
+            return
         if contention:
             if int(self.horizon):
                 raise ConfigError(
@@ -128,6 +137,50 @@ class ExpertConfig:
                 f"agent.expert.horizon={self.horizon} slots is past the episode: the env "
                 f"truncates every episode at max_slots={limit} (0: to the episode's end)"
             )
+
+    def _check_teacher(self, env: Any, contention: bool | None) -> bool:
+        """:meth:`check`'s part for ``teacher`` and ``also``; whether the known teacher was
+        checked whole (nothing else of :meth:`check` applies to it)."""
+        if self.teacher not in TEACHERS:
+            raise ConfigError(
+                f"agent.expert.teacher must be one of {', '.join(TEACHERS)}, got {self.teacher!r}"
+            )
+        if self.teacher == "future" and list(self.also):
+            raise ConfigError(
+                f"agent.expert.also={list(self.also)} needs agent.expert.teacher=known (the "
+                "future teacher follows one base)"
+            )
+        if self.teacher == "known":
+            if contention:
+                raise ConfigError(
+                    "agent.expert.teacher=known is the plan search's valuation "
+                    "(dlsched/ClusterPlan-v0); Contention-v0 has teacher=future only"
+                )
+            if int(self.horizon):
+                raise ConfigError(
+                    f"agent.expert.horizon={self.horizon}: the known teacher runs the known "
+                    "jobs to their end; set agent.expert.horizon=0"
+                )
+            if self.base == "policy":
+                raise ConfigError(
+                    "agent.expert.teacher=known continues with held plans: agent.expert.base "
+                    "must be 'hold' (the policy's plan held) or a plan label, not 'policy'"
+                )
+            if env is not None:
+                self.known_search().check(env.labels)
+            return True
+        return False
+
+    def known_search(self) -> PlanSearch:
+        """The decision-time search the ``known`` teacher values slots with."""
+        also: Any = self.also  # (a list, or Hydra's ListConfig; anything else: check says)
+        if isinstance(also, Sequence) and not isinstance(also, str):
+            also = tuple(str(label) for label in also)
+        return PlanSearch(base=str(self.base), also=also)
+
+
+#: what values a searched slot: the rollouts see the jobs to come, or only the known ones
+TEACHERS = ("future", "known")
 
 
 def base_rule(base: str, env: Any) -> Any:
@@ -235,7 +288,9 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
     the workers."""
     env, wseed, draw_seed, cfg = item
     act = net.act
-    base = base_rule(cfg.base, env) or act
+    known = cfg.teacher == "known"
+    base = None if known else base_rule(cfg.base, env) or act
+    search = cfg.known_search() if known else None
     obs, _ = env.reset(seed=wseed)
     actions: list[int] = []
     visited: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], int]] = []
@@ -259,7 +314,12 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
             cands = _candidates(net, obs, mask, int(cfg.candidates))
             if a not in cands:  # (the policy's own action is always tried)
                 cands = sorted([*cands, a])
-            v = action_values(env, base, int(cfg.horizon), cands)
+            if search is not None:  # the released search's valuation (lower total: better)
+                allocators = [d.allocator for d in env.drivers]
+                totals = search_totals(env.inner, allocators, env.labels, search, a)
+                v = -totals[np.asarray(cands)]
+            else:
+                v = action_values(env, base, int(cfg.horizon), cands)
             best = float(v.max())
             scale = max(abs(best), 1e-12)
             good = (best - v) <= float(cfg.tol) * scale

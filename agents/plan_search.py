@@ -47,7 +47,7 @@ from envs.gym.plan_env import PlanActor, PlanSpec
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.errors import ConfigError, check_number
 
-__all__ = ["BASES", "PlanSearch", "SearchPlanActor", "plan_totals"]
+__all__ = ["BASES", "PlanSearch", "SearchPlanActor", "plan_totals", "search_totals"]
 
 #: The continuations that are not a plan label.
 BASES = ("hold", "policy")
@@ -161,6 +161,45 @@ def plan_totals(
     return out
 
 
+def _holding(allocator: Allocator) -> Follow:
+    def by_plan(_copy: ClusterEnv, _obs: npt.NDArray[np.float32]) -> Allocator:
+        return allocator
+
+    return by_plan
+
+
+def search_totals(
+    env: ClusterEnv,
+    allocators: Sequence[Allocator],
+    labels: Sequence[str],
+    search: PlanSearch,
+    k0: int,
+    by_policy: Follow | None = None,
+) -> npt.NDArray[np.float64]:
+    """Each plan's value under ``search`` at ``env``'s open slot (:func:`plan_totals`; lower
+    is better), when the network's plan there is ``k0``: the base ``hold`` holds ``k0``,
+    ``policy`` follows ``by_policy`` (needed then), a label holds that plan; each of ``also``
+    is a further held continuation (less the base's own plan).  What
+    :class:`SearchPlanActor` decides by, and what expert iteration's ``known`` teacher labels
+    slots with (:mod:`agents.expert_iteration`)."""
+    base = search.base
+    if base == "policy":
+        if by_policy is None:
+            raise ConfigError("a search with base 'policy' needs the policy's continuation")
+        follow, own = by_policy, None
+    else:
+        own = k0 if base == "hold" else list(labels).index(base)
+        follow = _holding(allocators[own])
+    also = [
+        _holding(allocators[k])
+        for k in (list(labels).index(label) for label in search.also)
+        if k != own
+    ]
+    return plan_totals(
+        env, allocators, follow, also=also, future=search.future, observe=base == "policy"
+    )
+
+
 class SearchPlanActor(PlanActor):
     """A plan policy that searches before each slot (module docstring); a
     :class:`~envs.gym.plan_env.PlanActor` in every other way.  :attr:`searched` counts the
@@ -182,45 +221,14 @@ class SearchPlanActor(PlanActor):
         self.changed = 0
         self.last_totals: npt.NDArray[np.float64] | None = None
 
-    def _also(self, k0: int) -> list[Follow]:
-        """The held continuations of ``also`` (less the base's own, when it holds one)."""
-        labels, base = self.planner.labels, self.search.base
-        own = k0 if base == "hold" else labels.index(base) if base in labels else None
-        return [
-            self._holding(labels.index(label))
-            for label in self.search.also
-            if labels.index(label) != own
-        ]
-
-    def _holding(self, k: int) -> Follow:
-        held = self.allocators[k]
-
-        def by_plan(_copy: ClusterEnv, _obs: npt.NDArray[np.float32]) -> Allocator:
-            return held
-
-        return by_plan
-
-    def _follow(self, k0: int) -> Follow:
-        """The rollouts' continuation after the tried slot (the same for every plan)."""
-        allocators, base = self.allocators, self.search.base
-        if base == "policy":
-            planner, choose = self.planner, self.choose
-
-            def by_policy(copy: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
-                return allocators[int(choose(planner.observe(obs, copy)))]
-
-            return by_policy
-        return self._holding(k0 if base == "hold" else self.planner.labels.index(base))
+    def _by_policy(self, copy: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
+        """``base: policy``'s continuation: the network's plan on the copy's observation."""
+        return self.allocators[int(self.choose(self.planner.observe(obs, copy)))]
 
     def plan_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
         k0 = super().plan_for(env, obs)
-        totals = plan_totals(
-            env,
-            self.allocators,
-            self._follow(k0),
-            also=self._also(k0),
-            future=self.search.future,
-            observe=self.search.base == "policy",
+        totals = search_totals(
+            env, self.allocators, self.planner.labels, self.search, k0, self._by_policy
         )
         self.last_totals = totals
         self.searched += 1

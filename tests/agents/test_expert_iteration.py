@@ -158,6 +158,13 @@ def test_the_distillation_takes_the_searchs_best_plans() -> None:
         ({"epochs": 0}, "epochs must be >= 1"),
         ({"tol": float("nan")}, "tol must be in [0, 1)"),
         ({"keep": -1}, "keep must be >= 0"),
+        ({"teacher": "oracle"}, "teacher must be one of future, known, got 'oracle'"),
+        ({"also": ["drf"]}, "needs agent.expert.teacher=known"),
+        ({"teacher": "known"}, "base must be 'hold' (the policy's plan held) or a plan label"),
+        ({"teacher": "known", "base": "hold", "horizon": 3}, "set agent.expert.horizon=0"),
+        ({"teacher": "known", "base": "hold", "also": ["srtf"]}, "also: 'srtf' is not a plan"),
+        ({"teacher": "known", "base": "hold", "also": ["drf", "drf"]}, "names a plan twice"),
+        ({"teacher": "known", "base": "sjf"}, "search base 'sjf' is neither"),
     ],
 )
 def test_a_search_that_cannot_run_is_one_clear_error_before_anything_runs(
@@ -188,6 +195,50 @@ def test_a_plan_label_as_the_base_follows_that_constant_plan() -> None:
             break
     assert found.searched == len(expected) + found.ties
     assert [m.tolist() for m in found.best] == [m.tolist() for m in expected]
+
+
+def _known_totals(env: PlanEnv, held: list[int]) -> np.ndarray:
+    """Each plan's total JCT of the known jobs, by hand: on copies of the inner env that forget
+    the jobs still to come, the plan now and then each plan of ``held`` for every later slot,
+    the lowest of those totals."""
+    allocators = [d.allocator for d in env.drivers]
+    out = np.full(env.K, np.inf)
+    for k in range(env.K):
+        for h in held:
+            copy = pickle.loads(pickle.dumps(env.inner))
+            copy.forget_future()
+            *_, term, trunc, _, _ = copy.plan_slot(allocators[k])
+            while not (term or trunc):
+                *_, term, trunc, _, _ = copy.plan_slot(allocators[h])
+            out[k] = min(out[k], sum(copy.episode_jcts()[0]))
+    return out
+
+
+def test_the_known_teacher_labels_by_the_known_jobs_as_the_released_search_values_them() -> None:
+    env = _env("tiny")
+    th.manual_seed(2)
+    net = plan_net("set", env, 16)
+    cfg = ExpertConfig(states=10_000, teacher="known", base="hold", also=["drf"], tol=0.0)
+    found = search_workload(net, (env, 2004, 3, cfg))
+    # every slot of the policy's episode searched; each label is the best set of the hand-run
+    # known-jobs totals: the policy's plan held, and DRF (plan 3) held, the lower of the two
+    expected, differ = [], 0
+    obs, _ = env.reset(seed=2004)
+    while True:
+        k0 = net.act(env, obs)
+        totals = _known_totals(env, [k0, 3])
+        if not (totals == totals.min()).all():
+            expected.append(totals == totals.min())
+            future = plan_values(env, net.act)
+            differ += not np.array_equal(expected[-1], future == future.max())
+        obs, _, term, trunc, _ = env.step(k0)
+        if term or trunc:
+            break
+    assert found.searched == len(expected) + found.ties and expected
+    assert [m.tolist() for m in found.best] == [m.tolist() for m in expected]
+    # the future teacher (jobs to come in view, the policy as the base) labels some slot
+    # otherwise: the check has power
+    assert differ > 0
 
 
 # ------------------------------------------------------------------------ dlsched/Contention-v0
@@ -244,6 +295,8 @@ def test_in_contention_the_search_tries_the_policys_top_candidates_and_reproduce
 
 
 def test_in_contention_a_horizon_or_an_unknown_rule_is_refused() -> None:
+    with pytest.raises(ConfigError, match="Contention-v0 has teacher=future only"):
+        ExpertConfig(teacher="known", base="hold").check(contention=True)
     env = _contention()
     with pytest.raises(ConfigError, match="run to the episode's end"):
         ExpertConfig(horizon=5).check(env)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import train_refusal
+from tests.cli import train_in_process, train_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +28,14 @@ def refused_in_process(args: list[str], out: Path) -> str:
     """``python train.py args`` refused before it trains, in this process: its error."""
     assert args[0] == "train.py"
     return train_refusal([*args[1:], "progress_bar=false"], out)
+
+
+def trained_in_process(args: list[str], out: Path) -> dict:
+    """``python train.py args`` run to its end in this process (no interpreter to start): its
+    summary (also written to ``out/summary.json``, as the command writes it)."""
+    assert args[0] == "train.py"
+    out.mkdir(parents=True, exist_ok=True)
+    return train_in_process([*args[1:], "progress_bar=false"], out)
 
 
 def test_train_without_agent_lists_the_agents(tmp_path) -> None:
@@ -126,11 +134,11 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
 
     ckpts = first / "checkpoints"
     assert filecmp.cmp(ckpts / "latest" / "meta.json", ckpts / "final" / "meta.json", False)
-    out = run(
+    # the resumed runs in this process (the command line is the first run's and the refusal's)
+    trained_in_process(
         [*args, "total_timesteps=512", f"resume={first / 'checkpoints' / 'final'}"],
         tmp_path / "second",
     )
-    assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "second" / "summary.json").read_text())
     # continued to the total (512), not another 512 on top of the checkpoint's 256
     assert summary["timesteps"] == 512 and summary["resumed_from"]
@@ -157,11 +165,10 @@ def test_resume_from_a_checkpoint(tmp_path) -> None:
     assert "agent.gamma=0.5 (the checkpoint has 0.99)" in err
 
     # a new learning rate on resume applies (and the summary says so)
-    out = run(
+    trained_in_process(
         [*args, "total_timesteps=512", "agent.learning_rate=0.5", f"resume={ckpt}"],
         tmp_path / "fourth",
     )
-    assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "fourth" / "summary.json").read_text())
     assert summary["learning_rate_changed"]["now"] == 0.5
     from agents.checkpoint import load_checkpoint
