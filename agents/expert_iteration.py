@@ -20,6 +20,10 @@ draws them: the env's generator, or a mixture's setting in its own env):
    label: that constant plan) for ``horizon`` slots (0: to the end of the episode); a plan's
    value is the return from the slot on (``env.reward=jct``: minus the job-slots spent in the
    system, so over the whole remaining episode, the total JCT it leads to);
+   with ``teacher=known`` the slot is valued instead as the released decision-time search
+   values it (:func:`agents.plan_search.search_totals`: the copies know only the jobs that
+   have arrived; the base ``hold`` holds the policy's plan, and ``also``'s plans are further
+   held continuations; lower total JCT is better);
 3. each searched slot gets the set of plans within ``tol`` (relative) of the best; slots where
    every plan ties carry nothing and are dropped;
 
