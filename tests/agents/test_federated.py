@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,12 @@ def test_local_and_ray_train_the_same_policy_with_per_cluster_metrics(
 
 
 def test_ray_vec_env_has_sb3_vec_env_semantics(ray_session) -> None:
-    configs = [c.env for c in TWO_TINY] + [EnvConfig(setting="tiny", arrival="uniform")]
+    # TWO_TINY's clusters and a third, each with 4 jobs an episode (short episodes: every
+    # cluster's first one ends by step 50 with these actions)
+    configs = [
+        replace(c, overrides={**c.overrides, "num_jobs": 4})
+        for c in [*(e.env for e in TWO_TINY), EnvConfig(setting="tiny", arrival="uniform")]
+    ]
     seeds = [0, 7, 3]
     local = FederatedVecEnv(configs, seeds)
     remote = RayVecEnv(configs, seeds, envs_per_actor=2)  # actors: envs {0, 1} and {2}
@@ -134,7 +140,7 @@ def test_ray_vec_env_has_sb3_vec_env_semantics(ray_session) -> None:
     rng = np.random.default_rng(0)
     episodes = 0
     ended: set[int] = set()
-    for _ in range(250):  # (every cluster's first episode ends by step 226 with these actions)
+    for _ in range(80):
         masks = np.stack(local.env_method("action_masks"))
         assert np.array_equal(masks, np.stack(remote.env_method("action_masks")))
         actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
