@@ -17,12 +17,14 @@ The seeds default to the test seeds 300-319, which no training, validation or tu
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 import numpy as np
 
 from agents.policy_file import read_meta
 from envs.gym.factory import EnvConfig
+from envs.sim.errors import ConfigError
 from evaluation.heldout import heldout_workloads, load_policies, paired, run_schedulers
 
 
@@ -50,15 +52,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(300, 320)))
     args = ap.parse_args(argv)
     base = {"setting": args.env, "reward": "jct", "backlog": args.backlog}
-    runs = _avg_jcts(args.policy, base, args.seeds, None)
-    runs.update(_avg_jcts(args.specialist, base, args.seeds, args.heuristic))
+    try:
+        runs = _avg_jcts(args.policy, base, args.seeds, None)
+        runs.update(_avg_jcts(args.specialist, base, args.seeds, args.heuristic))
+    except (ConfigError, OSError, KeyError) as e:  # a missing file, one that cannot act here
+        sys.exit(f"specialist_gap: {e}")
     for name, v in runs.items():
         print(f"{name}: {np.round(v, 3).tolist()} (mean {v.mean():.2f})")
     where = f"{args.env} (backlog {args.backlog}), seeds {args.seeds[0]}-{args.seeds[-1]}"
     for a, b in ((args.policy, args.specialist), (args.policy, args.heuristic),
                  (args.specialist, args.heuristic)):  # fmt: skip
         mean, half = paired(runs[a], runs[b])
-        print(f"{where}: {a} vs {b}: {mean:+.2f}% ± {half:.2f} (paired, 95% CI)")
+        ci = f"± {half:.2f} (paired, 95% CI)" if len(args.seeds) > 1 else "(one workload: no CI)"
+        print(f"{where}: {a} vs {b}: {mean:+.2f}% {ci}")
 
 
 if __name__ == "__main__":
