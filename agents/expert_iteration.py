@@ -295,6 +295,7 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
     known = cfg.teacher == "known"
     base = None if known else base_rule(cfg.base, env) or act
     search = cfg.known_search() if known else None
+    allocators = [d.allocator for d in env.drivers] if known else []
     obs, _ = env.reset(seed=wseed)
     actions: list[int] = []
     visited: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], int]] = []
@@ -319,7 +320,6 @@ def search_workload(net: PolicyNet, item: tuple[Any, int, int, ExpertConfig]) ->
             if a not in cands:  # (the policy's own action is always tried)
                 cands = sorted([*cands, a])
             if search is not None:  # the released search's valuation (lower total: better)
-                allocators = [d.allocator for d in env.drivers]
                 totals = search_totals(env.inner, allocators, env.labels, search, a)
                 v = -totals[np.asarray(cands)]
             else:

@@ -18,21 +18,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from agents.policy_file import read_meta
-from envs.gym.factory import EnvConfig
+from envs.gym.factory import coerce_env_config
 from envs.sim.errors import ConfigError
 from evaluation.heldout import heldout_workloads, load_policies, paired, run_schedulers
 
 
-def _avg_jcts(path: str, base: dict[str, Any], seeds: list[int], heuristic: str | None) -> dict:
-    """Avg JCT per workload of the policy at ``path`` in its own env (its features), and of
+def _avg_jcts(path: str, here: dict[str, Any], seeds: list[int], heuristic: str | None) -> dict:
+    """Avg JCT per workload of the policy at ``path`` in its own env (the env its file records,
+    with ``here``'s setting and backlog, as ``evaluate.py`` runs a policy), and of
     ``heuristic`` through the same env."""
-    features = read_meta(path)["env"]["env"].get("features")
-    config = EnvConfig(**base, **({"features": features} if features else {}))
+    config = replace(coerce_env_config(read_meta(path)["env"]["env"]), **here)
     table = run_schedulers(
         config,
         heldout_workloads(config, seeds),
@@ -51,10 +52,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--heuristic", default="esrtf_load")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(300, 320)))
     args = ap.parse_args(argv)
-    base = {"setting": args.env, "reward": "jct", "backlog": args.backlog}
+    here = {"setting": args.env, "backlog": args.backlog}
     try:
-        runs = _avg_jcts(args.policy, base, args.seeds, None)
-        runs.update(_avg_jcts(args.specialist, base, args.seeds, args.heuristic))
+        runs = _avg_jcts(args.policy, here, args.seeds, None)
+        runs.update(_avg_jcts(args.specialist, here, args.seeds, args.heuristic))
     except (ConfigError, OSError, KeyError) as e:  # a missing file, one that cannot act here
         sys.exit(f"specialist_gap: {e}")
     for name, v in runs.items():
