@@ -26,7 +26,9 @@ file that acts inside a decision-time search over the slot's plan on the known j
 (:mod:`agents.plan_search`; its rollouts follow ``BASE`` and, with ``--also PLAN ...``, each
 of those plans held, a plan's value being the best of its continuations):
 ``policies/general_search`` is ``policies/general`` so copied, with ``--search hold --also
-esrtf_load "esrtf(backfill=True)" optimus``.
+esrtf_load "esrtf(backfill=True)" optimus``.  With ``--future`` the file's search is the
+clairvoyant one (its copies keep the jobs still to arrive): a measurement of what seeing the
+future would add (docs/experiments/general-policy.md), never a scheduler; the file says so.
 """
 
 from __future__ import annotations
@@ -98,11 +100,12 @@ def release_search(
     tol: float,
     argv: list[str],
     also: Sequence[str] = (),
+    future: bool = False,
 ) -> Path:
     """Write ``out/policy.npz``: the plan policy ``source`` (a ``policy.npz`` or a directory
     holding one) with a decision-time search recorded (:mod:`agents.plan_search`: ``base``,
-    ``tol``, ``also``), the same weights bit for bit; the record names the source, its SHA-256
-    and the command (``argv``: this tool's arguments)."""
+    ``tol``, ``also``, ``future``), the same weights bit for bit; the record names the source,
+    its SHA-256 and the command (``argv``: this tool's arguments)."""
     from agents.plan_policy import PlanPolicy
     from agents.plan_search import PlanSearch
     from agents.policy_format import with_meta
@@ -110,7 +113,7 @@ def release_search(
 
     src = source if source.suffix == ".npz" else source / FILE_NAME
     policy = PlanPolicy.load(src)  # (a ClusterPlan-v0 policy, or a clear error)
-    search = PlanSearch(base=base, tol=tol, also=tuple(also))
+    search = PlanSearch(base=base, tol=tol, also=tuple(also), future=future)
     search.check(policy.labels)
     meta = policy.meta or {}
     update = {
@@ -119,7 +122,12 @@ def release_search(
             "from": str(source),
             "sha256": sha256_file(src),
             "command": shlex.join(["python", "tools/release_policy.py", *argv]),
-            "what": "the source's weights, acting inside a decision-time plan search",
+            "what": (
+                "the source's weights inside a clairvoyant plan search (it reads the jobs "
+                "still to arrive): a measurement, not a scheduler"
+                if future
+                else "the source's weights, acting inside a decision-time plan search"
+            ),
         },
         "training": meta.get("training"),
     }
@@ -155,13 +163,21 @@ def main(argv: list[str] | None = None) -> None:
         help="with --search: plan labels that also continue each tried plan, held (a plan's "
         "value is the best of its continuations)",
     )
+    ap.add_argument(
+        "--future",
+        action="store_true",
+        help="with --search: the clairvoyant search (its copies see the jobs still to arrive): "
+        "to measure what the future is worth, never a scheduler",
+    )
     args = ap.parse_args(argv)
     try:
         if args.search is not None:
             if args.out is None:
                 ap.error("the output directory (policies/<name>) is missing")
             given = sys.argv[1:] if argv is None else argv
-            path = release_search(args.run_dir, args.out, args.search, args.tol, given, args.also)
+            path = release_search(
+                args.run_dir, args.out, args.search, args.tol, given, args.also, args.future
+            )
         elif args.convert:
             path = convert_release(args.run_dir)
         elif args.out is None:

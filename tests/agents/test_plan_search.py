@@ -286,3 +286,9 @@ def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: P
     with pytest.raises(SystemExit, match="search base 'nope' is neither"):
         release_policy.main(["--search", "nope", str(GENERAL.parent), str(tmp_path / "b")])
     assert not (tmp_path / "b").exists()
+    # --future: the clairvoyant search, and the file says it is a measurement
+    release_policy.main(["--search", "hold", "--future", str(GENERAL.parent), str(tmp_path / "f")])
+    clairvoyant = PlanPolicy.load(tmp_path / "f" / "policy.npz")
+    assert clairvoyant.search == PlanSearch(future=True)
+    assert clairvoyant.meta is not None
+    assert "not a scheduler" in clairvoyant.meta["derived"]["what"]
