@@ -20,6 +20,15 @@ with its network inside a search:
 4. the slot takes ``k0`` unless another plan is lower by more than ``tol`` (relative), then
    the lowest (ties: the lower plan index).
 
+``base: planned`` (with ``blocks``, slot counts) is a receding-horizon search: the search keeps
+its own **planned sequence** of plans for the slots ahead (at an episode's first slot, the
+network's plan held).  At each slot every option "plan ``k`` for the next ``m`` slots" (``m``
+of ``blocks``; ``0``: to the end) is tried on a known-jobs copy and continued by the planned
+sequence; the option "the planned sequence from here" is valued alike.  The slot takes the
+lowest (ties: the planned one), and a block taken is written into the planned sequence, so a
+later slot continues with what this one valued.  Its cost is up to ``1 + K * len(blocks)``
+rollouts a slot.
+
 Plans whose tried slot leaves the run in the same state (the same progress, allocation and
 slots run for every job) have the same value, so each such state is run once.  The search is
 deterministic: the same policy, workload and settings give the same decisions.  Its cost is up
@@ -34,6 +43,7 @@ caches are memos), so the rollouts change nothing of the run's own.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -47,10 +57,23 @@ from envs.gym.plan_env import PlanActor, PlanSpec
 from envs.sim.elastic.allocators import Allocator
 from envs.sim.errors import ConfigError, check_number
 
-__all__ = ["BASES", "PlanSearch", "SearchPlanActor", "plan_totals", "search_totals"]
+__all__ = [
+    "BASES",
+    "PLANNED",
+    "PlanSearch",
+    "PlannedSequence",
+    "SearchPlanActor",
+    "block_totals",
+    "plan_totals",
+    "search_totals",
+]
 
 #: The continuations that are not a plan label.
 BASES = ("hold", "policy")
+#: The base of the receding-horizon search: its own planned sequence (with ``blocks``).
+PLANNED = "planned"
+#: A block of this many slots runs to the end of the episode.
+TO_THE_END = 0
 
 
 @dataclass(frozen=True)
@@ -64,14 +87,16 @@ class PlanSearch:
     tol: float = 1e-9
     future: bool = False
     also: tuple[str, ...] = ()
+    blocks: tuple[int, ...] = ()
 
     def check(self, labels: Sequence[str]) -> None:
         """One :class:`ConfigError` for a setting the search cannot run with."""
-        if self.base not in BASES and self.base not in labels:
+        if self.base not in BASES and self.base != PLANNED and self.base not in labels:
             raise ConfigError(
-                f"search base {self.base!r} is neither one of {', '.join(BASES)} nor a plan "
-                f"of the policy ({', '.join(labels)})"
+                f"search base {self.base!r} is neither one of {', '.join((*BASES, PLANNED))} "
+                f"nor a plan of the policy ({', '.join(labels)})"
             )
+        self._check_blocks()
         if isinstance(self.also, str) or not isinstance(self.also, tuple):
             raise ConfigError(f"search also must be a list of plan labels, got {self.also!r}")
         for label in self.also:
@@ -88,14 +113,40 @@ class PlanSearch:
         if not isinstance(self.future, bool):
             raise ConfigError(f"search future must be true or false, got {self.future!r}")
 
+    def _check_blocks(self) -> None:
+        if isinstance(self.blocks, str) or not isinstance(self.blocks, tuple):
+            raise ConfigError(f"search blocks must be a list of slot counts, got {self.blocks!r}")
+        for m in self.blocks:
+            if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+                raise ConfigError(
+                    f"search blocks must be whole slot counts >= 0 (0: to the end), got {m!r}"
+                )
+        if len(set(self.blocks)) != len(self.blocks):
+            raise ConfigError(f"search blocks names a length twice: {list(self.blocks)}")
+        if self.base == PLANNED:
+            if not self.blocks:
+                raise ConfigError(
+                    "search base 'planned' needs blocks (slot counts, e.g. [1, 4, 16, 0])"
+                )
+            if self.also:
+                raise ConfigError(
+                    "search also continues held plans; base 'planned' continues with its own "
+                    "planned sequence: use one or the other"
+                )
+        elif self.blocks:
+            raise ConfigError(
+                f"search blocks {list(self.blocks)} are for base 'planned', not {self.base!r}"
+            )
+
     def describe(self) -> dict[str, Any]:
-        """What a policy file records (``meta["search"]``; ``also`` only when set, so files
-        written before it read the same)."""
+        """What a policy file records (``meta["search"]``; ``also`` and ``blocks`` only when
+        set, so files written before them read the same)."""
         out = asdict(self)
-        if self.also:
-            out["also"] = list(self.also)
-        else:
-            del out["also"]
+        for key in ("also", "blocks"):
+            if out[key]:
+                out[key] = list(out[key])
+            else:
+                del out[key]
         return out
 
     @classmethod
@@ -104,14 +155,16 @@ class PlanSearch:
         :class:`ConfigError` naming it."""
         if not isinstance(spec, Mapping):
             raise ConfigError(f"'search' must be a mapping, got {spec!r}")
-        unknown = sorted(set(spec) - {"base", "tol", "future", "also"})
+        unknown = sorted(set(spec) - {"base", "tol", "future", "also", "blocks"})
         if unknown:
             raise ConfigError(
-                f"unknown search key(s) {', '.join(unknown)} (known: base, tol, future, also)"
+                f"unknown search key(s) {', '.join(unknown)} "
+                "(known: base, tol, future, also, blocks)"
             )
         fields = dict(spec)
-        if isinstance(fields.get("also"), list):  # (JSON's lists; anything else: check says)
-            fields["also"] = tuple(fields["also"])
+        for key in ("also", "blocks"):
+            if isinstance(fields.get(key), list):  # (JSON's lists; anything else: check says)
+                fields[key] = tuple(fields[key])
         return cls(**fields)
 
 
@@ -200,6 +253,75 @@ def search_totals(
     )
 
 
+class PlannedSequence:
+    """The receding-horizon search's plan for the slots ahead: a plan index for every slot
+    from ``start`` on, as segments (the plan of a slot is that of the last segment starting
+    at or before it; the last one holds to the end)."""
+
+    def __init__(self, start: int, plan: int) -> None:
+        self._starts = [start]
+        self._plans = [plan]
+
+    def at(self, slot: int) -> int:
+        """The plan of ``slot`` (a slot before the first segment: the first's plan)."""
+        return self._plans[max(bisect.bisect_right(self._starts, slot) - 1, 0)]
+
+    def write(self, first: int, last: int | None, plan: int) -> None:
+        """``plan`` for the slots ``first`` to ``last`` (``None``: to the end), the later
+        ones as before; the segments before ``first`` are dropped (the search only looks
+        ahead)."""
+        segments = [(first, plan)]
+        if last is not None:
+            segments.append((last + 1, self.at(last + 1)))
+            segments += [(a, k) for a, k in self.segments() if a > last + 1]
+        self._starts = [a for a, _ in segments]
+        self._plans = [k for _, k in segments]
+
+    def segments(self) -> list[tuple[int, int]]:
+        """``(first slot, plan)`` of each segment, in order."""
+        return list(zip(self._starts, self._plans, strict=True))
+
+
+def block_totals(
+    env: ClusterEnv,
+    allocators: Sequence[Allocator],
+    blocks: Sequence[int],
+    planned: Callable[[int], int],
+    *,
+    future: bool = False,
+) -> dict[tuple[int, int], tuple[float, int | None]]:
+    """The receding-horizon search's options at ``env``'s open slot (nothing placed yet):
+    for "the planned sequence from here" (key ``(planned(slot), 1)``) and each "plan ``k``
+    for ``m`` slots" (``m`` of ``blocks``, :data:`TO_THE_END` = 0: to the end), the total JCT
+    of the known jobs (``future``: of every job) when the copy is continued by ``planned``
+    (slot -> plan index), and the last slot the block ran (``None`` when it ran to the end).
+    ``env`` is not stepped; states that coincide share one rollout."""
+    if not env.slot_untouched():
+        raise ConfigError("a plan search needs an open slot with nothing placed yet")
+    copies = env.lookahead(known_only=not future, observe=False)
+    s = env.slot
+    options = [(planned(s), 1), *((k, m) for m in blocks for k in range(len(allocators)))]
+    seen: dict[tuple[Any, ...], float] = {}
+    out: dict[tuple[int, int], tuple[float, int | None]] = {}
+    for k, m in options:
+        if (k, m) in out:
+            continue
+        copy = copies()
+        term = trunc = False
+        n, last = 0, s
+        while not (term or trunc) and (m == TO_THE_END or n < m):
+            last = copy.slot
+            _, _, term, trunc, _, _ = copy.plan_slot(allocators[k])
+            n += 1
+        state = copy.state_key()
+        if state not in seen:  # (the same state, continued alike: the same total)
+            while not (term or trunc):
+                _, _, term, trunc, _, _ = copy.plan_slot(allocators[planned(copy.slot)])
+            seen[state] = float(sum(copy.episode_jcts()[0]))
+        out[(k, m)] = (seen[state], None if m == TO_THE_END else last)
+    return out
+
+
 class SearchPlanActor(PlanActor):
     """A plan policy that searches before each slot (module docstring); a
     :class:`~envs.gym.plan_env.PlanActor` in every other way.  :attr:`searched` counts the
@@ -220,6 +342,15 @@ class SearchPlanActor(PlanActor):
         self.searched = 0
         self.changed = 0
         self.last_totals: npt.NDArray[np.float64] | None = None
+        #: ``base: planned``'s plan for the slots ahead (``None`` before an episode's first)
+        self.planned: PlannedSequence | None = None
+        #: ``base: planned``'s last slot: each option's (total, last slot of its block)
+        self.last_values: dict[tuple[int, int], tuple[float, int | None]] = {}
+        self._episode: tuple[Any, int] | None = None
+
+    def reset(self, seed: int | None) -> None:
+        super().reset(seed)
+        self.planned = None
 
     def _by_policy(self, copy: ClusterEnv, obs: npt.NDArray[np.float32]) -> Allocator:
         """``base: policy``'s continuation: the network's plan on the copy's observation."""
@@ -227,6 +358,8 @@ class SearchPlanActor(PlanActor):
 
     def plan_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
         k0 = super().plan_for(env, obs)
+        if self.search.base == PLANNED:
+            return self._receding(env, k0)
         totals = search_totals(
             env, self.allocators, self.planner.labels, self.search, k0, self._by_policy
         )
@@ -237,3 +370,38 @@ class SearchPlanActor(PlanActor):
             self.changed += 1
             return best
         return k0
+
+    def _receding(self, env: ClusterEnv, k0: int) -> int:
+        """``base: planned``: the lowest option of :func:`block_totals` (ties: the planned
+        plan), written into :attr:`planned`; a new episode (another simulator, or the clock
+        gone back) starts from the network's plan ``k0`` held."""
+        episode = (env.simulator, env.slot)
+        if (
+            self.planned is None
+            or self._episode is None
+            or self._episode[0] is not episode[0]
+            or episode[1] < self._episode[1]
+        ):
+            self.planned = PlannedSequence(env.slot, k0)
+        self._episode = episode
+        planned = self.planned
+        values = block_totals(
+            env, self.allocators, self.search.blocks, planned.at, future=self.search.future
+        )
+        self.last_values = values
+        here = planned.at(env.slot)
+        base = values[(here, 1)][0]
+        (k, _), (best, last) = min(
+            values.items(),
+            key=lambda kv: (kv[1][0], kv[0][1] == TO_THE_END, kv[0][1], kv[0][0]),
+        )
+        self.searched += 1
+        self.last_totals = np.array(
+            [min(v for (kk, _), (v, _) in values.items() if kk == j) for j in
+             range(len(self.allocators))]
+        )  # fmt: skip
+        if not base - best > self.search.tol * abs(best):
+            return here
+        self.changed += 1
+        planned.write(env.slot, last, k)
+        return k

@@ -7,11 +7,13 @@ Usage::
     python benchmarks/bench_plan_search.py --policy policies/general --bases hold drf --json
     python benchmarks/bench_plan_search.py --settings medium:6 small:24 --seeds 100 101 102 \
         --also esrtf_load "esrtf(backfill=True)" optimus      # the released search's choice
+    python benchmarks/bench_plan_search.py --bases hold planned --blocks 1 4 16 0
 
 For the plan policy of ``--policy`` (default the released ``policies/general``) on each
 ``setting[:nodes]`` (DL²'s generator; validation seeds by default, never the test seeds
 300-319), acting alone and inside the search with each base of ``--bases`` (``hold``,
-``policy`` or a plan label; with ``--also PLAN ...``, each also inside the search whose plans
+``policy``, a plan label or ``planned``, the receding-horizon search with ``--blocks``; with
+``--also PLAN ...``, each also inside the search whose plans
 are further continued by those plans held): CPU seconds per episode, the slots planned, the
 slots where the search overruled the network, the episode's avg JCT (slots) and its ratio to
 the best of ``--heuristics`` on the same workload (through the same env).  ``--future`` adds the
@@ -36,7 +38,7 @@ from tabulate import tabulate
 
 from agents.episode_results import evaluate_allocator, run_episode
 from agents.plan_policy import PlanPolicy
-from agents.plan_search import PlanSearch, SearchPlanActor
+from agents.plan_search import PLANNED, PlanSearch, SearchPlanActor
 from envs.gym.factory import coerce_env_config, make_env
 from envs.gym.plan_env import PlanActor
 from envs.sim.elastic.allocators import allocator_from_label
@@ -65,6 +67,14 @@ def main(argv: list[str] | None = None) -> None:
         metavar="PLAN",
         help="each base's search again, these plans held as continuations too",
     )
+    ap.add_argument(
+        "--blocks",
+        nargs="+",
+        type=int,
+        default=[1, 4, 16, 0],
+        metavar="M",
+        help="base 'planned': the block lengths tried at each slot (0: to the end)",
+    )
     ap.add_argument("--future", action="store_true", help="also the clairvoyant search")
     ap.add_argument("--heuristics", nargs="*", default=list(HEURISTICS),
                     help="allocator labels the ratio is to (the best per workload)")  # fmt: skip
@@ -73,7 +83,10 @@ def main(argv: list[str] | None = None) -> None:
     path = args.policy if args.policy.suffix == ".npz" else args.policy / "policy.npz"
     policy = PlanPolicy.load(path)
     searches: list[tuple[str, PlanSearch | None]] = [("alone", None)]
-    searches += [(f"search ({b})", PlanSearch(base=b)) for b in args.bases]
+    searches += [
+        (f"search ({b})", PlanSearch(base=b, blocks=tuple(args.blocks) if b == PLANNED else ()))
+        for b in args.bases
+    ]
     if args.also:
         also = tuple(args.also)
         searches += [(f"search ({b}, also)", PlanSearch(base=b, also=also)) for b in args.bases]

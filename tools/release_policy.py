@@ -26,9 +26,11 @@ file that acts inside a decision-time search over the slot's plan on the known j
 (:mod:`agents.plan_search`; its rollouts follow ``BASE`` and, with ``--also PLAN ...``, each
 of those plans held, a plan's value being the best of its continuations):
 ``policies/general_search`` is ``policies/general`` so copied, with ``--search hold --also
-esrtf_load "esrtf(backfill=True)" optimus``.  With ``--future`` the file's search is the
-clairvoyant one (its copies keep the jobs still to arrive): a measurement of what seeing the
-future would add (docs/experiments/general-policy.md), never a scheduler; the file says so.
+esrtf_load "esrtf(backfill=True)" optimus``.  ``--search planned --blocks 1 4 16 0`` is the
+receding-horizon search (its own planned sequence as the continuation).  With ``--future``
+the file's search is the clairvoyant one (its copies keep the jobs still to arrive): a
+measurement of what seeing the future would add (docs/experiments/general-policy.md), never a
+scheduler; the file says so.
 """
 
 from __future__ import annotations
@@ -101,11 +103,12 @@ def release_search(
     argv: list[str],
     also: Sequence[str] = (),
     future: bool = False,
+    blocks: Sequence[int] = (),
 ) -> Path:
     """Write ``out/policy.npz``: the plan policy ``source`` (a ``policy.npz`` or a directory
     holding one) with a decision-time search recorded (:mod:`agents.plan_search`: ``base``,
-    ``tol``, ``also``, ``future``), the same weights bit for bit; the record names the source,
-    its SHA-256 and the command (``argv``: this tool's arguments)."""
+    ``tol``, ``also``, ``future``, ``blocks``), the same weights bit for bit; the record names
+    the source, its SHA-256 and the command (``argv``: this tool's arguments)."""
     from agents.plan_policy import PlanPolicy
     from agents.plan_search import PlanSearch
     from agents.policy_format import with_meta
@@ -113,7 +116,7 @@ def release_search(
 
     src = source if source.suffix == ".npz" else source / FILE_NAME
     policy = PlanPolicy.load(src)  # (a ClusterPlan-v0 policy, or a clear error)
-    search = PlanSearch(base=base, tol=tol, also=tuple(also), future=future)
+    search = PlanSearch(base=base, tol=tol, also=tuple(also), future=future, blocks=tuple(blocks))
     search.check(policy.labels)
     meta = policy.meta or {}
     update = {
@@ -164,6 +167,15 @@ def main(argv: list[str] | None = None) -> None:
         "value is the best of its continuations)",
     )
     ap.add_argument(
+        "--blocks",
+        nargs="+",
+        type=int,
+        metavar="M",
+        default=[],
+        help="with --search planned: the block lengths (slots; 0: to the end) tried at each "
+        "slot, continued by the search's planned sequence",
+    )
+    ap.add_argument(
         "--future",
         action="store_true",
         help="with --search: the clairvoyant search (its copies see the jobs still to arrive): "
@@ -176,7 +188,14 @@ def main(argv: list[str] | None = None) -> None:
                 ap.error("the output directory (policies/<name>) is missing")
             given = sys.argv[1:] if argv is None else argv
             path = release_search(
-                args.run_dir, args.out, args.search, args.tol, given, args.also, args.future
+                args.run_dir,
+                args.out,
+                args.search,
+                args.tol,
+                given,
+                args.also,
+                args.future,
+                args.blocks,
             )
         elif args.convert:
             path = convert_release(args.run_dir)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,13 @@ import pytest
 
 from agents.episode_results import run_episode
 from agents.plan_policy import PlanPolicy
-from agents.plan_search import PlanSearch, SearchPlanActor, plan_totals
+from agents.plan_search import (
+    PlannedSequence,
+    PlanSearch,
+    SearchPlanActor,
+    block_totals,
+    plan_totals,
+)
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env
 from envs.gym.plan_env import SlotPlanner
@@ -175,6 +182,12 @@ def test_the_known_search_reads_nothing_about_jobs_still_to_arrive() -> None:
     assert a == b and len(a) > 3
     seer = PlanSearch(future=True)
     assert _decisions(jobs, seer, T) != _decisions(later, seer, T)
+    # the receding-horizon search too: its planned sequence is made of known-jobs rollouts
+    planned = PlanSearch(base="planned", blocks=(1, 4, 0))
+    a, b = _decisions(jobs, planned, T), _decisions(later, planned, T)
+    assert a == b and len(a) > 3
+    seer = replace(planned, future=True)
+    assert _decisions(jobs, seer, T) != _decisions(later, seer, T)
 
 
 def test_the_network_keeps_its_plan_unless_another_is_better() -> None:
@@ -234,7 +247,7 @@ def test_bad_search_settings_are_one_clear_error(tmp_path: Path) -> None:
 
     env = make_env(_config("tiny"))
     labels = SlotPlanner(env).labels
-    with pytest.raises(ConfigError, match="neither one of hold, policy nor a plan"):
+    with pytest.raises(ConfigError, match="neither one of hold, policy, planned nor a plan"):
         PlanSearch(base="nope").check(labels)
     for tol in (float("nan"), -0.1, 1.0, float("inf")):
         with pytest.raises(ConfigError, match="tol"):
@@ -292,3 +305,91 @@ def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: P
     assert clairvoyant.search == PlanSearch(future=True)
     assert clairvoyant.meta is not None
     assert "not a scheduler" in clairvoyant.meta["derived"]["what"]
+
+
+def test_a_planned_sequence_writes_blocks_over_the_slots_ahead() -> None:
+    """Hand oracle of :class:`PlannedSequence`: a block over slots 7-9 leaves slot 10 on the
+    plan it had; a block to the end replaces everything from its first slot."""
+    plan = PlannedSequence(5, 2)
+    assert [plan.at(t) for t in (5, 6, 100)] == [2, 2, 2]
+    plan.write(7, 9, 4)  # (the slots before 7 are past: dropped)
+    assert [plan.at(t) for t in range(7, 12)] == [4, 4, 4, 2, 2]
+    assert plan.segments() == [(7, 4), (10, 2)]
+    plan.write(8, 8, 1)
+    assert plan.segments() == [(8, 1), (9, 4), (10, 2)]
+    plan.write(9, None, 3)
+    assert plan.segments() == [(9, 3)] and plan.at(50) == 3
+
+
+def _receding_trace(
+    search: PlanSearch, seed: int
+) -> tuple[list[tuple[float, float]], float, SearchPlanActor]:
+    """Per slot of a run on tiny: (the planned sequence's own total, the chosen option's
+    total); the run's total JCT; the actor."""
+    policy = PlanPolicy.load(GENERAL)
+    env = make_env(replace(coerce_env_config(policy.env), setting="tiny"))
+    trace: list[tuple[float, float]] = []
+
+    class Traced(SearchPlanActor):
+        def plan_for(self, e: ClusterEnv, obs: np.ndarray) -> int:
+            k = super().plan_for(e, obs)
+            values = self.last_values
+            here = values[next(iter(values))][0]  # (the planned sequence's option comes first)
+            trace.append((here, min(v for v, _ in values.values())))
+            return k
+
+    actor = Traced(env, policy.chooser(), policy.plans, search)
+    run_episode(env, actor, seed)
+    return trace, float(sum(env.episode_jcts()[0])), actor
+
+
+@pytest.mark.parametrize("seed", [100, 102])
+def test_the_receding_search_continues_with_what_it_valued(seed: int) -> None:
+    """Seeing the whole workload (``future``), each slot's "planned sequence from here" is
+    exactly what the slot before chose (the block it took was written into the plan), the
+    run ends with the last slot's chosen total, and so never above its first slot's plan
+    (the network's plan held); with the known jobs only, the first slot's planned option is
+    the plain search's value of the network's plan held."""
+    search = PlanSearch(base="planned", blocks=(1, 4, 0), future=True)
+    trace, total, actor = _receding_trace(search, seed)
+    assert len(trace) > 3 and actor.changed > 0
+    for (_, chosen), (here, _) in pairwise(trace):
+        assert here == chosen
+    assert total == trace[-1][1] and total <= trace[0][0]
+    # known jobs: the first slot's options against plan_totals (hold) on the same state
+    policy = PlanPolicy.load(GENERAL)
+    env = make_env(replace(coerce_env_config(policy.env), setting="tiny"))
+    obs, _ = env.reset(seed=seed)
+    actor = SearchPlanActor(env, policy.chooser(), policy.plans, replace(search, future=False))
+    k0 = PlanPolicy.load(GENERAL).actor(env).plan_for(env, obs)
+    allocators = actor.allocators
+    held = plan_totals(env, allocators, lambda _e, _o: allocators[k0])
+    values = block_totals(env, allocators, (1,), lambda _t: k0)
+    assert values[(k0, 1)][0] == held[k0]
+    for k in range(len(allocators)):  # one slot of k, then k0 held: the hold search's totals
+        assert values[(k, 1)][0] == held[k]
+    # the same actor over two episodes decides as fresh ones (the plan restarts)
+    again = SearchPlanActor(env, policy.chooser(), policy.plans, replace(search, future=False))
+    first = run_episode(env, again, seed).avg_jct
+    n = len(again.chosen)
+    assert run_episode(env, again, seed).avg_jct == first and again.chosen[n:] == again.chosen[:n]
+
+
+def test_bad_receding_search_settings_are_one_clear_error() -> None:
+    env = make_env(_config("tiny"))
+    labels = SlotPlanner(env).labels
+    for search, why in (
+        (PlanSearch(base="planned"), "base 'planned' needs blocks"),
+        (PlanSearch(base="hold", blocks=(1,)), r"blocks \[1\] are for base 'planned'"),
+        (PlanSearch(base="planned", blocks=(1,), also=("drf",)), "use one or the other"),
+        (PlanSearch(base="planned", blocks=(1, -1)), "whole slot counts >= 0"),
+        (PlanSearch(base="planned", blocks=(1, True)), "whole slot counts >= 0"),
+        (PlanSearch(base="planned", blocks=(2.5,)), "whole slot counts >= 0"),  # type: ignore[arg-type]
+        (PlanSearch(base="planned", blocks=(4, 4)), "names a length twice"),
+        (PlanSearch(base="planned", blocks=4), "must be a list of slot counts"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ConfigError, match=why):
+            search.check(labels)
+    made = PlanSearch(base="planned", blocks=(1, 4, 16, 0))
+    assert made.describe()["blocks"] == [1, 4, 16, 0] and "blocks" not in PlanSearch().describe()
+    assert PlanSearch.of(made.describe()) == made
