@@ -89,7 +89,11 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if args.also:
         also = tuple(args.also)
-        searches += [(f"search ({b}, also)", PlanSearch(base=b, also=also)) for b in args.bases]
+        searches += [
+            (f"search ({b}, also)", PlanSearch(base=b, also=also))
+            for b in args.bases
+            if b != PLANNED  # (the planned search continues with its own sequence only)
+        ]
     if args.future:
         searches.append(("clairvoyant (hold)", PlanSearch(future=True)))
     rows: list[dict[str, Any]] = []
