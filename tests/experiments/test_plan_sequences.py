@@ -1,7 +1,7 @@
-"""``experiments/plan_sequences.py``: a pass of the clairvoyant local search over plan
-sequences values "the previous sequence from here" at slot 0 as exactly the previous run's
-total JCT, never ends above it, improves a poor start, is deterministic, and refuses what it
-cannot run."""
+"""``agents/plan_sequences.py`` (what ``experiments/plan_sequences.py`` runs): a pass of the
+clairvoyant local search over plan sequences values "the previous sequence from here" at slot
+0 as exactly the previous run's total JCT, never ends above it, improves a poor start, is
+deterministic, and refuses what it cannot run."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 
 from agents.episode_results import evaluate_allocator, run_episode
 from agents.plan_policy import PlanPolicy
+from agents.plan_sequences import SequenceImprover, improve
 from envs.gym.factory import coerce_env_config, make_env
 from envs.sim.elastic.allocators import allocator_from_label
 from envs.sim.errors import ConfigError
-from experiments.plan_sequences import SequenceImprover, improve
 from tests.cli import ROOT
 
 POLICY = PlanPolicy.load(ROOT / "policies" / "general" / "policy.npz")
