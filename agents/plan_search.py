@@ -262,6 +262,14 @@ class PlannedSequence:
         self._starts = [start]
         self._plans = [plan]
 
+    @classmethod
+    def of(cls, first: int, plans: Sequence[int]) -> PlannedSequence:
+        """``plans[i]`` for slot ``first + i``, the last one held past the end."""
+        out = cls(first, plans[0])
+        out._starts = [first + i for i in range(len(plans))]
+        out._plans = list(plans)
+        return out
+
     def at(self, slot: int) -> int:
         """The plan of ``slot`` (a slot before the first segment: the first's plan)."""
         return self._plans[max(bisect.bisect_right(self._starts, slot) - 1, 0)]
@@ -371,6 +379,11 @@ class SearchPlanActor(PlanActor):
             return best
         return k0
 
+    def _first_plan(self, env: ClusterEnv, k0: int) -> PlannedSequence:
+        """An episode's first planned sequence: the network's plan ``k0`` held (a subclass
+        may start from another, :class:`agents.plan_sequences.SequenceImprover`)."""
+        return PlannedSequence(env.slot, k0)
+
     def _receding(self, env: ClusterEnv, k0: int) -> int:
         """``base: planned``: the lowest option of :func:`block_totals` (ties: the planned
         plan), written into :attr:`planned`; a new episode (another simulator, or the clock
@@ -382,7 +395,7 @@ class SearchPlanActor(PlanActor):
             or self._episode[0] is not episode[0]
             or episode[1] < self._episode[1]
         ):
-            self.planned = PlannedSequence(env.slot, k0)
+            self.planned = self._first_plan(env, k0)
         self._episode = episode
         planned = self.planned
         values = block_totals(

@@ -12,27 +12,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from agents.episode_results import run_episode
-from agents.plan_search import TO_THE_END
+from agents.plan_search import PLANNED, PlannedSequence, PlanSearch, SearchPlanActor
 from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
-from envs.gym.plan_env import PlanActor, PlanSpec
+from envs.gym.plan_env import PlanSpec
 from envs.sim.errors import ConfigError
 
 __all__ = ["SequenceImprover", "improve"]
 
 
-class SequenceImprover(PlanActor):
+class SequenceImprover(SearchPlanActor):
     """One pass of the clairvoyant local search (module docstring) over ``previous``, the
-    plan indices of the pass before, slot by slot; :attr:`chosen` is this pass's sequence,
-    :attr:`changed` the slots where it left ``previous``, :attr:`base_totals` the total JCT
-    of the option "``previous`` from here" at each slot (at slot 0 that is ``previous``'s own
-    run: the consistency the tests check)."""
+    plan indices of the pass before, slot by slot: the receding-horizon search
+    (:class:`~agents.plan_search.SearchPlanActor`, ``base: planned``) with copies that see
+    the future and a margin of 1e-12, starting from ``previous`` instead of the network's
+    plan.  :attr:`chosen` is this pass's sequence, :attr:`changed` the slots where it left
+    the plan, :attr:`base_totals` the total JCT of the option "the plan from here" at each
+    slot (at slot 0 that is ``previous``'s own run: the consistency the tests check)."""
 
     def __init__(
         self,
@@ -41,62 +42,25 @@ class SequenceImprover(PlanActor):
         previous: Sequence[int],
         blocks: Sequence[int] = (1,),
     ) -> None:
-        super().__init__(env, lambda _obs: 0, plans)
         if not previous:
             raise ConfigError("a pass needs the previous pass's plan sequence (it is empty)")
         if not blocks or any(m < 0 for m in blocks):
             raise ConfigError(f"blocks must be slot counts >= 0 (0: to the end), got {blocks}")
-        self.allocators = [d.allocator for d in self.planner.drivers]
+        search = PlanSearch(base=PLANNED, tol=1e-12, future=True, blocks=tuple(blocks))
+        super().__init__(env, lambda _obs: 0, plans, search)
         bad = [k for k in previous if not 0 <= k < len(self.allocators)]
         if bad:
             raise ConfigError(f"plan indices {bad} are not plans of the policy")
-        self.sequence = list(previous)
-        self.blocks = tuple(blocks)
-        self.changed = 0
+        self.previous = list(previous)
         self.base_totals: list[float] = []
 
-    def _at(self, j: int) -> int:
-        return self.sequence[j] if j < len(self.sequence) else self.sequence[-1]
+    def _first_plan(self, env: ClusterEnv, k0: int) -> PlannedSequence:
+        return PlannedSequence.of(env.slot, self.previous)
 
     def plan_for(self, env: ClusterEnv, obs: npt.NDArray[np.float32]) -> int:
-        s = len(self.chosen)
-        base = self._at(s)
-        copies = env.lookahead(known_only=False, observe=False)
-        options = [(base, 1)] + [(k, m) for m in self.blocks for k in range(len(self.allocators))]
-        seen: dict[tuple[Any, ...], float] = {}
-        values: dict[tuple[int, int], float] = {}
-        for k, m in options:
-            if (k, m) in values:
-                continue
-            copy = copies()
-            term = trunc = False
-            j = s
-            while not (term or trunc) and (m == TO_THE_END or j < s + m):
-                _, _, term, trunc, _, _ = copy.plan_slot(self.allocators[k])
-                j += 1
-            held = m == TO_THE_END
-            key = (held, k if held else None, j, copy.state_key())
-            if key not in seen:  # (the same state, then the same continuation)
-                while not (term or trunc):
-                    _, _, term, trunc, _, _ = copy.plan_slot(self.allocators[self._at(j)])
-                    j += 1
-                seen[key] = float(sum(copy.episode_jcts()[0]))
-            values[(k, m)] = seen[key]
-        here = values[(base, 1)]
-        self.base_totals.append(here)
-        (k, m), best = min(
-            values.items(), key=lambda kv: (kv[1], kv[0][1] == TO_THE_END, kv[0][1], kv[0][0])
-        )
-        if not here - best > 1e-12 * abs(best):
-            return base
-        self.changed += 1
-        # the later slots must continue as the option was valued: pad the sequence with its
-        # last plan (what "held past its end" ran) before writing the block over it
-        self.sequence += [self.sequence[-1]] * (s + max(m, 1) + 1 - len(self.sequence))
-        if m == TO_THE_END:
-            self.sequence = [*self.sequence[:s], k]
-        else:
-            self.sequence[s : s + m] = [k] * m
+        k = super().plan_for(env, obs)
+        # (the plan's own option is block_totals' first: its value before any block is written)
+        self.base_totals.append(next(iter(self.last_values.values()))[0])
         return k
 
 
