@@ -53,8 +53,8 @@ import numpy as np
 import numpy.typing as npt
 
 from envs.gym.cluster_env import ClusterEnv
-from envs.gym.plan_env import PlanActor, PlanSpec
-from envs.sim.elastic.allocators import Allocator
+from envs.gym.plan_env import PlanActor, PlanSpec, parse_plan, plan_label, plan_specs
+from envs.sim.elastic.allocators import Allocator, make_allocator
 from envs.sim.errors import ConfigError, check_number
 
 __all__ = [
@@ -81,16 +81,20 @@ class PlanSearch:
     """How a plan policy searches (module docstring): ``base`` (``hold``, ``policy`` or a plan
     label), ``also`` (plan labels whose held continuations a plan's value is the best of, with
     the base's), ``tol`` (relative margin a plan must beat the network's by) and ``future``
-    (clairvoyant copies: for measurements only)."""
+    (clairvoyant copies: for measurements only), ``blocks`` (``base: planned``'s block lengths)
+    and ``extra`` (plan labels the search tries beside the policy's own plans: the network
+    never picks them, a slot's search may)."""
 
     base: str = "hold"
     tol: float = 1e-9
     future: bool = False
     also: tuple[str, ...] = ()
     blocks: tuple[int, ...] = ()
+    extra: tuple[str, ...] = ()
 
     def check(self, labels: Sequence[str]) -> None:
-        """One :class:`ConfigError` for a setting the search cannot run with."""
+        """One :class:`ConfigError` for a setting the search cannot run with (``labels``: the
+        policy's own plans)."""
         if self.base not in BASES and self.base != PLANNED and self.base not in labels:
             raise ConfigError(
                 f"search base {self.base!r} is neither one of {', '.join((*BASES, PLANNED))} "
@@ -106,6 +110,7 @@ class PlanSearch:
                 )
         if len(set(self.also)) != len(self.also):
             raise ConfigError(f"search also names a plan twice: {list(self.also)}")
+        self.extra_plans(labels)
         if isinstance(self.tol, bool):
             raise ConfigError(f"search tol must be a number, got {self.tol!r}")
         if not check_number(self.tol, "search tol", ge=0.0) < 1.0:
@@ -138,11 +143,34 @@ class PlanSearch:
                 f"search blocks {list(self.blocks)} are for base 'planned', not {self.base!r}"
             )
 
+    def extra_plans(self, labels: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+        """``extra`` as ``(allocator, options)`` pairs, after the policy's plans ``labels``; a
+        label that is not an allocator, is one of the policy's plans or is named twice is a
+        :class:`ConfigError` naming it."""
+        if isinstance(self.extra, str) or not isinstance(self.extra, tuple):
+            raise ConfigError(f"search extra must be a list of plan labels, got {self.extra!r}")
+        out: list[tuple[str, dict[str, Any]]] = []
+        seen = set(labels)
+        for label in self.extra:
+            if not isinstance(label, str):
+                raise ConfigError(f"search extra: {label!r} is not a plan label")
+            name, options = parse_plan(label)
+            make_allocator(name, options)  # (an option the allocator refuses: its error)
+            canonical = plan_label(name, options)
+            if canonical in seen:
+                raise ConfigError(
+                    f"search extra: {label!r} is already a plan of the policy or named twice "
+                    f"({', '.join(labels)})"
+                )
+            seen.add(canonical)
+            out.append((name, options))
+        return out
+
     def describe(self) -> dict[str, Any]:
-        """What a policy file records (``meta["search"]``; ``also`` and ``blocks`` only when
-        set, so files written before them read the same)."""
+        """What a policy file records (``meta["search"]``; ``also``, ``blocks`` and ``extra``
+        only when set, so files written before them read the same)."""
         out = asdict(self)
-        for key in ("also", "blocks"):
+        for key in ("also", "blocks", "extra"):
             if out[key]:
                 out[key] = list(out[key])
             else:
@@ -155,14 +183,14 @@ class PlanSearch:
         :class:`ConfigError` naming it."""
         if not isinstance(spec, Mapping):
             raise ConfigError(f"'search' must be a mapping, got {spec!r}")
-        unknown = sorted(set(spec) - {"base", "tol", "future", "also", "blocks"})
+        unknown = sorted(set(spec) - {"base", "tol", "future", "also", "blocks", "extra"})
         if unknown:
             raise ConfigError(
                 f"unknown search key(s) {', '.join(unknown)} "
-                "(known: base, tol, future, also, blocks)"
+                "(known: base, tol, future, also, blocks, extra)"
             )
         fields = dict(spec)
-        for key in ("also", "blocks"):
+        for key in ("also", "blocks", "extra"):
             if isinstance(fields.get(key), list):  # (JSON's lists; anything else: check says)
                 fields[key] = tuple(fields[key])
         return cls(**fields)
@@ -332,9 +360,11 @@ def block_totals(
 
 class SearchPlanActor(PlanActor):
     """A plan policy that searches before each slot (module docstring); a
-    :class:`~envs.gym.plan_env.PlanActor` in every other way.  :attr:`searched` counts the
-    slots searched, :attr:`changed` those where the search overruled the network,
-    :attr:`last_totals` the last slot's totals (slots of JCT, per plan)."""
+    :class:`~envs.gym.plan_env.PlanActor` in every other way.  Its plans are the policy's
+    (``plans``, indices ``0..K-1``: what the network picks from), then the search's ``extra``
+    plans.  :attr:`searched` counts the slots searched, :attr:`changed` those where the search
+    overruled the network, :attr:`last_totals` the last slot's totals (slots of JCT, per
+    plan)."""
 
     def __init__(
         self,
@@ -343,8 +373,12 @@ class SearchPlanActor(PlanActor):
         plans: Sequence[PlanSpec] | None,
         search: PlanSearch,
     ) -> None:
-        super().__init__(env, choose, plans)
-        search.check(self.planner.labels)
+        own = plan_specs(plans)
+        labels = [plan_label(n, o) for n, o in own]
+        search.check(labels)
+        super().__init__(env, choose, [*own, *search.extra_plans(labels)])
+        #: the policy's own plans (the network picks among the first ``n_own``)
+        self.n_own = len(own)
         self.search = search
         self.allocators = [d.allocator for d in self.planner.drivers]
         self.searched = 0

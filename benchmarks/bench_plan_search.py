@@ -8,15 +8,17 @@ Usage::
     python benchmarks/bench_plan_search.py --settings medium:6 small:24 --seeds 100 101 102 \
         --also esrtf_load "esrtf(backfill=True)" optimus      # the released search's choice
     python benchmarks/bench_plan_search.py --bases hold planned --blocks 1 4 16 0
+    python benchmarks/bench_plan_search.py --bases planned --extra "esrtf(efficiency=0.6)"
 
 For the plan policy of ``--policy`` (default the released ``policies/general``) on each
 ``setting[:nodes]`` (DL²'s generator; validation seeds by default, never the test seeds
 300-319), acting alone and inside the search with each base of ``--bases`` (``hold``,
 ``policy``, a plan label or ``planned``, the receding-horizon search with ``--blocks``; with
-``--also PLAN ...``, each also inside the search whose plans
-are further continued by those plans held): CPU seconds per episode, the slots planned, the
-slots where the search overruled the network, the episode's avg JCT (slots) and its ratio to
-the best of ``--heuristics`` on the same workload (through the same env).  ``--future`` adds the
+``--also PLAN ...``, each also inside the search whose plans are further continued by those
+plans held; with ``--extra PLAN ...``, each also inside the search that tries those plans
+beside the policy's own): CPU seconds per episode, the slots planned, the slots where the
+search overruled the network, the episode's avg JCT (slots) and its ratio to the best of
+``--heuristics`` on the same workload (through the same env).  ``--future`` adds the
 clairvoyant search (the copies keep the jobs still to arrive): what seeing the future would
 add, not a scheduler.  Last, per setting and way of acting, the mean ratio over the seeds.
 """
@@ -75,6 +77,13 @@ def main(argv: list[str] | None = None) -> None:
         metavar="M",
         help="base 'planned': the block lengths tried at each slot (0: to the end)",
     )
+    ap.add_argument(
+        "--extra",
+        nargs="+",
+        default=[],
+        metavar="PLAN",
+        help="each base's search again, trying these plans too (beside the policy's own)",
+    )
     ap.add_argument("--future", action="store_true", help="also the clairvoyant search")
     ap.add_argument("--heuristics", nargs="*", default=list(HEURISTICS),
                     help="allocator labels the ratio is to (the best per workload)")  # fmt: skip
@@ -83,16 +92,20 @@ def main(argv: list[str] | None = None) -> None:
     path = args.policy if args.policy.suffix == ".npz" else args.policy / "policy.npz"
     policy = PlanPolicy.load(path)
     searches: list[tuple[str, PlanSearch | None]] = [("alone", None)]
-    searches += [
-        (f"search ({b})", PlanSearch(base=b, blocks=tuple(args.blocks) if b == PLANNED else ()))
-        for b in args.bases
-    ]
+    blocks = {b: tuple(args.blocks) if b == PLANNED else () for b in args.bases}
+    searches += [(f"search ({b})", PlanSearch(base=b, blocks=blocks[b])) for b in args.bases]
     if args.also:
         also = tuple(args.also)
         searches += [
             (f"search ({b}, also)", PlanSearch(base=b, also=also))
             for b in args.bases
             if b != PLANNED  # (the planned search continues with its own sequence only)
+        ]
+    if args.extra:
+        extra = tuple(args.extra)
+        searches += [
+            (f"search ({b}, extra)", PlanSearch(base=b, blocks=blocks[b], extra=extra))
+            for b in args.bases
         ]
     if args.future:
         searches.append(("clairvoyant (hold)", PlanSearch(future=True)))

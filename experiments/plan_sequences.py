@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
             env = make_env(config)
             actor = policy.actor(env)
             own = run_episode(env, actor, seed).avg_jct
-            passes = improve(config, policy.plans, actor.chosen, seed, args.passes, args.blocks)
+            plans = actor.planner.plans  # (with a search's extra plans)
+            passes = improve(config, plans, actor.chosen, seed, args.passes, args.blocks)
             line = [f"{spec} seed {seed}: policy {own / best:.4f}"]
             line += [f"pass {i + 1} {jct / best:.4f} ({n} changed)" for i, (jct, n) in
                      enumerate(passes)]  # fmt: skip

@@ -27,7 +27,8 @@ file that acts inside a decision-time search over the slot's plan on the known j
 of those plans held, a plan's value being the best of its continuations):
 ``policies/general_search`` is ``policies/general`` so copied, with ``--search hold --also
 esrtf_load "esrtf(backfill=True)" optimus``.  ``--search planned --blocks 1 4 16 0`` is the
-receding-horizon search (its own planned sequence as the continuation).  With ``--future``
+receding-horizon search (its own planned sequence as the continuation); ``--extra PLAN ...``
+adds plans that only the search tries (the network picks among its own).  With ``--future``
 the file's search is the clairvoyant one (its copies keep the jobs still to arrive): a
 measurement of what seeing the future would add (docs/experiments/general-policy.md), never a
 scheduler; the file says so.
@@ -104,11 +105,12 @@ def release_search(
     also: Sequence[str] = (),
     future: bool = False,
     blocks: Sequence[int] = (),
+    extra: Sequence[str] = (),
 ) -> Path:
     """Write ``out/policy.npz``: the plan policy ``source`` (a ``policy.npz`` or a directory
     holding one) with a decision-time search recorded (:mod:`agents.plan_search`: ``base``,
-    ``tol``, ``also``, ``future``, ``blocks``), the same weights bit for bit; the record names
-    the source, its SHA-256 and the command (``argv``: this tool's arguments)."""
+    ``tol``, ``also``, ``future``, ``blocks``, ``extra``), the same weights bit for bit; the
+    record names the source, its SHA-256 and the command (``argv``: this tool's arguments)."""
     from agents.plan_policy import PlanPolicy
     from agents.plan_search import PlanSearch
     from agents.policy_format import with_meta
@@ -116,7 +118,14 @@ def release_search(
 
     src = source if source.suffix == ".npz" else source / FILE_NAME
     policy = PlanPolicy.load(src)  # (a ClusterPlan-v0 policy, or a clear error)
-    search = PlanSearch(base=base, tol=tol, also=tuple(also), future=future, blocks=tuple(blocks))
+    search = PlanSearch(
+        base=base,
+        tol=tol,
+        also=tuple(also),
+        future=future,
+        blocks=tuple(blocks),
+        extra=tuple(extra),
+    )
     search.check(policy.labels)
     meta = policy.meta or {}
     update = {
@@ -176,6 +185,14 @@ def main(argv: list[str] | None = None) -> None:
         "slot, continued by the search's planned sequence",
     )
     ap.add_argument(
+        "--extra",
+        nargs="+",
+        metavar="PLAN",
+        default=[],
+        help="with --search: plan labels the search tries beside the policy's own plans (the "
+        "network never picks them)",
+    )
+    ap.add_argument(
         "--future",
         action="store_true",
         help="with --search: the clairvoyant search (its copies see the jobs still to arrive): "
@@ -196,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.also,
                 args.future,
                 args.blocks,
+                args.extra,
             )
         elif args.convert:
             path = convert_release(args.run_dir)

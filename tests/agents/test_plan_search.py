@@ -305,6 +305,15 @@ def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: P
     assert clairvoyant.search == PlanSearch(future=True)
     assert clairvoyant.meta is not None
     assert "not a scheduler" in clairvoyant.meta["derived"]["what"]
+    # --extra: plans only the search tries, recorded
+    given = ["--search", "planned", str(GENERAL.parent), str(tmp_path / "e"), "--blocks", "1", "0"]
+    release_policy.main([*given, "--extra", *EXTRA])
+    extra = PlanPolicy.load(tmp_path / "e" / "policy.npz")
+    assert extra.search == PlanSearch(base="planned", blocks=(1, 0), extra=EXTRA)
+    with pytest.raises(SystemExit, match="extra: 'drf' is already a plan"):
+        out = str(tmp_path / "d")
+        release_policy.main(["--search", "hold", str(GENERAL.parent), out, "--extra", "drf"])
+    assert not (tmp_path / "d").exists()
 
 
 def test_a_planned_sequence_writes_blocks_over_the_slots_ahead() -> None:
@@ -392,4 +401,79 @@ def test_bad_receding_search_settings_are_one_clear_error() -> None:
             search.check(labels)
     made = PlanSearch(base="planned", blocks=(1, 4, 16, 0))
     assert made.describe()["blocks"] == [1, 4, 16, 0] and "blocks" not in PlanSearch().describe()
+    assert PlanSearch.of(made.describe()) == made
+
+
+EXTRA = ("esrtf(efficiency=0.6)", "esrtf(backfill=True, head=1)")
+
+
+def test_extra_plans_are_searched_beside_the_policys_own() -> None:
+    """``extra``: the actor's plans are the policy's, then the extra ones; the network still
+    picks among its own; each extra plan is valued by the same rollouts as the policy's (the
+    first slot's totals are plan_totals' over all of them), and the search takes one where
+    it is lower.  The receding search tries them in blocks too."""
+    policy = PlanPolicy.load(GENERAL)
+    config = replace(coerce_env_config(policy.env), setting="tiny")
+    env = make_env(config)
+    picked: list[int] = []
+    choose = policy.chooser()
+
+    def network(obs: np.ndarray) -> int:
+        picked.append(choose(obs))
+        return picked[-1]
+
+    search = PlanSearch(extra=EXTRA)
+    actor = SearchPlanActor(env, network, policy.plans, search)
+    K = len(policy.plans)
+    assert actor.n_own == K and actor.planner.K == K + 2
+    assert actor.planner.labels[K:] == EXTRA
+    obs, _ = env.reset(seed=100)
+    actor.reset(100)
+    k = actor.plan_for(env, obs)
+    k0 = picked[-1]
+    held = plan_totals(env, actor.allocators, lambda _e, _o: actor.allocators[k0])
+    assert actor.last_totals is not None and len(actor.last_totals) == K + 2
+    assert np.array_equal(actor.last_totals, held)
+    best = int(np.argmin(held))
+    assert k == (best if held[k0] - held[best] > 1e-9 * held[best] else k0)
+    # over whole runs: the network picks only its own plans; the search sometimes an extra one
+    for s, seed in (
+        (search, 102),
+        (PlanSearch(base="planned", blocks=(1, 4, 0), extra=EXTRA), 101),
+    ):
+        picked.clear()
+        actor = SearchPlanActor(env, network, policy.plans, s)
+        result = run_episode(env, actor, seed)
+        assert result.unfinished == 0 and math.isfinite(result.avg_jct)
+        assert picked and max(picked) < K
+        assert max(actor.chosen) >= K, s
+        if s.base == "planned":
+            assert {k for k, _ in actor.last_values} == set(range(K + 2))
+    # no extra: the search is the one before, decision for decision
+    plain = SearchPlanActor(env, policy.chooser(), policy.plans, PlanSearch())
+    wider = SearchPlanActor(env, policy.chooser(), policy.plans, PlanSearch(extra=()))
+    assert run_episode(env, plain, 100).avg_jct == run_episode(env, wider, 100).avg_jct
+    assert plain.chosen == wider.chosen
+
+
+def test_bad_extra_plans_are_one_clear_error(tmp_path: Path) -> None:
+    from agents.policy_format import with_meta
+
+    labels = SlotPlanner(make_env(_config("tiny"))).labels
+    for extra, why in (
+        ("drf", "extra must be a list of plan labels"),
+        (("nope",), "nope"),
+        (("esrtf(efficiency=2.0)",), "efficiency"),
+        (("drf",), "'drf' is already a plan of the policy or named twice"),
+        (("esrtf(efficiency=0.6)", "esrtf(efficiency=0.60)"), "named twice"),
+        ((3,), "3 is not a plan label"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            PlanSearch(extra=extra).check(labels)  # type: ignore[arg-type]
+    bad = tmp_path / "policy.npz"
+    with_meta(GENERAL, bad, {"search": {"base": "hold", "extra": ["esrtf_load"]}})
+    with pytest.raises(ConfigError, match=r"policy\.npz: search extra: 'esrtf_load' is already"):
+        PlanPolicy.load(bad)
+    made = PlanSearch(base="planned", blocks=(1, 0), extra=EXTRA)
+    assert made.describe()["extra"] == list(EXTRA) and "extra" not in PlanSearch().describe()
     assert PlanSearch.of(made.describe()) == made
