@@ -225,7 +225,7 @@ def test_the_network_keeps_its_plan_unless_another_is_better() -> None:
 def test_the_released_search_policy_is_the_general_weights_with_a_search() -> None:
     """``policies/general_search``: the same arrays as ``policies/general``, bit for bit, its
     training record, and the receding-horizon search (``base: planned``, blocks of 1, 4, 16
-    slots and to the end), recorded with where it comes from."""
+    slots and to the end, six extra plans), recorded with where it comes from."""
     a, b = np.load(GENERAL), np.load(SEARCH)
     assert set(a.files) == set(b.files)
     for k in a.files:
@@ -233,7 +233,16 @@ def test_the_released_search_policy_is_the_general_weights_with_a_search() -> No
             assert np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype, k
     general, searched = PlanPolicy.load(GENERAL), PlanPolicy.load(SEARCH)
     assert general.search is None and searched.search == PlanSearch(
-        base="planned", blocks=(1, 4, 16, 0)
+        base="planned",
+        blocks=(1, 4, 16, 0),
+        extra=(
+            "esrtf(efficiency=0.6)",
+            "esrtf(efficiency=0.5)",
+            "esrtf(backfill=True, efficiency=0.6)",
+            "esrtf(backfill=True, efficiency=1.0)",
+            "esrtf(head=1)",
+            "esrtf(backfill=True, head=1)",
+        ),
     )
     assert searched.meta is not None and general.meta is not None
     assert searched.meta["training"] == general.meta["training"]
