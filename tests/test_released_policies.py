@@ -127,14 +127,14 @@ for _path in PLAN_POLICIES:
     "env", sorted(PLAN_ENVS), ids=lambda e: "+".join(p.name for p in PLAN_ENVS[e])
 )
 def test_evaluate_py_runs_the_released_plan_policies_on_a_trace(env: str, tmp_path: Path) -> None:
-    # the trace's first 12 jobs: each plan policy's path through a trace (the searched one's
+    # the trace's first 8 jobs: each plan policy's path through a trace (the searched one's
     # rollouts included) at a small part of the cost, those trained in the same env in one
     # evaluate.py run
     paths = PLAN_ENVS[env]
-    rows = _trace_rows(paths, "optimus", tmp_path / "r", "workload.trace.max_jobs=12")
+    rows = _trace_rows(paths, "optimus", tmp_path / "r", "workload.trace.max_jobs=8")
     assert len(rows) == len(paths) + 1
     for row in rows.values():
-        assert float(row["jobs"]) == 12
+        assert float(row["jobs"]) == 8
         assert 0 < float(row["avg_jct_s"]) < float("inf")
 
 
