@@ -319,8 +319,8 @@ def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: P
     release_policy.main([*given, "--extra", *EXTRA])
     extra = PlanPolicy.load(tmp_path / "e" / "policy.npz")
     assert extra.search == PlanSearch(base="planned", blocks=(1, 0), extra=EXTRA)
+    out = str(tmp_path / "d")
     with pytest.raises(SystemExit, match="extra: 'drf' is already a plan"):
-        out = str(tmp_path / "d")
         release_policy.main(["--search", "hold", str(GENERAL.parent), out, "--extra", "drf"])
     assert not (tmp_path / "d").exists()
 
