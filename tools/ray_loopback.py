@@ -80,6 +80,8 @@ def two_nodes(log_dir: Path, start_timeout_s: float = 60) -> Iterator[LocalClust
         "RAY_AUTH_TOKEN": secrets.token_hex(16),
         # on SIGTERM a node drains first, for up to 30 s (Ray 2.60): nothing to drain here
         "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+        # the nodes' workers at the driver's priority, as init_ray's (Ray's default: nice 15)
+        "RAY_worker_niceness": "0",
     }
     port = _free_port()
     address = f"127.0.0.1:{port}"

@@ -33,7 +33,8 @@ def ray_cluster(shared_ray_cluster):
 
 def test_the_cluster_is_two_loopback_nodes_of_one_cpu_each(ray_cluster) -> None:
     """Joined through ``init_ray`` in a driver process: every node advertises 127.0.0.1 and
-    declares one CPU (2 in all: no more than this machine has), and neither the head's port
+    declares one CPU (2 in all: no more than this machine has), its workers run at the
+    driver's nice level, and neither the head's port
     nor a raylet's answers on the machine's network address."""
     code = (
         "import json, ray, sys\n"
@@ -41,7 +42,10 @@ def test_the_cluster_is_two_loopback_nodes_of_one_cpu_each(ray_cluster) -> None:
         "assert init_ray(sys.argv[1])\n"
         "nodes = [(n['NodeManagerAddress'], n['NodeManagerPort'], n['Alive'],\n"
         "          n['Resources'].get('CPU')) for n in ray.nodes()]\n"
-        "print(json.dumps({'nodes': nodes, 'cpus': ray.cluster_resources().get('CPU')}))\n"
+        "import os\n"
+        "nice = ray.get(ray.remote(lambda: os.nice(0)).remote()) - os.nice(0)\n"
+        "print(json.dumps({'nodes': nodes, 'cpus': ray.cluster_resources().get('CPU'),\n"
+        "                  'nice': nice}))\n"
         "ray.shutdown()\n"
     )
     out = subprocess.run(
@@ -55,6 +59,7 @@ def test_the_cluster_is_two_loopback_nodes_of_one_cpu_each(ray_cluster) -> None:
         ("127.0.0.1", True, 1.0),
     ]
     assert got["cpus"] == 2.0 <= (os.cpu_count() or 1)
+    assert got["nice"] == 0  # the nodes' workers at the driver's priority, not Ray's nice 15
     from ray._common.network_utils import node_ip_address_from_perspective
 
     external = node_ip_address_from_perspective()  # the address Ray would have advertised

@@ -106,7 +106,8 @@ def test_a_local_ray_is_on_loopback_declares_its_cpus_and_leaves_home_alone(
     tmp_path: Path,
 ) -> None:
     """In a fresh process with an empty $HOME and no token given: Ray 2.60 would write
-    ``$HOME/.ray/auth_token``; ``init_ray`` gives its Ray a token in the environment instead."""
+    ``$HOME/.ray/auth_token``; ``init_ray`` gives its Ray a token in the environment instead.
+    Its workers run at the driver's nice level."""
     pytest.importorskip("ray")
     home = tmp_path / "home"
     home.mkdir()
@@ -117,8 +118,9 @@ def test_a_local_ray_is_on_loopback_declares_its_cpus_and_leaves_home_alone(
         "from agents.ray_setup import init_ray\n"
         "assert init_ray(None, num_cpus=1)\n"
         "nodes = [(n['NodeManagerAddress'], n['Resources'].get('CPU')) for n in ray.nodes()]\n"
+        "nice = ray.get(ray.remote(lambda: os.nice(0)).remote())\n"
         "out = {'nodes': nodes, 'cpus': ray.cluster_resources().get('CPU'),\n"
-        "       'token': len(os.environ.get('RAY_AUTH_TOKEN', ''))}\n"
+        "       'token': len(os.environ.get('RAY_AUTH_TOKEN', '')), 'nice': nice - os.nice(0)}\n"
         "print(json.dumps(out))\n"
         "ray.shutdown()\n"
     )
@@ -128,5 +130,6 @@ def test_a_local_ray_is_on_loopback_declares_its_cpus_and_leaves_home_alone(
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got == {"nodes": [["127.0.0.1", 1.0]], "cpus": 1.0, "token": 64}
+    # its workers at the driver's priority (Ray's default: nice 15, starved by any busy process)
+    assert got == {"nodes": [["127.0.0.1", 1.0]], "cpus": 1.0, "token": 64, "nice": 0}
     assert list(home.iterdir()) == []  # no .ray/auth_token (nor anything else)
