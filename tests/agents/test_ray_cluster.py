@@ -120,7 +120,6 @@ def test_a_wrong_or_missing_token_fails_before_ray_init(
     assert check_cluster(address) is True  # the same token from RAY_AUTH_TOKEN_PATH
 
 
-@pytest.mark.slow  # federated training over the two nodes: ~8 s (pytest -m slow)
 def test_federated_training_on_a_two_node_ray_cluster(ray_cluster, tmp_path: Path) -> None:
     address, env = ray_cluster.address, ray_cluster.env
     out = subprocess.run(

@@ -1,6 +1,6 @@
 """``python -m evaluation.bench --runner ray`` on a real two-node Ray cluster
 (``tests/conftest.py``): every cell's per-job CSVs and the board are the local run's, byte
-for byte.  Slow (a cluster start is 10-20 s on 2 cores): ``pytest -m slow``."""
+for byte (a cluster start is about 10 s on 2 cores)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ def _files(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(keep)}
 
 
-@pytest.mark.slow
 def test_ray_cells_are_the_local_cells_byte_for_byte(ray_cluster, tmp_path: Path) -> None:
     if sys.platform != "linux":  # pragma: no cover
         pytest.skip("the two-node fixture is for Linux")

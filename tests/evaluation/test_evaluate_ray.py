@@ -40,7 +40,6 @@ def test_runner_config_errors_are_one_line(tmp_path: Path) -> None:
         assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow  # a two-node cluster and a node's death: ~20 s (pytest -m slow)
 def test_ray_runner_matches_the_local_pool_and_survives_a_node_death(
     ray_cluster, tmp_path: Path
 ) -> None:
