@@ -393,6 +393,31 @@ def test_the_receding_search_continues_with_what_it_valued(seed: int) -> None:
     assert run_episode(env, again, seed).avg_jct == first and again.chosen[n:] == again.chosen[:n]
 
 
+def test_the_receding_search_reads_the_network_only_at_an_episodes_first_slot() -> None:
+    """``base: planned`` starts each episode from the network's plan held and plans every
+    later slot itself: a network that answers the same at the first slot and anything after
+    it gives the same run, decision for decision (why the released search's grid is the same
+    for every training seed, docs/experiments/general-policy.md)."""
+    policy = PlanPolicy.load(GENERAL)
+    env = make_env(replace(coerce_env_config(policy.env), setting="tiny"))
+    search = PlanSearch(base="planned", blocks=(1, 4, 0))
+    network = policy.chooser()
+    rng = np.random.default_rng(0)
+    calls = 0
+
+    def after_the_first_anything(obs: np.ndarray) -> int:
+        nonlocal calls
+        calls += 1
+        return network(obs) if calls == 1 else int(rng.integers(len(policy.plans)))
+
+    runs = []
+    for choose in (network, after_the_first_anything):
+        actor = SearchPlanActor(env, choose, policy.plans, search)
+        runs.append((run_episode(env, actor, 101).avg_jct, list(actor.chosen), actor.changed))
+    assert calls > 3  # (it was asked at every slot, and answered at random after the first)
+    assert runs[0] == runs[1] and runs[0][2] > 0
+
+
 def test_bad_receding_search_settings_are_one_clear_error() -> None:
     env = make_env(_config("tiny"))
     labels = SlotPlanner(env).labels
