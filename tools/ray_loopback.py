@@ -72,6 +72,8 @@ def two_nodes(log_dir: Path, start_timeout_s: float = 60) -> Iterator[LocalClust
     ``start_timeout_s`` is a :class:`RuntimeError` with its log's tail."""
     # (a one-machine Ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in its process: not for these
     # nodes, which must form a multi-node cluster; the token is this cluster's)
+    from agents.ray_setup import WORKER_NICENESS  # (here: importing this module stays light)
+
     drop = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_TOKEN_PATH")
     env = {
         **{k: v for k, v in os.environ.items() if k not in drop},
@@ -81,7 +83,7 @@ def two_nodes(log_dir: Path, start_timeout_s: float = 60) -> Iterator[LocalClust
         # on SIGTERM a node drains first, for up to 30 s (Ray 2.60): nothing to drain here
         "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
         # the nodes' workers at the driver's priority, as init_ray's (Ray's default: nice 15)
-        "RAY_worker_niceness": "0",
+        "RAY_worker_niceness": str(WORKER_NICENESS),
     }
     port = _free_port()
     address = f"127.0.0.1:{port}"

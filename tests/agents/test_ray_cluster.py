@@ -37,12 +37,11 @@ def test_the_cluster_is_two_loopback_nodes_of_one_cpu_each(ray_cluster) -> None:
     driver's nice level, and neither the head's port
     nor a raylet's answers on the machine's network address."""
     code = (
-        "import json, ray, sys\n"
+        "import json, os, ray, sys\n"
         "from agents.ray_setup import init_ray\n"
         "assert init_ray(sys.argv[1])\n"
         "nodes = [(n['NodeManagerAddress'], n['NodeManagerPort'], n['Alive'],\n"
         "          n['Resources'].get('CPU')) for n in ray.nodes()]\n"
-        "import os\n"
         "nice = ray.get(ray.remote(lambda: os.nice(0)).remote()) - os.nice(0)\n"
         "print(json.dumps({'nodes': nodes, 'cpus': ray.cluster_resources().get('CPU'),\n"
         "                  'nice': nice}))\n"
