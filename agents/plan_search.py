@@ -27,7 +27,11 @@ of ``blocks``; ``0``: to the end) is tried on a known-jobs copy and continued by
 sequence; the option "the planned sequence from here" is valued alike.  The slot takes the
 lowest (ties: the planned one), and a block taken is written into the planned sequence, so a
 later slot continues with what this one valued.  Its cost is up to ``1 + K * len(blocks)``
-rollouts a slot.
+rollouts a slot.  With ``boost`` (slot counts), it also tries, for every job of the window,
+"the planned plan with this job served first for ``m`` slots" (``m`` of ``boost``), where the
+planned plan is an :class:`~envs.sim.elastic.speed_aware.EfficientSRTF` (its ``first``
+option: the job ahead of the order, at ``head_efficiency``, full speed by default): a choice
+per job, not per plan (``J * len(boost)`` more rollouts a slot at most).
 
 Plans whose tried slot leaves the run in the same state (the same progress, allocation and
 slots run for every job) have the same value, so each such state is run once.  The search is
@@ -53,8 +57,10 @@ import numpy as np
 import numpy.typing as npt
 
 from envs.gym.cluster_env import ClusterEnv
+from envs.gym.heuristic import HeuristicDriver
 from envs.gym.plan_env import PlanActor, PlanSpec, parse_plan, plan_label, plan_specs
 from envs.sim.elastic.allocators import Allocator, make_allocator
+from envs.sim.elastic.speed_aware import EfficientSRTF
 from envs.sim.errors import ConfigError, check_number
 
 __all__ = [
@@ -83,7 +89,8 @@ class PlanSearch:
     the base's), ``tol`` (relative margin a plan must beat the network's by) and ``future``
     (clairvoyant copies: for measurements only), ``blocks`` (``base: planned``'s block lengths)
     and ``extra`` (plan labels the search tries beside the policy's own plans: the network
-    never picks them, a slot's search may)."""
+    never picks them, a slot's search may) and ``boost`` (``base: planned``'s block lengths
+    of the per-job options: the planned EfficientSRTF plan with one job served first)."""
 
     base: str = "hold"
     tol: float = 1e-9
@@ -91,6 +98,7 @@ class PlanSearch:
     also: tuple[str, ...] = ()
     blocks: tuple[int, ...] = ()
     extra: tuple[str, ...] = ()
+    boost: tuple[int, ...] = ()
 
     def check(self, labels: Sequence[str]) -> None:
         """One :class:`ConfigError` for a setting the search cannot run with (``labels``: the
@@ -119,15 +127,8 @@ class PlanSearch:
             raise ConfigError(f"search future must be true or false, got {self.future!r}")
 
     def _check_blocks(self) -> None:
-        if isinstance(self.blocks, str) or not isinstance(self.blocks, tuple):
-            raise ConfigError(f"search blocks must be a list of slot counts, got {self.blocks!r}")
-        for m in self.blocks:
-            if isinstance(m, bool) or not isinstance(m, int) or m < 0:
-                raise ConfigError(
-                    f"search blocks must be whole slot counts >= 0 (0: to the end), got {m!r}"
-                )
-        if len(set(self.blocks)) != len(self.blocks):
-            raise ConfigError(f"search blocks names a length twice: {list(self.blocks)}")
+        _check_slot_counts("blocks", self.blocks)
+        _check_slot_counts("boost", self.boost)
         if self.base == PLANNED:
             if not self.blocks:
                 raise ConfigError(
@@ -138,10 +139,12 @@ class PlanSearch:
                     "search also continues held plans; base 'planned' continues with its own "
                     "planned sequence: use one or the other"
                 )
-        elif self.blocks:
-            raise ConfigError(
-                f"search blocks {list(self.blocks)} are for base 'planned', not {self.base!r}"
-            )
+            return
+        for key, counts in (("blocks", self.blocks), ("boost", self.boost)):
+            if counts:
+                raise ConfigError(
+                    f"search {key} {list(counts)}: for base 'planned' only, not {self.base!r}"
+                )
 
     def extra_plans(self, labels: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         """``extra`` as ``(allocator, options)`` pairs, after the policy's plans ``labels``; a
@@ -167,10 +170,10 @@ class PlanSearch:
         return out
 
     def describe(self) -> dict[str, Any]:
-        """What a policy file records (``meta["search"]``; ``also``, ``blocks`` and ``extra``
-        only when set, so files written before them read the same)."""
+        """What a policy file records (``meta["search"]``; ``also``, ``blocks``, ``extra`` and
+        ``boost`` only when set, so files written before them read the same)."""
         out = asdict(self)
-        for key in ("also", "blocks", "extra"):
+        for key in ("also", "blocks", "extra", "boost"):
             if out[key]:
                 out[key] = list(out[key])
             else:
@@ -183,17 +186,31 @@ class PlanSearch:
         :class:`ConfigError` naming it."""
         if not isinstance(spec, Mapping):
             raise ConfigError(f"'search' must be a mapping, got {spec!r}")
-        unknown = sorted(set(spec) - {"base", "tol", "future", "also", "blocks", "extra"})
+        known = ("base", "tol", "future", "also", "blocks", "extra", "boost")
+        unknown = sorted(set(spec) - set(known))
         if unknown:
             raise ConfigError(
-                f"unknown search key(s) {', '.join(unknown)} "
-                "(known: base, tol, future, also, blocks, extra)"
+                f"unknown search key(s) {', '.join(unknown)} (known: {', '.join(known)})"
             )
         fields = dict(spec)
-        for key in ("also", "blocks", "extra"):
+        for key in ("also", "blocks", "extra", "boost"):
             if isinstance(fields.get(key), list):  # (JSON's lists; anything else: check says)
                 fields[key] = tuple(fields[key])
         return cls(**fields)
+
+
+def _check_slot_counts(key: str, counts: object) -> None:
+    """One :class:`ConfigError` unless ``counts`` (the search's ``key``) is a tuple of
+    distinct whole slot counts >= 0."""
+    if isinstance(counts, str) or not isinstance(counts, tuple):
+        raise ConfigError(f"search {key} must be a list of slot counts, got {counts!r}")
+    for m in counts:
+        if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+            raise ConfigError(
+                f"search {key} must be whole slot counts >= 0 (0: to the end), got {m!r}"
+            )
+    if len(set(counts)) != len(counts):
+        raise ConfigError(f"search {key} names a length twice: {list(counts)}")
 
 
 Follow = Callable[[ClusterEnv, npt.NDArray[np.float32]], Allocator]
@@ -325,18 +342,23 @@ def block_totals(
     planned: Callable[[int], int],
     *,
     future: bool = False,
+    plans: int | None = None,
+    more: Sequence[tuple[int, int]] = (),
 ) -> dict[tuple[int, int], tuple[float, int | None]]:
     """The receding-horizon search's options at ``env``'s open slot (nothing placed yet):
     for "the planned sequence from here" (key ``(planned(slot), 1)``) and each "plan ``k``
     for ``m`` slots" (``m`` of ``blocks``, :data:`TO_THE_END` = 0: to the end), the total JCT
     of the known jobs (``future``: of every job) when the copy is continued by ``planned``
     (slot -> plan index), and the last slot the block ran (``None`` when it ran to the end).
-    ``env`` is not stepped; states that coincide share one rollout."""
+    The blocks are tried for the first ``plans`` allocators (``None``: all), then the options
+    ``more`` (``(allocator index, m)``: the search's per-job options).  ``env`` is not
+    stepped; states that coincide share one rollout."""
     if not env.slot_untouched():
         raise ConfigError("a plan search needs an open slot with nothing placed yet")
     copies = env.lookahead(known_only=not future, observe=False)
     s = env.slot
-    options = [(planned(s), 1), *((k, m) for m in blocks for k in range(len(allocators)))]
+    n_plans = len(allocators) if plans is None else plans
+    options = [(planned(s), 1), *((k, m) for m in blocks for k in range(n_plans)), *more]
     seen: dict[tuple[Any, ...], float] = {}
     out: dict[tuple[int, int], tuple[float, int | None]] = {}
     for k, m in options:
@@ -364,7 +386,9 @@ class SearchPlanActor(PlanActor):
     (``plans``, indices ``0..K-1``: what the network picks from), then the search's ``extra``
     plans.  :attr:`searched` counts the slots searched, :attr:`changed` those where the search
     overruled the network, :attr:`last_totals` the last slot's totals (slots of JCT, per
-    plan)."""
+    plan).  With ``boost``, an episode's per-job options are further plans after those
+    (indices from :attr:`n_plans` on, in :attr:`chosen` too; :meth:`boosted` says which job
+    and plan), made as the search needs them and dropped when an episode starts."""
 
     def __init__(
         self,
@@ -381,6 +405,10 @@ class SearchPlanActor(PlanActor):
         self.n_own = len(own)
         self.search = search
         self.allocators = [d.allocator for d in self.planner.drivers]
+        #: the policy's and the search's plans; later indices are an episode's per-job options
+        self.n_plans = len(self.allocators)
+        self._boosts: dict[tuple[int, int], int] = {}  # (plan, job id) -> index
+        self._boosted: dict[int, tuple[int, int]] = {}  # index -> (plan, job id)
         self.searched = 0
         self.changed = 0
         self.last_totals: npt.NDArray[np.float64] | None = None
@@ -429,11 +457,18 @@ class SearchPlanActor(PlanActor):
             or self._episode[0] is not episode[0]
             or episode[1] < self._episode[1]
         ):
+            self._drop_boosts()
             self.planned = self._first_plan(env, k0)
         self._episode = episode
         planned = self.planned
         values = block_totals(
-            env, self.allocators, self.search.blocks, planned.at, future=self.search.future
+            env,
+            self.allocators,
+            self.search.blocks,
+            planned.at,
+            future=self.search.future,
+            plans=self.n_plans,
+            more=self._boost_options(env, planned.at(env.slot)),
         )
         self.last_values = values
         here = planned.at(env.slot)
@@ -445,10 +480,53 @@ class SearchPlanActor(PlanActor):
         self.searched += 1
         self.last_totals = np.array(
             [min(v for (kk, _), (v, _) in values.items() if kk == j) for j in
-             range(len(self.allocators))]
+             range(self.n_plans)]
         )  # fmt: skip
         if not base - best > self.search.tol * abs(best):
             return here
         self.changed += 1
         planned.write(env.slot, last, k)
         return k
+
+    # ------------------------------------------------------------------ per-job options
+    def boosted(self, k: int) -> tuple[int, int] | None:
+        """``(plan, job id)`` of a per-job option's index ``k`` (``None``: a plan)."""
+        return self._boosted.get(k)
+
+    def _drop_boosts(self) -> None:
+        del self.allocators[self.n_plans :]
+        del self.planner.drivers[self.n_plans :]
+        self._boosts.clear()
+        self._boosted.clear()
+
+    def _boost_options(self, env: ClusterEnv, here: int) -> list[tuple[int, int]]:
+        """``boost``'s options at the open slot: for every job of the window, the planned
+        plan ``here`` (of a per-job option: its plan) with that job first, for each block
+        length of ``boost``; none unless that plan is an EfficientSRTF."""
+        if not self.search.boost:
+            return []
+        plan = self._boosted.get(here, (here, -1))[0]
+        base = self.allocators[plan]
+        if type(base) is not EfficientSRTF:
+            return []
+        out = []
+        for job in env._window:
+            key = (plan, job.job_id)
+            k = self._boosts.get(key)
+            if k is None:
+                allocator = EfficientSRTF(
+                    base.efficiency,
+                    head=base.head,
+                    head_efficiency=base.head_efficiency,
+                    backfill=base.backfill,
+                    first=job.job_id,
+                    oracle_speed_factor=base.oracle_speed_factor,
+                    stop_at_first_failure=base.stop_at_first_failure,
+                )
+                k = len(self.allocators)
+                self.allocators.append(allocator)
+                self.planner.drivers.append(HeuristicDriver(allocator, self.planner.env))
+                self._boosts[key] = k
+                self._boosted[k] = key
+            out += [(k, m) for m in self.search.boost]
+        return out

@@ -9,6 +9,8 @@ Usage::
         --also esrtf_load "esrtf(backfill=True)" optimus      # the released search's choice
     python benchmarks/bench_plan_search.py --bases hold planned --blocks 1 4 16 0
     python benchmarks/bench_plan_search.py --bases planned --extra "esrtf(efficiency=0.6)"
+    python benchmarks/bench_plan_search.py --bases planned --extra ... --boost 4 16 \
+        --only "extra, boost"                  # the per-job options too, that search alone
 
 For the plan policy of ``--policy`` (default the released ``policies/general``) on each
 ``setting[:nodes]`` (DL²'s generator; validation seeds by default, never the test seeds
@@ -16,9 +18,11 @@ For the plan policy of ``--policy`` (default the released ``policies/general``) 
 ``policy``, a plan label or ``planned``, the receding-horizon search with ``--blocks``; with
 ``--also PLAN ...``, each also inside the search whose plans are further continued by those
 plans held; with ``--extra PLAN ...``, each also inside the search that tries those plans
-beside the policy's own): CPU seconds per episode, the slots planned, the slots where the
-search overruled the network, the episode's avg JCT (slots) and its ratio to the best of
-``--heuristics`` on the same workload (through the same env).  ``--future`` adds the
+beside the policy's own; with ``--boost M ...``, the planned search, with ``--extra``, that
+also tries each job of the window served first for ``M`` slots): CPU seconds per episode,
+the slots planned, the slots where the search overruled the network, the episode's avg JCT
+(slots) and its ratio to the best of ``--heuristics`` on the same workload (through the same
+env).  ``--future`` adds the
 clairvoyant search (the copies keep the jobs still to arrive): what seeing the future would
 add, not a scheduler.  Last, per setting and way of acting, the mean ratio over the seeds.
 """
@@ -84,6 +88,21 @@ def main(argv: list[str] | None = None) -> None:
         metavar="PLAN",
         help="each base's search again, trying these plans too (beside the policy's own)",
     )
+    ap.add_argument(
+        "--boost",
+        nargs="+",
+        type=int,
+        default=[],
+        metavar="M",
+        help="base 'planned' (with --extra): also the search with these per-job block lengths",
+    )
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="TEXT",
+        help="run only the ways of acting whose name contains one of these",
+    )
     ap.add_argument("--future", action="store_true", help="also the clairvoyant search")
     ap.add_argument("--heuristics", nargs="*", default=list(HEURISTICS),
                     help="allocator labels the ratio is to (the best per workload)")  # fmt: skip
@@ -107,8 +126,17 @@ def main(argv: list[str] | None = None) -> None:
             (f"search ({b}, extra)", PlanSearch(base=b, blocks=blocks[b], extra=extra))
             for b in args.bases
         ]
+    if args.boost:
+        searches += [
+            (f"search ({b}, extra, boost)",
+             PlanSearch(base=b, blocks=blocks[b], extra=tuple(args.extra), boost=tuple(args.boost)))
+            for b in args.bases
+            if b == PLANNED
+        ]  # fmt: skip
     if args.future:
         searches.append(("clairvoyant (hold)", PlanSearch(future=True)))
+    if args.only:
+        searches = [(n, s) for n, s in searches if any(t in n for t in args.only)]
     rows: list[dict[str, Any]] = []
     for spec in args.settings:
         setting, overrides = _setting(spec)

@@ -28,7 +28,9 @@ of those plans held, a plan's value being the best of its continuations):
 ``policies/general_search`` is ``policies/general`` so copied, with ``--search hold --also
 esrtf_load "esrtf(backfill=True)" optimus``.  ``--search planned --blocks 1 4 16 0`` is the
 receding-horizon search (its own planned sequence as the continuation); ``--extra PLAN ...``
-adds plans that only the search tries (the network picks among its own).  With ``--future``
+adds plans that only the search tries (the network picks among its own); ``--boost M ...``
+(with ``planned``) also tries each job of the window served first for ``M`` slots.  With
+``--future``
 the file's search is the clairvoyant one (its copies keep the jobs still to arrive): a
 measurement of what seeing the future would add (docs/experiments/general-policy.md), never a
 scheduler; the file says so.
@@ -106,11 +108,13 @@ def release_search(
     future: bool = False,
     blocks: Sequence[int] = (),
     extra: Sequence[str] = (),
+    boost: Sequence[int] = (),
 ) -> Path:
     """Write ``out/policy.npz``: the plan policy ``source`` (a ``policy.npz`` or a directory
     holding one) with a decision-time search recorded (:mod:`agents.plan_search`: ``base``,
-    ``tol``, ``also``, ``future``, ``blocks``, ``extra``), the same weights bit for bit; the
-    record names the source, its SHA-256 and the command (``argv``: this tool's arguments)."""
+    ``tol``, ``also``, ``future``, ``blocks``, ``extra``, ``boost``), the same weights bit for
+    bit; the record names the source, its SHA-256 and the command (``argv``: this tool's
+    arguments)."""
     from agents.plan_policy import PlanPolicy
     from agents.plan_search import PlanSearch
     from agents.policy_format import with_meta
@@ -125,6 +129,7 @@ def release_search(
         future=future,
         blocks=tuple(blocks),
         extra=tuple(extra),
+        boost=tuple(boost),
     )
     search.check(policy.labels)
     meta = policy.meta or {}
@@ -193,6 +198,15 @@ def main(argv: list[str] | None = None) -> None:
         "network never picks them)",
     )
     ap.add_argument(
+        "--boost",
+        nargs="+",
+        type=int,
+        metavar="M",
+        default=[],
+        help="with --search planned: also try each job of the window served first (the planned "
+        "EfficientSRTF plan's 'first') for M slots",
+    )
+    ap.add_argument(
         "--future",
         action="store_true",
         help="with --search: the clairvoyant search (its copies see the jobs still to arrive): "
@@ -214,6 +228,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.future,
                 args.blocks,
                 args.extra,
+                args.boost,
             )
         elif args.convert:
             path = convert_release(args.run_dir)

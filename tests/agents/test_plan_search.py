@@ -319,6 +319,9 @@ def test_release_policy_search_writes_the_same_weights_with_a_search(tmp_path: P
     release_policy.main([*given, "--extra", *EXTRA])
     extra = PlanPolicy.load(tmp_path / "e" / "policy.npz")
     assert extra.search == PlanSearch(base="planned", blocks=(1, 0), extra=EXTRA)
+    release_policy.main([*given[:3], str(tmp_path / "g"), *given[4:], "--boost", "4", "16"])
+    boosted = PlanPolicy.load(tmp_path / "g" / "policy.npz")
+    assert boosted.search == PlanSearch(base="planned", blocks=(1, 0), boost=(4, 16))
     out = str(tmp_path / "d")
     with pytest.raises(SystemExit, match="extra: 'drf' is already a plan"):
         release_policy.main(["--search", "hold", str(GENERAL.parent), out, "--extra", "drf"])
@@ -423,7 +426,7 @@ def test_bad_receding_search_settings_are_one_clear_error() -> None:
     labels = SlotPlanner(env).labels
     for search, why in (
         (PlanSearch(base="planned"), "base 'planned' needs blocks"),
-        (PlanSearch(base="hold", blocks=(1,)), r"blocks \[1\] are for base 'planned'"),
+        (PlanSearch(base="hold", blocks=(1,)), r"blocks \[1\]: for base 'planned' only"),
         (PlanSearch(base="planned", blocks=(1,), also=("drf",)), "use one or the other"),
         (PlanSearch(base="planned", blocks=(1, -1)), "whole slot counts >= 0"),
         (PlanSearch(base="planned", blocks=(1, True)), "whole slot counts >= 0"),
@@ -510,4 +513,93 @@ def test_bad_extra_plans_are_one_clear_error(tmp_path: Path) -> None:
         PlanPolicy.load(bad)
     made = PlanSearch(base="planned", blocks=(1, 0), extra=EXTRA)
     assert made.describe()["extra"] == list(EXTRA) and "extra" not in PlanSearch().describe()
+    assert PlanSearch.of(made.describe()) == made
+
+
+def _by_hand(env: ClusterEnv, first: object, m: int, then: object) -> float:
+    """The known jobs' total JCT when ``first`` plans ``m`` slots of a known-jobs copy of
+    ``env`` and ``then`` every later one."""
+    copy = env.lookahead(known_only=True, observe=False)()
+    term = trunc = False
+    n = 0
+    while not (term or trunc):
+        allocator = first if n < m else then
+        *_, term, trunc, _, _ = copy.plan_slot(allocator)  # type: ignore[arg-type]
+        n += 1
+    return float(sum(copy.episode_jcts()[0]))
+
+
+def test_per_job_options_serve_one_job_first_for_a_block() -> None:
+    """``boost``: at a slot whose planned plan is an EfficientSRTF, every job of the window
+    is tried ahead of the order (the plan's own options and ``first`` = that job) for each
+    block of ``boost``, continued by the planned sequence (its value checked against a
+    rollout by hand); a run takes some, stays deterministic over episodes, and a planned
+    plan that is not an EfficientSRTF gets none."""
+    from envs.sim.elastic.speed_aware import EfficientSRTF
+
+    policy = PlanPolicy.load(GENERAL)
+    env = make_env(replace(coerce_env_config(policy.env), setting="tiny"))
+    search = PlanSearch(base="planned", blocks=(1, 4, 0), boost=(4,))
+    esrtf = next(k for k, (n, o) in enumerate(policy.plans) if n == "esrtf" and not o)
+    actor = SearchPlanActor(env, lambda _obs: esrtf, policy.plans, search)
+    n_plans = actor.n_plans
+    obs, _ = env.reset(seed=101)
+    actor.reset(101)
+    for _ in range(3):  # (a few jobs in the window)
+        obs, *_ = env.plan_slot(actor.allocators[esrtf])
+    actor.plan_for(env, obs)
+    window = [job.job_id for job in env._window]
+    boosted = sorted(k for k, _ in actor.last_values if k >= n_plans)
+    assert len(window) >= 2 and len(boosted) == len(window)
+    assert sorted(actor.boosted(k)[1] for k in boosted) == sorted(window)  # type: ignore[index]
+    for k in boosted:
+        plan, job_id = actor.boosted(k)  # type: ignore[misc]
+        allocator = actor.allocators[k]
+        assert plan == esrtf and isinstance(allocator, EfficientSRTF)
+        assert allocator.first == job_id
+        assert (allocator.efficiency, allocator.backfill) == (0.92, False)
+        assert set(m for kk, m in actor.last_values if kk == k) == {4}
+        value, last = actor.last_values[(k, 4)]
+        assert value == _by_hand(env, allocator, 4, actor.allocators[esrtf])
+        assert last == env.slot + 3
+    # whole runs: some per-job option taken; the same decisions over two episodes
+    actor = SearchPlanActor(env, policy.chooser(), policy.plans, search)
+    first = run_episode(env, actor, 101)
+    n = len(actor.chosen)
+    assert first.unfinished == 0 and math.isfinite(first.avg_jct)
+    assert max(actor.chosen) >= n_plans and actor.boosted(max(actor.chosen)) is not None
+    again = run_episode(env, actor, 101)
+    assert again.avg_jct == first.avg_jct and actor.chosen[n:] == actor.chosen[:n]
+    # each (plan, job) made once, its driver acting with the same allocator
+    made = [actor.boosted(k) for k in range(n_plans, len(actor.allocators))]
+    assert made and None not in made and len(set(made)) == len(made)
+    assert [d.allocator for d in actor.planner.drivers] == actor.allocators
+    # a planned plan that is not an EfficientSRTF: no per-job options at that slot
+    drf = next(k for k, (n, _) in enumerate(policy.plans) if n == "drf")
+    actor = SearchPlanActor(env, lambda _obs: drf, policy.plans, search)
+    obs, _ = env.reset(seed=101)
+    actor.reset(101)
+    actor.plan_for(env, obs)
+    assert all(k < n_plans for k, _ in actor.last_values)
+    # no boost: the search before, decision for decision
+    plain = SearchPlanActor(env, policy.chooser(), policy.plans, replace(search, boost=()))
+    wider = SearchPlanActor(env, policy.chooser(), policy.plans, replace(search, boost=()))
+    assert run_episode(env, plain, 100).avg_jct == run_episode(env, wider, 100).avg_jct
+
+
+def test_bad_boost_settings_are_one_clear_error() -> None:
+    labels = SlotPlanner(make_env(_config("tiny"))).labels
+    planned = PlanSearch(base="planned", blocks=(1, 0))
+    for boost, why in (
+        ((4, -1), "whole slot counts >= 0"),
+        ((True,), "whole slot counts >= 0"),
+        ((4, 4), "boost names a length twice"),
+        (4, "boost must be a list of slot counts"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            replace(planned, boost=boost).check(labels)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"boost \[4\]: for base 'planned' only, not 'hold'"):
+        PlanSearch(boost=(4,)).check(labels)
+    made = replace(planned, boost=(4, 16))
+    assert made.describe()["boost"] == [4, 16] and "boost" not in planned.describe()
     assert PlanSearch.of(made.describe()) == made

@@ -650,7 +650,8 @@ static void cached_target(const Job *j, double eff, double *its, long long *tw, 
 }
 
 static int run_esrtf(Job *jobs, Py_ssize_t n, Cluster *c, Log *log, double slot_s, double eff,
-                     long long head, double head_eff, int backfill, int oracle, int stop) {
+                     long long head, double head_eff, int backfill, int oracle, int stop,
+                     long long first) {
     SortKey *keys = (SortKey *)malloc((size_t)(n ? n : 1) * sizeof(SortKey));
     long long *tws = (long long *)malloc((size_t)(n ? n : 1) * 2 * sizeof(long long));
     if (keys == NULL || tws == NULL) goto fail;
@@ -661,17 +662,21 @@ static int run_esrtf(Job *jobs, Py_ssize_t n, Cluster *c, Log *log, double slot_
         cached_target(j, eff, &its, &tw, &tp);
         tws[2 * i] = tw;
         tws[2 * i + 1] = tp;
-        keys[i].a = slots_to_finish(j->rem, est_eps(j, its, slot_s, oracle));
+        /* ``first`` (a job id, -1: none) is served before the order */
+        keys[i].a = (first >= 0 && j->r.jid == first)
+                        ? -INFINITY
+                        : slots_to_finish(j->rem, est_eps(j, its, slot_s, oracle));
         keys[i].b = j->r.arrival;
         keys[i].c = j->r.jid;
         keys[i].job = (int)i;
     }
     qsort(keys, (size_t)n, sizeof(SortKey), sortkey_cmp);
+    Py_ssize_t shift = (first >= 0 && n > 0 && jobs[keys[0].job].r.jid == first) ? 1 : 0;
     for (Py_ssize_t rank = 0; rank < n; rank++) {
         int i = keys[rank].job;
         Job *j = &jobs[i];
         long long tw = tws[2 * i], tp = tws[2 * i + 1];
-        if (head > 0 && rank < head) {
+        if (rank < shift || (head > 0 && rank - shift < head)) {
             double its;
             cached_target(j, head_eff, &its, &tw, &tp);
         }
@@ -948,10 +953,12 @@ static PyObject *py_allocate(PyObject *self, PyObject *const *argv, Py_ssize_t n
     case KIND_ESRTF: {
         int stop, oracle, backfill;
         double eff, head_eff;
-        long long head;
-        if (!PyArg_ParseTuple(params, "dLdppp", &eff, &head, &head_eff, &backfill, &oracle, &stop))
+        long long head, first;
+        if (!PyArg_ParseTuple(params, "dLdpppL", &eff, &head, &head_eff, &backfill, &oracle, &stop,
+                              &first))
             goto done;
-        rc = run_esrtf(jobs, n, &c, &log, slot_s, eff, head, head_eff, backfill, oracle, stop);
+        rc = run_esrtf(jobs, n, &c, &log, slot_s, eff, head, head_eff, backfill, oracle, stop,
+                       first);
         break;
     }
     default:

@@ -215,7 +215,11 @@ class EfficientSRTF(AllocatorBase):
     (default 0): the first ``head`` jobs of that order get their target at
     ``head_efficiency`` instead (e.g. the shortest job at full speed, the rest efficient: SRTF's
     argument for finishing the shortest first, with the cluster's throughput kept for the
-    others); the order itself stays the one at ``efficiency``.  ``backfill`` (default
+    others); the order itself stays the one at ``efficiency``.  ``first`` (a job id, default
+    ``None``): that job is served before the order, with its target at ``head_efficiency``
+    (``head`` then counts the jobs after it); a job the slot does not have changes nothing.
+    It is how a search gives one job priority for a few slots (``agents.plan_search``'s
+    ``boost``); as a fixed option it means one job id of one workload.  ``backfill`` (default
     ``False``): what the targets leave free is then handed out by :class:`Optimus`'s
     marginal-gain greedy (:meth:`Optimus.fill`, from these counts), so that a lightly loaded
     cluster is not left idle (the targets alone are not work-conserving: with few jobs they
@@ -233,10 +237,14 @@ class EfficientSRTF(AllocatorBase):
         head: int = 0,
         head_efficiency: float = 1.0,
         backfill: bool = False,
+        first: int | None = None,
         oracle_speed_factor: bool = False,
         stop_at_first_failure: bool = False,
     ) -> None:
         super().__init__(stop_at_first_failure=stop_at_first_failure)
+        if first is not None and (isinstance(first, bool) or not isinstance(first, int)
+                                  or first < 0):  # fmt: skip
+            raise ConfigError(f"EfficientSRTF: first must be a job id (an int >= 0), got {first!r}")
         if not isinstance(backfill, bool):
             raise ConfigError(f"EfficientSRTF: backfill must be true or false, got {backfill!r}")
         _check_efficiency("EfficientSRTF", "efficiency", efficiency)
@@ -247,6 +255,7 @@ class EfficientSRTF(AllocatorBase):
         self.head_efficiency = float(head_efficiency)
         self.oracle_speed_factor = oracle_speed_factor
         self.backfill = backfill
+        self.first = first
         self._filler = (
             Optimus(
                 oracle_speed_factor=oracle_speed_factor,
@@ -260,12 +269,16 @@ class EfficientSRTF(AllocatorBase):
         # the first ``head`` jobs' targets (same order, another efficiency)
         self._head = (
             EfficientSRTF(head_efficiency, oracle_speed_factor=oracle_speed_factor)
-            if head
+            if head or first is not None
             else None
         )
 
     def __repr__(self) -> str:
         head = f"head={self.head}, head_efficiency={self.head_efficiency}, " if self.head else ""
+        if self.first is not None:
+            head += f"first={self.first}, "
+            if not self.head:
+                head += f"head_efficiency={self.head_efficiency}, "
         if self.backfill:
             head += "backfill=True, "
         return (
@@ -309,7 +322,8 @@ class EfficientSRTF(AllocatorBase):
     ) -> dict[int, tuple[int, int]]:
         if type(self) is EfficientSRTF:  # the native slot, where built (native_alloc)
             params = (self.efficiency, self.head, self.head_efficiency, self.backfill,
-                      self.oracle_speed_factor, self.stop_at_first_failure)  # fmt: skip
+                      self.oracle_speed_factor, self.stop_at_first_failure,
+                      -1 if self.first is None else self.first)  # fmt: skip
             out = native_alloc.allocate(
                 self, native_alloc.KIND_ESRTF, params, jobs, cluster, speed, slot_s
             )
@@ -322,9 +336,18 @@ class EfficientSRTF(AllocatorBase):
             per_slot = _estimated_epochs_per_slot(job, its, slot_s, self.oracle_speed_factor)
             return slots_to_finish(job.remaining_epochs, per_slot)
 
-        order = sorted(by_id.values(), key=lambda j: (remaining_slots(j), j.arrival, j.job_id))
+        first = self.first
+        order = sorted(
+            by_id.values(),
+            key=lambda j: (j.job_id != first, remaining_slots(j), j.arrival, j.job_id),
+        )
+        shift = int(first is not None and bool(order) and order[0].job_id == first)
         for rank, job in enumerate(order):
-            plan = self._head if self._head is not None and rank < self.head else self
+            plan = (
+                self._head
+                if self._head is not None and (rank < shift or rank - shift < self.head)
+                else self
+            )
             _, tw, tp = plan.target(job, speed)
             c = counts[job.job_id]
             placed: list[Decision] = []

@@ -96,6 +96,34 @@ def test_head_jobs_get_their_target_at_head_efficiency() -> None:
             EfficientSRTF(**bad)
 
 
+def test_first_job_is_served_before_the_order_at_head_efficiency() -> None:
+    # order (same speed): job 1 (1 epoch left), job 0 (10), job 2 (20); targets (4, 1) at
+    # 0.75, (4, 4) at 1.0.  first=2 moves job 2 to the front, at head_efficiency (1.0).
+    def alloc(gpu: int = 32, **kw: Any) -> tuple[dict[int, tuple[int, int]], list[int]]:
+        a = EfficientSRTF(0.75, **kw)
+        got = a.allocate(_three_jobs(), cluster(cpu=32, gpu=gpu), _SPEED_4, SLOT_S)
+        seen: list[int] = []
+        for j, _, _ in a.last_decisions:
+            if j not in seen:
+                seen.append(j)
+        return got, seen
+
+    assert alloc() == ({0: (4, 1), 1: (4, 1), 2: (4, 1)}, [1, 0, 2])
+    assert alloc(first=2) == ({0: (4, 1), 1: (4, 1), 2: (4, 4)}, [2, 1, 0])
+    # head counts the jobs after the first one
+    assert alloc(first=2, head=1) == ({0: (4, 1), 1: (4, 4), 2: (4, 4)}, [2, 1, 0])
+    # priority on a full cluster: 8 GPUs, job 2 first gets its 4 workers, job 1 its 4, job 0
+    # none (no GPU left for its first worker: it runs nothing)
+    assert alloc(gpu=8, first=2) == ({0: (0, 0), 1: (4, 1), 2: (4, 4)}, [2, 1])
+    assert alloc(gpu=8) == ({0: (4, 1), 1: (4, 1), 2: (0, 0)}, [1, 0])
+    # a job the slot does not have changes nothing; first=None is the plain rule
+    assert alloc(first=9) == alloc(first=None) == alloc()
+    assert "first=2" in repr(EfficientSRTF(first=2)) and "first=" not in repr(EfficientSRTF())
+    for bad in (-1, 1.0, True, "2"):
+        with pytest.raises(ConfigError, match="first must be a job id"):
+            EfficientSRTF(first=bad)  # type: ignore[arg-type]
+
+
 def test_backfill_hands_what_the_targets_leave_to_optimus_greedy() -> None:
     # speed = min(w, 4) + 0.5 min(p, 4); workers (1 CPU, 1 GPU), PS (1 CPU, 0 GPU).  At 0.75
     # every target is (4, 1): 12 GPUs and 15 CPUs of 32 / 32.  Backfill: another worker saves

@@ -59,6 +59,8 @@ COVERED: tuple[tuple[str, dict[str, Any]], ...] = (
     ("esrtf", {"efficiency": 0.7}),
     ("esrtf", {"backfill": True}),
     ("esrtf", {"head": 2, "head_efficiency": 0.8}),
+    ("esrtf", {"first": 3}),
+    ("esrtf", {"first": 5, "head": 1, "head_efficiency": 0.8, "backfill": True}),
     ("esrtf", {"stop_at_first_failure": True}),
     ("esrtf", {"oracle_speed_factor": True, "backfill": True}),
     ("esrtf", {"backfill": True, "stop_at_first_failure": True}),
