@@ -8,8 +8,9 @@ search over plan sequences, to measure the room a plan policy (learned or search
 A ``dlsched/ClusterPlan-v0`` policy (default ``policies/general_search``: the released network
 inside its search) picks one of its plans (allocators) at every slot.  Whatever it learns, its
 schedule is a **sequence of those plans**.  This script starts from the policy's own sequence on
-a workload (DL²'s generator, validation seeds by default) and improves it, pass after pass,
-**seeing the whole workload** (a measurement, never a scheduler):
+a workload (DL²'s generator, validation seeds by default; a search's per-job options,
+``boost``, are left out: they are not plans) and improves it, pass after pass, **seeing the
+whole workload** (a measurement, never a scheduler):
 
 - at each slot ``s`` of pass ``i``, every option ``(k, m)``, plan ``k`` for the next ``m``
   slots (``--blocks``; ``0``: to the end), is tried on a copy of the env that keeps the jobs
@@ -39,7 +40,7 @@ import numpy as np
 
 from agents.episode_results import evaluate_allocator, run_episode
 from agents.plan_policy import PlanPolicy
-from agents.plan_search import TO_THE_END
+from agents.plan_search import TO_THE_END, SearchPlanActor
 from agents.plan_sequences import improve
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env
 from envs.sim.elastic.allocators import allocator_from_label
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> None:
             start = time.process_time()
             env = make_env(config)
             actor = policy.actor(env)
+            if isinstance(actor, SearchPlanActor) and actor.search.boost:  # (not plans)
+                no_boost = replace(actor.search, boost=())
+                actor = SearchPlanActor(env, policy.chooser(), policy.plans, no_boost)
             own = run_episode(env, actor, seed).avg_jct
             plans = actor.planner.plans  # (with a search's extra plans)
             passes = improve(config, plans, actor.chosen, seed, args.passes, args.blocks)

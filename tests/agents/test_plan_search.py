@@ -225,7 +225,8 @@ def test_the_network_keeps_its_plan_unless_another_is_better() -> None:
 def test_the_released_search_policy_is_the_general_weights_with_a_search() -> None:
     """``policies/general_search``: the same arrays as ``policies/general``, bit for bit, its
     training record, and the receding-horizon search (``base: planned``, blocks of 1, 4, 16
-    slots and to the end, six extra plans), recorded with where it comes from."""
+    slots and to the end, six extra plans, each job of the window first for 4 or 16 slots),
+    recorded with where it comes from."""
     a, b = np.load(GENERAL), np.load(SEARCH)
     assert set(a.files) == set(b.files)
     for k in a.files:
@@ -243,6 +244,7 @@ def test_the_released_search_policy_is_the_general_weights_with_a_search() -> No
             "esrtf(head=1)",
             "esrtf(backfill=True, head=1)",
         ),
+        boost=(4, 16),
     )
     assert searched.meta is not None and general.meta is not None
     assert searched.meta["training"] == general.meta["training"]
