@@ -510,7 +510,7 @@ class SearchPlanActor(PlanActor):
         if type(base) is not EfficientSRTF:
             return []
         out = []
-        for job in env._window:
+        for job in env.window_jobs:
             key = (plan, job.job_id)
             k = self._boosts.get(key)
             if k is None:

@@ -550,7 +550,8 @@ def test_per_job_options_serve_one_job_first_for_a_block() -> None:
     for _ in range(3):  # (a few jobs in the window)
         obs, *_ = env.plan_slot(actor.allocators[esrtf])
     actor.plan_for(env, obs)
-    window = [job.job_id for job in env._window]
+    window = [job.job_id for job in env.window_jobs]
+    assert window == [job.job_id for job in env.active_jobs[: env.J]]
     boosted = sorted(k for k, _ in actor.last_values if k >= n_plans)
     assert len(window) >= 2 and len(boosted) == len(window)
     assert sorted(actor.boosted(k)[1] for k in boosted) == sorted(window)  # type: ignore[index]

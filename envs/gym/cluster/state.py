@@ -27,6 +27,7 @@ class DecisionStateMixin:
         _mask: npt.NDArray[np.bool_]
         _invalid: int
         _views: list[JobState]
+        _window: list[JobState]
         _alloc: dict[int, list[int]]
 
         def _require_sim(self) -> SlotSimulator: ...
@@ -70,6 +71,12 @@ class DecisionStateMixin:
         """Every active job of the open slot (the window's ``J`` first, then the backlog),
         as the simulator's read-only views."""
         return list(self._views)
+
+    @property
+    def window_jobs(self) -> list[JobState]:
+        """The open slot's window: the active jobs an allocator plans (the first ``J`` of
+        :attr:`active_jobs`)."""
+        return list(self._window)
 
     @property
     def slot_allocation(self) -> dict[int, tuple[int, int]]:
