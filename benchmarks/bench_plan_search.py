@@ -23,8 +23,9 @@ also tries each job of the window served first for ``M`` slots): CPU seconds per
 the slots planned, the slots where the search overruled the network, the episode's avg JCT
 (slots) and its ratio to the best of ``--heuristics`` on the same workload (through the same
 env).  ``--future`` adds the
-clairvoyant search (the copies keep the jobs still to arrive): what seeing the future would
-add, not a scheduler.  Last, per setting and way of acting, the mean ratio over the seeds.
+clairvoyant search (the copies keep the jobs still to arrive; ``hold``, and each ``planned``
+search so): what seeing the future would add, not a scheduler.  Last, per setting and way of
+acting, the mean ratio over the seeds.
 """
 
 from __future__ import annotations
@@ -134,7 +135,11 @@ def main(argv: list[str] | None = None) -> None:
             if b == PLANNED
         ]  # fmt: skip
     if args.future:
-        searches.append(("clairvoyant (hold)", PlanSearch(future=True)))
+        searches += [("clairvoyant (hold)", PlanSearch(future=True))] + [
+            (f"clairvoyant {name.removeprefix('search ')}", replace(s, future=True))
+            for name, s in searches
+            if s is not None and s.base == PLANNED
+        ]
     if args.only:
         searches = [(n, s) for n, s in searches if any(t in n for t in args.only)]
     rows: list[dict[str, Any]] = []
