@@ -461,6 +461,7 @@ class SearchPlanActor(PlanActor):
             self.planned = self._first_plan(env, k0)
         self._episode = episode
         planned = self.planned
+        here = planned.at(env.slot)
         values = block_totals(
             env,
             self.allocators,
@@ -468,10 +469,9 @@ class SearchPlanActor(PlanActor):
             planned.at,
             future=self.search.future,
             plans=self.n_plans,
-            more=self._boost_options(env, planned.at(env.slot)),
+            more=self._boost_options(env, here),
         )
         self.last_values = values
-        here = planned.at(env.slot)
         base = values[(here, 1)][0]
         (k, _), (best, last) = min(
             values.items(),
@@ -514,15 +514,7 @@ class SearchPlanActor(PlanActor):
             key = (plan, job.job_id)
             k = self._boosts.get(key)
             if k is None:
-                allocator = EfficientSRTF(
-                    base.efficiency,
-                    head=base.head,
-                    head_efficiency=base.head_efficiency,
-                    backfill=base.backfill,
-                    first=job.job_id,
-                    oracle_speed_factor=base.oracle_speed_factor,
-                    stop_at_first_failure=base.stop_at_first_failure,
-                )
+                allocator = base.with_first(job.job_id)
                 k = len(self.allocators)
                 self.allocators.append(allocator)
                 self.planner.drivers.append(HeuristicDriver(allocator, self.planner.env))

@@ -22,10 +22,9 @@ beside the policy's own; with ``--boost M ...``, the planned search, with ``--ex
 also tries each job of the window served first for ``M`` slots): CPU seconds per episode,
 the slots planned, the slots where the search overruled the network, the episode's avg JCT
 (slots) and its ratio to the best of ``--heuristics`` on the same workload (through the same
-env).  ``--future`` adds the
-clairvoyant search (the copies keep the jobs still to arrive; ``hold``, and each ``planned``
-search so): what seeing the future would add, not a scheduler.  Last, per setting and way of
-acting, the mean ratio over the seeds.
+env).  ``--future`` adds the clairvoyant search (the copies keep the jobs still to arrive;
+``hold``, and each ``planned`` search so): what seeing the future would add, not a scheduler.
+Last, per setting and way of acting, the mean ratio over the seeds.
 """
 
 from __future__ import annotations

@@ -30,10 +30,9 @@ esrtf_load "esrtf(backfill=True)" optimus``.  ``--search planned --blocks 1 4 16
 receding-horizon search (its own planned sequence as the continuation); ``--extra PLAN ...``
 adds plans that only the search tries (the network picks among its own); ``--boost M ...``
 (with ``planned``) also tries each job of the window served first for ``M`` slots.  With
-``--future``
-the file's search is the clairvoyant one (its copies keep the jobs still to arrive): a
-measurement of what seeing the future would add (docs/experiments/general-policy.md), never a
-scheduler; the file says so.
+``--future`` the file's search is the clairvoyant one (its copies keep the jobs still to
+arrive): a measurement of what seeing the future would add (docs/experiments/general-policy.md),
+never a scheduler; the file says so.
 """
 
 from __future__ import annotations

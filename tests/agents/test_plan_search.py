@@ -584,10 +584,19 @@ def test_per_job_options_serve_one_job_first_for_a_block() -> None:
     actor.reset(101)
     actor.plan_for(env, obs)
     assert all(k < n_plans for k, _ in actor.last_values)
-    # no boost: the search before, decision for decision
-    plain = SearchPlanActor(env, policy.chooser(), policy.plans, replace(search, boost=()))
-    wider = SearchPlanActor(env, policy.chooser(), policy.plans, replace(search, boost=()))
-    assert run_episode(env, plain, 100).avg_jct == run_episode(env, wider, 100).avg_jct
+    # per-job options only add options: on the same state, every plan's option has the value
+    # of the search without them, which has no per-job option at all
+    values = []
+    for s in (search, replace(search, boost=())):
+        actor = SearchPlanActor(env, lambda _obs: esrtf, policy.plans, s)
+        obs, _ = env.reset(seed=101)
+        actor.reset(101)
+        actor.plan_for(env, obs)
+        values.append(actor.last_values)
+    with_boost, without = values
+    assert without and all(k < n_plans for k, _ in without)
+    assert any(k >= n_plans for k, _ in with_boost)
+    assert {km: v for km, v in with_boost.items() if km[0] < n_plans} == without
 
 
 def test_bad_boost_settings_are_one_clear_error() -> None:

@@ -266,7 +266,8 @@ class EfficientSRTF(AllocatorBase):
         )
         self._targets: dict[tuple[object, int, int], tuple[float, int, int]] = {}
         self._targets_of: SpeedModel | None = None  # the speed model the cache is for
-        # the first ``head`` jobs' targets (same order, another efficiency)
+        # the targets of the first ``head`` jobs and of ``first`` (same order, another
+        # efficiency)
         self._head = (
             EfficientSRTF(head_efficiency, oracle_speed_factor=oracle_speed_factor)
             if head or first is not None
@@ -285,6 +286,18 @@ class EfficientSRTF(AllocatorBase):
             f"EfficientSRTF(efficiency={self.efficiency}, {head}"
             f"oracle_speed_factor={self.oracle_speed_factor}, "
             f"stop_at_first_failure={self.stop_at_first_failure})"
+        )
+
+    def with_first(self, job_id: int) -> EfficientSRTF:
+        """This rule with ``first = job_id`` (every other option the same)."""
+        return EfficientSRTF(
+            self.efficiency,
+            head=self.head,
+            head_efficiency=self.head_efficiency,
+            backfill=self.backfill,
+            first=job_id,
+            oracle_speed_factor=self.oracle_speed_factor,
+            stop_at_first_failure=self.stop_at_first_failure,
         )
 
     def target(self, job: JobState, speed: SpeedModel) -> tuple[float, int, int]:

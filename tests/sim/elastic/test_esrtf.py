@@ -119,6 +119,11 @@ def test_first_job_is_served_before_the_order_at_head_efficiency() -> None:
     # a job the slot does not have changes nothing; first=None is the plain rule
     assert alloc(first=9) == alloc(first=None) == alloc()
     assert "first=2" in repr(EfficientSRTF(first=2)) and "first=" not in repr(EfficientSRTF())
+    # with_first: the same rule with first set, every other option kept
+    rule = EfficientSRTF(0.7, head=2, head_efficiency=0.8, backfill=True)
+    assert repr(rule.with_first(3)) == repr(
+        EfficientSRTF(0.7, head=2, head_efficiency=0.8, backfill=True, first=3)
+    )
     for bad in (-1, 1.0, True, "2"):
         with pytest.raises(ConfigError, match="first must be a job id"):
             EfficientSRTF(first=bad)  # type: ignore[arg-type]
