@@ -9,6 +9,7 @@ horizon (a lower bound, flagged by ``unfinished``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from envs.gym.episode import Actor as EnvActor
 from envs.gym.episode import run_episode as play
 from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
-from envs.sim.elastic.allocators import Allocator
+from envs.sim.elastic.allocators import Allocator, allocator_from_label
 from envs.sim.elastic.simulator import SlotRecord
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "EpisodeResult",
     "JobOutcome",
     "aggregate",
+    "best_heuristic_jct",
     "driver_actor",
     "evaluate_allocator",
     "evaluate_policy",
@@ -112,6 +114,20 @@ def evaluate_allocator(
     """A heuristic driven through the env (:class:`HeuristicDriver`) on each seed."""
     env = make_env(env_config)
     return [run_episode(env, AllocatorActor(env, allocator_factory), seed) for seed in seeds]
+
+
+def best_heuristic_jct(labels: Sequence[str], env_config: EnvConfig, seed: int) -> float:
+    """The lowest avg JCT (slots) of the allocators ``labels`` (e.g. ``"esrtf(backfill=True)"``)
+    through the env on workload ``seed``; ``inf`` for no label."""
+    return min(
+        (
+            evaluate_allocator(functools.partial(allocator_from_label, label), env_config, [seed])[
+                0
+            ].avg_jct
+            for label in labels
+        ),
+        default=float("inf"),
+    )
 
 
 def evaluate_policy(

@@ -30,9 +30,7 @@ Last, per setting and way of acting, the mean ratio over the seeds.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import math
 import platform
 import time
 from dataclasses import replace
@@ -42,12 +40,11 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from agents.episode_results import evaluate_allocator, run_episode
+from agents.episode_results import best_heuristic_jct, run_episode
 from agents.plan_policy import PlanPolicy
 from agents.plan_search import PLANNED, PlanSearch, SearchPlanActor
 from envs.gym.factory import coerce_env_config, make_env
 from envs.gym.plan_env import PlanActor
-from envs.sim.elastic.allocators import allocator_from_label
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASED = ROOT / "policies" / "general" / "policy.npz"
@@ -146,14 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         setting, overrides = _setting(spec)
         config = replace(coerce_env_config(policy.env), setting=setting, overrides=overrides)
         for seed in args.seeds:
-            runs = (
-                r.avg_jct
-                for label in args.heuristics
-                for r in evaluate_allocator(
-                    functools.partial(allocator_from_label, label), config, [seed]
-                )
-            )
-            best = min(runs, default=math.inf)
+            best = best_heuristic_jct(args.heuristics, config, seed)
             for name, search in searches:
                 env = make_env(config)
                 actor: PlanActor = (

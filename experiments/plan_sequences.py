@@ -31,19 +31,17 @@ docs/experiments/general-policy.md has the measured figures.
 from __future__ import annotations
 
 import argparse
-import functools
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from agents.episode_results import evaluate_allocator, run_episode
+from agents.episode_results import best_heuristic_jct, run_episode
 from agents.plan_policy import PlanPolicy
 from agents.plan_search import TO_THE_END, SearchPlanActor
 from agents.plan_sequences import improve
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env
-from envs.sim.elastic.allocators import allocator_from_label
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASED = ROOT / "policies" / "general_search" / "policy.npz"
@@ -74,13 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.settings:
         config = _setting(spec, coerce_env_config(policy.env), args.backlog)
         for seed in args.seeds:
-            best = min(
-                r.avg_jct
-                for label in args.heuristics
-                for r in evaluate_allocator(
-                    functools.partial(allocator_from_label, label), config, [seed]
-                )
-            )
+            best = best_heuristic_jct(args.heuristics, config, seed)
             start = time.process_time()
             env = make_env(config)
             actor = policy.actor(env)

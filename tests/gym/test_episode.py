@@ -5,6 +5,7 @@ action is one error naming the action and the decision time."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from agents.episode_pg import teacher_data
-from agents.episode_results import evaluate_allocator
+from agents.episode_results import best_heuristic_jct, evaluate_allocator
 from envs.gym import contention_env as ce
 from envs.gym.actors import AllocatorActor, PlanRuleActor, RuleActor, rule_actor
 from envs.gym.contention_env import ContentionEnv
@@ -29,7 +30,7 @@ from envs.gym.factory import EnvConfig, make_env
 from envs.gym.heuristic import HeuristicDriver
 from envs.gym.plan_env import PlanEnv
 from envs.sim.elastic import allocators
-from envs.sim.elastic.allocators import DRF, FIFO, JobState
+from envs.sim.elastic.allocators import DRF, FIFO, JobState, allocator_from_label
 from envs.sim.errors import ConfigError
 
 TINY = EnvConfig(setting="tiny")
@@ -226,6 +227,19 @@ def test_an_allocator_written_once_is_a_scheduler_a_teacher_and_a_baseline(
     env_config = EnvConfig(setting="tiny", overrides={"J": 20}, max_slots=100_000)
     [through_env] = evaluate_allocator(NewestFirst, env_config, [0])
     assert row["avg_jct_s"] == pytest.approx(through_env.avg_jct * 1200.0)  # slots of 1200 s
+
+
+def test_best_heuristic_jct_is_the_lowest_of_each_label_through_the_env() -> None:
+    labels = ["drf", "esrtf", "optimus"]
+    each = {
+        label: evaluate_allocator(functools.partial(allocator_from_label, label), TINY, [3])[0]
+        for label in labels
+    }
+    assert len({r.avg_jct for r in each.values()}) > 1  # (the minimum is a choice here)
+    assert best_heuristic_jct(labels, TINY, 3) == min(r.avg_jct for r in each.values())
+    assert best_heuristic_jct([], TINY, 3) == float("inf")
+    with pytest.raises(ConfigError, match="nope"):
+        best_heuristic_jct(["nope"], TINY, 3)
 
 
 # ------------------------------------------------------------------ the protocol

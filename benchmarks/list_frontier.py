@@ -1,0 +1,261 @@
+"""How far the released search is from the best priority list that sees the whole workload.
+
+Usage::
+
+    python benchmarks/list_frontier.py                                  # medium:6, seed 100
+    python benchmarks/list_frontier.py --settings medium:6 medium small:24 small:24/bundle \\
+        --seeds 100 101 102 --evals 3000
+
+Every heuristic of the elastic world serves the jobs in some order, each towards an allocation
+of its own (EfficientSRTF: shortest first, each at the fewest tasks within ``efficiency`` of its
+best speed); so does every plan of ``policies/general_search``, slot by slot.  A *static
+priority list* (one order of the workload's jobs, fixed for the episode) with one efficiency
+per job (EfficientSRTF's target rule at that efficiency), optionally backfilled by Optimus'
+greedy as ``esrtf(backfill=True)``, is a scheduler of that family that a searcher can tune to a
+workload.  Here it is tuned **seeing the whole workload** (every job, arrivals included): an
+iterated local search over the order (a job moved by one to three places) and the efficiencies
+(one job's set to a level of :data:`EFFICIENCIES`), each candidate rolled out through the env,
+restarting from the best found after ``--patience`` candidates without a gain.  It starts from
+every job at 0.7 in order of its size at that efficiency.  That is not a scheduler (it knows
+the future); it says how much lower a schedule of this family can go on the workload, so the
+distance from the released search to it is what any scheduler that orders jobs and sizes them
+by a rule could still gain.
+
+Per ``setting[:nodes][/backlog]`` (DL²'s generator through the released search's env; seeds
+are validation seeds, never the test seeds 300-319) and seed: the best of ``--heuristics``
+through the same env, then over it: the list at its start, the best list found (without and
+with backfill), and the released search (``--search``; ``--search none`` skips it).  Then the
+mean per setting.  Progress goes to stderr every 500 candidates; Ctrl-C stops with the rows done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tabulate import tabulate
+
+from agents.episode_results import best_heuristic_jct, run_episode
+from agents.plan_policy import PlanPolicy
+from envs.gym.actors import AllocatorActor
+from envs.gym.factory import EnvConfig, coerce_env_config, make_env
+from envs.sim.elastic.allocator_base import AllocatorBase, JobState
+from envs.sim.elastic.cluster import SlotCluster
+from envs.sim.elastic.spec import SpeedModel
+from envs.sim.elastic.speed_aware import EfficientSRTF, Optimus
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASED = ROOT / "policies" / "general_search" / "policy.npz"
+HEURISTICS = ("esrtf_load", "esrtf(backfill=True)", "optimus")
+#: The efficiency levels a job of the list can have (EfficientSRTF's target rule at each).
+EFFICIENCIES = (0.4, 0.5, 0.6, 0.7, 0.8, 0.92, 1.0)
+START_EFFICIENCY = 0.7
+_TARGETS = {e: EfficientSRTF(e) for e in EFFICIENCIES}
+
+
+class PriorityList(AllocatorBase):
+    """Jobs in the order of ``rank`` (job id -> place; ids not in it after, by arrival), each
+    given workers and PSs towards EfficientSRTF's target at its ``efficiency`` (job id -> one of
+    :data:`EFFICIENCIES`; others at :data:`START_EFFICIENCY`), as EfficientSRTF places them: the
+    role further behind its target share first, each on the least-loaded node; a task that
+    does not fit ends the job's growth, and a job left without a worker or a PS releases its
+    tasks.  ``backfill``: what is left is handed out by :meth:`Optimus.fill`."""
+
+    def __init__(
+        self, rank: Mapping[int, int], efficiency: Mapping[int, float], backfill: bool = False
+    ) -> None:
+        super().__init__()
+        self.rank, self.efficiency = rank, efficiency
+        self._filler = Optimus() if backfill else None
+
+    def allocate(
+        self, jobs: Sequence[JobState], cluster: SlotCluster, speed: SpeedModel, slot_s: float
+    ) -> dict[int, tuple[int, int]]:
+        by_id, counts = self._start(jobs)
+        order = sorted(
+            by_id.values(), key=lambda j: (self.rank.get(j.job_id, math.inf), j.arrival, j.job_id)
+        )
+        for job in order:
+            rule = _TARGETS[self.efficiency.get(job.job_id, START_EFFICIENCY)]
+            _, tw, tp = rule.target(job, speed)
+            c = counts[job.job_id]
+            placed: list[tuple[int, str, int]] = []
+            while c[0] < tw or c[1] < tp:
+                worker = c[1] >= tp or (c[0] < tw and c[0] * tp <= c[1] * tw)
+                node = cluster.place_least_loaded(*(job.worker_demand if worker else job.ps_demand))
+                if node is None:
+                    break
+                c[0 if worker else 1] += 1
+                placed.append((job.job_id, "worker" if worker else "ps", node))
+            if c[0] and c[1]:
+                self.last_decisions.extend(placed)
+            else:
+                for _, role, node in placed:
+                    demand = job.worker_demand if role == "worker" else job.ps_demand
+                    cluster.release(*demand, node)
+                c[0] = c[1] = 0
+        if self._filler is not None:
+            self._filler.last_decisions = self.last_decisions
+            self._filler.fill(by_id, counts, cluster, speed, slot_s)
+            self.last_decisions = self._filler.last_decisions
+        return self._result(counts)
+
+
+Candidate = tuple[tuple[int, ...], dict[int, float]]
+
+
+def local_search(
+    value: Callable[[Candidate], float],
+    start: Candidate,
+    evals: int,
+    rng: np.random.Generator,
+    *,
+    patience: int = 400,
+    progress: Callable[[int, float], None] | None = None,
+) -> tuple[float, Candidate]:
+    """The lowest ``value`` found from ``start`` (an order of job ids and their efficiencies)
+    in ``evals`` candidates: each one move from the current (half the time a job moved by one to
+    three places, else one job's efficiency set to a random level), kept when lower; after
+    ``patience`` candidates without a gain, the best found perturbed by six random moves (a
+    job moved anywhere, a job's level redrawn) becomes the current one."""
+    cur_val, cur = value(start), start
+    best_val, best = cur_val, cur
+    stale = 0
+    for n in range(1, evals + 1):
+        order, eff = cur
+        if stale >= patience:
+            shaken, eff = list(best[0]), dict(best[1])
+            for _ in range(6):
+                job = shaken.pop(int(rng.integers(len(shaken))))
+                shaken.insert(int(rng.integers(len(shaken) + 1)), job)
+                eff[shaken[int(rng.integers(len(shaken)))]] = float(rng.choice(EFFICIENCIES))
+            cur = (tuple(shaken), eff)
+            cur_val, stale = value(cur), 0
+            continue
+        if rng.random() < 0.5:
+            i = int(rng.integers(len(order)))
+            k = min(max(i + int(rng.choice((-3, -2, -1, 1, 2, 3))), 0), len(order) - 1)
+            moved = list(order)
+            moved.insert(k, moved.pop(i))
+            cand: Candidate = (tuple(moved), eff)
+        else:
+            cand = (
+                order,
+                {**eff, order[int(rng.integers(len(order)))]: float(rng.choice(EFFICIENCIES))},
+            )
+        v = value(cand)
+        stale += 1
+        if v < cur_val - 1e-9:
+            cur_val, cur, stale = v, cand, 0
+            if v < best_val:
+                best_val, best = v, cand
+        if progress is not None and n % 500 == 0:
+            progress(n, best_val)
+    return best_val, best
+
+
+def _setting(spec: str, base: EnvConfig) -> EnvConfig:
+    name, _, rest = spec.partition(":")
+    nodes, _, backlog = rest.partition("/")
+    config = replace(base, setting=name, overrides={"num_nodes": int(nodes)} if nodes else {})
+    return replace(config, backlog=backlog) if backlog else config
+
+
+def frontier(config: EnvConfig, seed: int, evals: int, backfill: bool, spec: str) -> float:
+    """The best avg JCT (slots) of a static priority list found on workload ``seed``."""
+    env = make_env(config)
+
+    def value(cand: Candidate) -> float:
+        rank = {jid: k for k, jid in enumerate(cand[0])}
+        actor = AllocatorActor(env, lambda: PriorityList(rank, cand[1], backfill))
+        return run_episode(env, actor, seed).avg_jct
+
+    env.reset(seed=seed)
+    rule = _TARGETS[START_EFFICIENCY]
+
+    def size(job: Any) -> float:  # slots alone at the start efficiency
+        its = rule.target(JobState(job), env.speed)[0]
+        return float(job.num_epochs * job.type.iterations_per_epoch / max(its, 1e-12))
+
+    order = tuple(
+        j.job_id for j in sorted(env.jobs, key=lambda j: (size(j), j.arrival_slot, j.job_id))
+    )
+    start: Candidate = (order, {jid: START_EFFICIENCY for jid in order})
+    tag = f"{spec} seed {seed}{' backfill' if backfill else ''}"
+    t0 = time.monotonic()
+
+    def progress(n: int, best: float) -> None:
+        print(f"  {tag}: {n}/{evals} candidates, best {best:.3f} ({time.monotonic() - t0:.0f} s)",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    rng = np.random.default_rng([seed, int(backfill)])
+    return local_search(value, start, evals, rng, progress=progress)[0]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--settings", nargs="+", default=["medium:6"],
+                    help="setting[:nodes][/backlog], e.g. small:24/bundle")  # fmt: skip
+    ap.add_argument("--seeds", nargs="+", type=int, default=[100])
+    ap.add_argument("--evals", type=int, default=3000, help="candidates per local search")
+    ap.add_argument("--search", default=str(RELEASED), help="a plan policy with a search, or none")
+    ap.add_argument("--heuristics", nargs="+", default=list(HEURISTICS))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.evals < 1:
+        ap.error(f"--evals must be >= 1, got {args.evals}")
+    search = None if args.search == "none" else PlanPolicy.load(
+        Path(args.search) if args.search.endswith(".npz") else Path(args.search) / "policy.npz"
+    )  # fmt: skip
+    base = coerce_env_config(
+        (search.env if search is not None else None) or {"features": "extended"}
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        for spec in args.settings:
+            config = _setting(spec, base)
+            for seed in args.seeds:
+                best = best_heuristic_jct(args.heuristics, config, seed)
+                row: dict[str, Any] = {
+                    "setting": spec,
+                    "seed": seed,
+                    "best heuristic": round(best, 3),
+                }
+                lists = [frontier(config, seed, args.evals, bf, spec) for bf in (False, True)]
+                row["list"] = round(min(lists) / best, 4)
+                row["list (no backfill)"] = round(lists[0] / best, 4)
+                row["list (backfill)"] = round(lists[1] / best, 4)
+                if search is not None:
+                    env = make_env(config)
+                    row["search"] = round(
+                        run_episode(env, search.actor(env), seed).avg_jct / best, 4
+                    )
+                rows.append(row)
+                print(f"{spec} seed {seed}: {row}", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: the rows done so far", file=sys.stderr)
+    keys = ["list"] + (["search"] if search is not None else [])
+    means = []
+    for spec in dict.fromkeys(r["setting"] for r in rows):
+        mine = [r for r in rows if r["setting"] == spec]
+        means.append(
+            {"setting": spec, **{k: round(float(np.mean([r[k] for r in mine])), 4) for k in keys}}
+        )
+    if args.json:
+        print(json.dumps({"evals": args.evals, "rows": rows, "means": means}))
+    else:
+        print(tabulate(rows, headers="keys", tablefmt="github"))
+        print()
+        print(tabulate(means, headers="keys", tablefmt="github"))
+
+
+if __name__ == "__main__":
+    main()
