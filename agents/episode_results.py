@@ -119,15 +119,11 @@ def evaluate_allocator(
 def best_heuristic_jct(labels: Sequence[str], env_config: EnvConfig, seed: int) -> float:
     """The lowest avg JCT (slots) of the allocators ``labels`` (e.g. ``"esrtf(backfill=True)"``)
     through the env on workload ``seed``; ``inf`` for no label."""
-    return min(
-        (
-            evaluate_allocator(functools.partial(allocator_from_label, label), env_config, [seed])[
-                0
-            ].avg_jct
-            for label in labels
-        ),
-        default=float("inf"),
+    runs = (
+        evaluate_allocator(functools.partial(allocator_from_label, label), env_config, [seed])[0]
+        for label in labels
     )
+    return min((run.avg_jct for run in runs), default=float("inf"))
 
 
 def evaluate_policy(

@@ -22,7 +22,7 @@ distance from the released search to it is what any scheduler that orders jobs a
 by a rule could still gain.
 
 Per ``setting[:nodes][/backlog]`` (DL²'s generator through the released search's env; seeds
-are validation seeds, never the test seeds 300-319) and seed: the best of ``--heuristics``
+are validation seeds by default) and seed: the best of ``--heuristics``
 through the same env, then over it: the list at its start, the best list found (without and
 with backfill), and the released search (``--search``; ``--search none`` skips it).  Then the
 mean per setting.  Progress goes to stderr every 500 candidates; Ctrl-C stops with the rows done.
@@ -48,9 +48,11 @@ from agents.plan_policy import PlanPolicy
 from envs.gym.actors import AllocatorActor
 from envs.gym.factory import EnvConfig, coerce_env_config, make_env
 from envs.sim.elastic.allocator_base import AllocatorBase, JobState
+from envs.sim.elastic.allocators import allocator_from_label
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.spec import SpeedModel
 from envs.sim.elastic.speed_aware import EfficientSRTF, Optimus
+from envs.sim.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASED = ROOT / "policies" / "general_search" / "policy.npz"
@@ -163,10 +165,20 @@ def local_search(
 
 
 def _setting(spec: str, base: EnvConfig) -> EnvConfig:
+    """``setting[:nodes][/backlog]`` over ``base``; checked by building its env once (an
+    unknown setting or backlog, or a node count that is not a positive integer, is a
+    :class:`ConfigError` naming ``spec``)."""
     name, _, rest = spec.partition(":")
     nodes, _, backlog = rest.partition("/")
+    if nodes and not (nodes.isdigit() and int(nodes) > 0):
+        raise ConfigError(f"--settings {spec!r}: the node count must be a positive integer")
     config = replace(base, setting=name, overrides={"num_nodes": int(nodes)} if nodes else {})
-    return replace(config, backlog=backlog) if backlog else config
+    config = replace(config, backlog=backlog) if backlog else config
+    try:
+        make_env(config)
+    except ConfigError as exc:
+        raise ConfigError(f"--settings {spec!r}: {exc}") from None
+    return config
 
 
 def frontier(config: EnvConfig, seed: int, evals: int, backfill: bool, spec: str) -> float:
@@ -212,16 +224,25 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.evals < 1:
         ap.error(f"--evals must be >= 1, got {args.evals}")
+    try:
+        _run(args)
+    except ConfigError as exc:  # a bad setting, heuristic or policy file: one line
+        sys.exit(f"error: {exc}")
+
+
+def _run(args: argparse.Namespace) -> None:
     search = None if args.search == "none" else PlanPolicy.load(
         Path(args.search) if args.search.endswith(".npz") else Path(args.search) / "policy.npz"
     )  # fmt: skip
     base = coerce_env_config(
         (search.env if search is not None else None) or {"features": "extended"}
     )
+    configs = {spec: _setting(spec, base) for spec in args.settings}  # every spec checked first
+    for label in args.heuristics:
+        allocator_from_label(label)
     rows: list[dict[str, Any]] = []
     try:
-        for spec in args.settings:
-            config = _setting(spec, base)
+        for spec, config in configs.items():
             for seed in args.seeds:
                 best = best_heuristic_jct(args.heuristics, config, seed)
                 row: dict[str, Any] = {

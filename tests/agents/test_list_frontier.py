@@ -91,3 +91,15 @@ def test_local_search_finds_a_known_minimum_and_is_reproducible(lf: ModuleType) 
     assert again[0] == best and again[1] == cand
     # never above the start, whatever the budget
     assert lf.local_search(value, start, 1, np.random.default_rng(1))[0] <= value(start)
+
+
+def test_bad_settings_and_heuristics_are_one_line_each(lf: ModuleType) -> None:
+    for given, named in (
+        (["--settings", "medium:x"], "'medium:x': the node count must be a positive integer"),
+        (["--settings", "nope"], "'nope': unknown env setting"),
+        (["--settings", "small:24/wat"], "'small:24/wat': env backlog"),
+        (["--heuristics", "zzz", "--search", "none"], "unknown allocator 'zzz'"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            lf.main([*given, "--evals", "5"])
+        assert str(stop.value).startswith("error: ") and named in str(stop.value)
