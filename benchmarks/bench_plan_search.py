@@ -22,9 +22,11 @@ beside the policy's own; with ``--boost M ...``, the planned search, with ``--ex
 also tries each job of the window served first for ``M`` slots): CPU seconds per episode,
 the slots planned, the slots where the search overruled the network, the episode's avg JCT
 (slots) and its ratio to the best of ``--heuristics`` on the same workload (through the same
-env).  ``--future`` adds the clairvoyant search (the copies keep the jobs still to arrive;
-``hold``, and each ``planned`` search so): what seeing the future would add, not a scheduler.
-Last, per setting and way of acting, the mean ratio over the seeds.
+env), and the plan it played in most slots (per-job options counted apart).
+``--backlog bundle`` gives the env DL²'s bundle backlog.  ``--future`` adds the clairvoyant
+search (the copies keep the jobs still to arrive; ``hold``, and each ``planned`` search so):
+what seeing the future would add, not a scheduler.  Last, per setting and way of acting, the
+mean ratio over the seeds.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import argparse
 import json
 import platform
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,21 @@ HEURISTICS = ("esrtf_load", "esrtf(backfill=True)", "optimus")
 def _setting(spec: str) -> tuple[str, dict[str, int]]:
     name, _, nodes = spec.partition(":")
     return name, ({"num_nodes": int(nodes)} if nodes else {})
+
+
+def _most_played(actor: PlanActor) -> str:
+    """The plan ``actor`` played in most slots of its episode and in how many; a search's
+    per-job options count apart from their plan, as one "<plan> + job first" whatever the
+    job."""
+    labels, boosted = actor.planner.labels, getattr(actor, "boosted", lambda k: None)
+    played = Counter(
+        labels[k] if (b := boosted(k)) is None else f"{labels[b[0]]} + job first"
+        for k in actor.chosen
+    )
+    if not played:
+        return ""
+    label, n = played.most_common(1)[0]
+    return f"{label} ({n})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -101,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         help="run only the ways of acting whose name contains one of these",
     )
     ap.add_argument("--future", action="store_true", help="also the clairvoyant search")
+    ap.add_argument("--backlog", default=None, help="the env's backlog (e.g. bundle)")
     ap.add_argument("--heuristics", nargs="*", default=list(HEURISTICS),
                     help="allocator labels the ratio is to (the best per workload)")  # fmt: skip
     ap.add_argument("--json", action="store_true")
@@ -142,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.settings:
         setting, overrides = _setting(spec)
         config = replace(coerce_env_config(policy.env), setting=setting, overrides=overrides)
+        if args.backlog is not None:
+            config = replace(config, backlog=args.backlog)
         for seed in args.seeds:
             best = best_heuristic_jct(args.heuristics, config, seed)
             for name, search in searches:
@@ -164,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
                         "avg_jct": round(result.avg_jct, 3),
                         "ratio": round(result.avg_jct / best, 4),
                         "unfinished": result.unfinished,
+                        "most played": _most_played(actor),
                     }
                 )
     means = [
