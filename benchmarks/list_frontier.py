@@ -51,7 +51,7 @@ from envs.sim.elastic.allocator_base import AllocatorBase, JobState
 from envs.sim.elastic.allocators import allocator_from_label
 from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.spec import SpeedModel
-from envs.sim.elastic.speed_aware import EfficientSRTF, Optimus
+from envs.sim.elastic.speed_aware import EfficientSRTF, Optimus, grow_towards
 from envs.sim.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,26 +88,9 @@ class PriorityList(AllocatorBase):
         for job in order:
             rule = _TARGETS[self.efficiency.get(job.job_id, START_EFFICIENCY)]
             _, tw, tp = rule.target(job, speed)
-            c = counts[job.job_id]
-            placed: list[tuple[int, str, int]] = []
-            while c[0] < tw or c[1] < tp:
-                worker = c[1] >= tp or (c[0] < tw and c[0] * tp <= c[1] * tw)
-                node = cluster.place_least_loaded(*(job.worker_demand if worker else job.ps_demand))
-                if node is None:
-                    break
-                c[0 if worker else 1] += 1
-                placed.append((job.job_id, "worker" if worker else "ps", node))
-            if c[0] and c[1]:
-                self.last_decisions.extend(placed)
-            else:
-                for _, role, node in placed:
-                    demand = job.worker_demand if role == "worker" else job.ps_demand
-                    cluster.release(*demand, node)
-                c[0] = c[1] = 0
+            grow_towards(self, job, counts[job.job_id], tw, tp, cluster)
         if self._filler is not None:
-            self._filler.last_decisions = self.last_decisions
-            self._filler.fill(by_id, counts, cluster, speed, slot_s)
-            self.last_decisions = self._filler.last_decisions
+            self._filler.fill_after(self, by_id, counts, cluster, speed, slot_s)
         return self._result(counts)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from envs.sim.elastic.allocators import EfficientSRTF
 from tests.sim.elastic.test_allocators import SLOT_S, cluster
-from tests.sim.elastic.test_esrtf import _SPEED_4, _three_jobs
+from tests.sim.elastic.test_esrtf import _SPEED_4, _three_jobs, served_order
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,11 +32,7 @@ def lf() -> Iterator[ModuleType]:
 
 def _alloc(alloc: Any, gpu: int = 32) -> tuple[dict[int, tuple[int, int]], list[int]]:
     got = alloc.allocate(_three_jobs(), cluster(cpu=32, gpu=gpu), _SPEED_4, SLOT_S)
-    seen: list[int] = []
-    for j, _, _ in alloc.last_decisions:
-        if j not in seen:
-            seen.append(j)
-    return got, seen
+    return got, served_order(alloc.last_decisions)
 
 
 def test_priority_list_serves_jobs_in_its_order_each_at_its_efficiency(lf: ModuleType) -> None:

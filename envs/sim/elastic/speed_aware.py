@@ -16,7 +16,14 @@ from envs.sim.elastic.cluster import SlotCluster
 from envs.sim.elastic.spec import SpeedModel
 from envs.sim.errors import ConfigError
 
-__all__ = ["EfficientSRTF", "LoadAwareESRTF", "Optimus", "optimus_utility", "slots_to_finish"]
+__all__ = [
+    "EfficientSRTF",
+    "LoadAwareESRTF",
+    "Optimus",
+    "grow_towards",
+    "optimus_utility",
+    "slots_to_finish",
+]
 
 
 def slots_to_finish(remaining_epochs: float, epochs_per_slot: float) -> float:
@@ -124,6 +131,21 @@ class Optimus(AllocatorBase):
         by_id, counts = self._start(jobs)
         self.fill(by_id, counts, cluster, speed, slot_s)
         return self._result(counts)
+
+    def fill_after(
+        self,
+        owner: AllocatorBase,
+        by_id: dict[int, JobState],
+        counts: dict[int, list[int]],
+        cluster: SlotCluster,
+        speed: SpeedModel,
+        slot_s: float,
+    ) -> None:
+        """:meth:`fill` after ``owner``'s own tasks of the slot, its decision log continued
+        (EfficientSRTF's ``backfill``)."""
+        self.last_decisions = owner.last_decisions
+        self.fill(by_id, counts, cluster, speed, slot_s)
+        owner.last_decisions = self.last_decisions
 
     def fill(
         self,
@@ -362,32 +384,45 @@ class EfficientSRTF(AllocatorBase):
                 else self
             )
             _, tw, tp = plan.target(job, speed)
-            c = counts[job.job_id]
-            placed: list[Decision] = []
-            while c[0] < tw or c[1] < tp:
-                worker = c[1] >= tp or (c[0] < tw and c[0] * tp <= c[1] * tw)
-                role = "worker" if worker else "ps"
-                node = cluster.place_least_loaded(*(job.worker_demand if worker else job.ps_demand))
-                if node is None:
-                    break
-                c[0 if worker else 1] += 1
-                placed.append((job.job_id, role, node))
-            failed = c[0] < tw or c[1] < tp
-            if c[0] and c[1]:
-                self.last_decisions.extend(placed)
-            else:  # no worker or no PS: the job cannot run, its tasks are released
-                for _, role, node in placed:
-                    cluster.release(
-                        *(job.worker_demand if role == "worker" else job.ps_demand), node
-                    )
-                c[0] = c[1] = 0
+            failed = grow_towards(self, job, counts[job.job_id], tw, tp, cluster)
             if failed and self.stop_at_first_failure:
                 break
         if self._filler is not None:
-            self._filler.last_decisions = self.last_decisions
-            self._filler.fill(by_id, counts, cluster, speed, slot_s)
-            self.last_decisions = self._filler.last_decisions
+            self._filler.fill_after(self, by_id, counts, cluster, speed, slot_s)
         return self._result(counts)
+
+
+def grow_towards(
+    owner: AllocatorBase,
+    job: JobState,
+    counts: list[int],
+    workers: int,
+    ps: int,
+    cluster: SlotCluster,
+) -> bool:
+    """One job's turn in :class:`EfficientSRTF`'s slot: workers and PSs (``counts`` =
+    ``[workers, ps]``, updated in place) towards ``(workers, ps)``, the role further behind its
+    target share first (ties: worker), each on the least-loaded node, until a task does not
+    fit.  The tasks are logged in ``owner.last_decisions`` if the job has a worker and a PS;
+    otherwise it cannot run and they are released (its counts back to 0).  ``True`` when the
+    job fell short of its target."""
+    placed: list[Decision] = []
+    while counts[0] < workers or counts[1] < ps:
+        worker = counts[1] >= ps or (counts[0] < workers and counts[0] * ps <= counts[1] * workers)
+        role = "worker" if worker else "ps"
+        node = cluster.place_least_loaded(*(job.worker_demand if worker else job.ps_demand))
+        if node is None:
+            break
+        counts[0 if worker else 1] += 1
+        placed.append((job.job_id, role, node))
+    failed = counts[0] < workers or counts[1] < ps
+    if counts[0] and counts[1]:
+        owner.last_decisions.extend(placed)
+    else:  # no worker or no PS: the job cannot run, its tasks are released
+        for _, role, node in placed:
+            cluster.release(*(job.worker_demand if role == "worker" else job.ps_demand), node)
+        counts[0] = counts[1] = 0
+    return failed
 
 
 @register_allocator("esrtf_load")

@@ -75,6 +75,11 @@ def _three_jobs() -> list[JobState]:
     ]
 
 
+def served_order(decisions: list[tuple[int, str, int]]) -> list[int]:
+    """The job ids of a slot's decision log, in the order each job got its first task."""
+    return list(dict.fromkeys(job for job, _, _ in decisions))
+
+
 def test_head_jobs_get_their_target_at_head_efficiency() -> None:
     # speed = min(w, 4) + 0.5 min(p, 4): target (4, 4) at efficiency 1.0, (4, 1) at 0.75 (as
     # above).  Order (same speed): job 1 (1 epoch left), job 0 (10), job 2 (20).  With head=1
@@ -102,11 +107,7 @@ def test_first_job_is_served_before_the_order_at_head_efficiency() -> None:
     def alloc(gpu: int = 32, **kw: Any) -> tuple[dict[int, tuple[int, int]], list[int]]:
         a = EfficientSRTF(0.75, **kw)
         got = a.allocate(_three_jobs(), cluster(cpu=32, gpu=gpu), _SPEED_4, SLOT_S)
-        seen: list[int] = []
-        for j, _, _ in a.last_decisions:
-            if j not in seen:
-                seen.append(j)
-        return got, seen
+        return got, served_order(a.last_decisions)
 
     assert alloc() == ({0: (4, 1), 1: (4, 1), 2: (4, 1)}, [1, 0, 2])
     assert alloc(first=2) == ({0: (4, 1), 1: (4, 1), 2: (4, 4)}, [2, 1, 0])
