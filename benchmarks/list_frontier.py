@@ -21,10 +21,15 @@ the future); it says how much lower a schedule of this family can go on the work
 distance from the released search to it is what any scheduler that orders jobs and sizes them
 by a rule could still gain.
 
+``--receding B`` adds a scheduler of the same family that **sees no future**
+(:class:`RecedingList`, a "list MPC"): before every slot the list is searched again, ``B``
+candidates from the last slot's list, on copies that know only the arrived jobs, and the slot
+is planned by the best one found.
+
 Per ``setting[:nodes][/backlog]`` (DL²'s generator through the released search's env; seeds
 are validation seeds by default) and seed: the best of ``--heuristics``
 through the same env, then over it: the list at its start, the best list found (without and
-with backfill), and the released search (``--search``; ``--search none`` skips it).  Then the
+with backfill), with ``--receding`` the receding list, and the released search (``--search``; ``--search none`` skips it).  Then the
 mean per setting.  Progress goes to stderr every 500 candidates; Ctrl-C stops with the rows done.
 """
 
@@ -195,6 +200,96 @@ def frontier(config: EnvConfig, seed: int, evals: int, backfill: bool, spec: str
     return local_search(value, start, evals, rng, progress=progress)[0]
 
 
+class RecedingList:
+    """A scheduler of the same family that **sees no future**: before every slot, the list is
+    searched again (``budget`` candidates, one move each from the incumbent as in
+    :func:`local_search`, plus a flip of the backfill, kept when lower) on copies of the env
+    that know only the arrived jobs (:meth:`~envs.gym.cluster.env.ClusterEnv.lookahead`), each
+    candidate valued by the known jobs' total JCT with the list held to their end; the
+    incumbent is the last slot's list, with the jobs that arrived since at
+    :data:`START_EFFICIENCY`, each placed before the first job that is longer at its own
+    efficiency.  The slot is planned by the best list found.  ``future``: the copies keep the
+    jobs still to arrive (clairvoyant, for the tests' power only).  :attr:`values` records
+    each slot's ``(incumbent's value, chosen value)``."""
+
+    def __init__(self, budget: int, seed: int, *, future: bool = False) -> None:
+        self.budget, self.future = budget, future
+        self.rng = np.random.default_rng([seed, 2])
+        self.order: list[int] = []
+        self.efficiency: dict[int, float] = {}
+        self.backfill = False
+        self.values: list[tuple[float, float]] = []
+
+    def _admit(self, env: Any, known: Sequence[Any]) -> None:
+        """Drop finished jobs from the list; place new ones by size (slots alone at their
+        efficiency)."""
+
+        def size(job: Any) -> float:
+            rule = _TARGETS[self.efficiency[job.job_id]]
+            its = rule.target(JobState(job), env.speed)[0]
+            return float(job.num_epochs * job.type.iterations_per_epoch / max(its, 1e-12))
+
+        by_id = {j.job_id: j for j in known}
+        self.order = [i for i in self.order if i in by_id]
+        for job in sorted(known, key=lambda j: (j.arrival_slot, j.job_id)):
+            if job.job_id in self.efficiency and job.job_id in self.order:
+                continue
+            self.efficiency[job.job_id] = START_EFFICIENCY
+            s = size(job)
+            at = next((k for k, i in enumerate(self.order) if size(by_id[i]) > s), None)
+            self.order.insert(len(self.order) if at is None else at, job.job_id)
+
+    def plan(self, env: Any) -> PriorityList:
+        """The allocator of ``env``'s open slot (nothing placed yet)."""
+        copies = env.lookahead(known_only=not self.future, observe=False)
+        sim = env.simulator
+        known = [j for j in copies().jobs if sim.finish_time(j.job_id) is None]
+        self._admit(env, known)
+
+        def value(order: Sequence[int], eff: Mapping[int, float], backfill: bool) -> float:
+            copy = copies()
+            allocator = PriorityList({jid: k for k, jid in enumerate(order)}, eff, backfill)
+            term = trunc = False
+            while not (term or trunc):
+                _, _, term, trunc, _, _ = copy.plan_slot(allocator)
+            return float(sum(copy.episode_jcts()[0]))
+
+        order, eff, backfill = list(self.order), dict(self.efficiency), self.backfill
+        start = best = value(order, eff, backfill)
+        n = len(order)
+        for _ in range(self.budget if n else 0):
+            o, e, b = list(order), dict(eff), backfill
+            r = self.rng.random()
+            if n >= 2 and r < 0.5:
+                i = int(self.rng.integers(n))
+                k = min(max(i + int(self.rng.choice((-3, -2, -1, 1, 2, 3))), 0), n - 1)
+                o.insert(k, o.pop(i))
+            elif r < 0.95:
+                e[o[int(self.rng.integers(n))]] = float(self.rng.choice(EFFICIENCIES))
+            else:
+                b = not b
+            v = value(o, e, b)
+            if v < best - 1e-9:
+                order, eff, backfill, best = o, e, b, v
+        self.order, self.efficiency, self.backfill = order, eff, backfill
+        self.values.append((start, best))
+        return PriorityList({jid: k for k, jid in enumerate(order)}, eff, backfill)
+
+
+def receding(config: EnvConfig, seed: int, budget: int, spec: str) -> float:
+    """The avg JCT (slots) of :class:`RecedingList` on workload ``seed``."""
+    env = make_env(config)
+    env.reset(seed=seed)
+    scheduler = RecedingList(budget, seed)
+    t0, term, trunc = time.monotonic(), False, False
+    while not (term or trunc):
+        _, _, term, trunc, _, _ = env.plan_slot(scheduler.plan(env))
+        if env.slot % 25 == 0:
+            print(f"  {spec} seed {seed} receding: slot {env.slot} "
+                  f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
+    return float(np.mean(env.episode_jcts()[0]))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--settings", nargs="+", default=["medium:6"],
@@ -203,10 +298,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--evals", type=int, default=3000, help="candidates per local search")
     ap.add_argument("--search", default=str(RELEASED), help="a plan policy with a search, or none")
     ap.add_argument("--heuristics", nargs="+", default=list(HEURISTICS))
+    ap.add_argument("--receding", type=int, default=0, metavar="B",
+                    help="also the list searched again every slot on the known jobs, "
+                         "B candidates a slot (sees no future); 0: not run")  # fmt: skip
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.evals < 1:
         ap.error(f"--evals must be >= 1, got {args.evals}")
+    if args.receding < 0:
+        ap.error(f"--receding must be >= 0, got {args.receding}")
     try:
         _run(args)
     except ConfigError as exc:  # a bad setting, heuristic or policy file: one line
@@ -237,6 +337,9 @@ def _run(args: argparse.Namespace) -> None:
                 row["list"] = round(min(lists) / best, 4)
                 row["list (no backfill)"] = round(lists[0] / best, 4)
                 row["list (backfill)"] = round(lists[1] / best, 4)
+                if args.receding:
+                    got = receding(config, seed, args.receding, spec)
+                    row["receding list"] = round(got / best, 4)
                 if search is not None:
                     env = make_env(config)
                     row["search"] = round(
@@ -246,7 +349,8 @@ def _run(args: argparse.Namespace) -> None:
                 print(f"{spec} seed {seed}: {row}", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         print("interrupted: the rows done so far", file=sys.stderr)
-    keys = ["list"] + (["search"] if search is not None else [])
+    keys = ["list"] + (["receding list"] if args.receding else [])
+    keys += ["search"] if search is not None else []
     means = []
     for spec in dict.fromkeys(r["setting"] for r in rows):
         mine = [r for r in rows if r["setting"] == spec]
