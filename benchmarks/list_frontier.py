@@ -29,8 +29,9 @@ is planned by the best one found.
 Per ``setting[:nodes][/backlog]`` (DL²'s generator through the released search's env; seeds
 are validation seeds by default) and seed: the best of ``--heuristics``
 through the same env, then over it: the list at its start, the best list found (without and
-with backfill), with ``--receding`` the receding list, and the released search (``--search``; ``--search none`` skips it).  Then the
-mean per setting.  Progress goes to stderr every 500 candidates; Ctrl-C stops with the rows done.
+with backfill), with ``--receding`` the receding list, and the released search (``--search``;
+``--search none`` skips it).  Then the mean per setting.  Progress goes to stderr every 500
+candidates (and every 25 slots of a receding list); Ctrl-C stops with the rows done.
 """
 
 from __future__ import annotations
