@@ -233,7 +233,7 @@ class RecedingList:
         by_id = {j.job_id: j for j in known}
         self.order = [i for i in self.order if i in by_id]
         for job in sorted(known, key=lambda j: (j.arrival_slot, j.job_id)):
-            if job.job_id in self.efficiency and job.job_id in self.order:
+            if job.job_id in self.order:
                 continue
             self.efficiency[job.job_id] = START_EFFICIENCY
             s = size(job)
