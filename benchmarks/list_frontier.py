@@ -103,6 +103,21 @@ class PriorityList(AllocatorBase):
 Candidate = tuple[tuple[int, ...], dict[int, float]]
 
 
+def solo_slots(job: Any, speed: SpeedModel, efficiency: float) -> float:
+    """``job``'s size: slots alone at EfficientSRTF's target at ``efficiency``."""
+    its = _TARGETS[efficiency].target(JobState(job), speed)[0]
+    return float(job.num_epochs * job.type.iterations_per_epoch / max(its, 1e-12))
+
+
+def _shifted(order: Sequence[int], rng: np.random.Generator) -> list[int]:
+    """``order`` with one job moved by one to three places (clipped to the ends)."""
+    i = int(rng.integers(len(order)))
+    k = min(max(i + int(rng.choice((-3, -2, -1, 1, 2, 3))), 0), len(order) - 1)
+    moved = list(order)
+    moved.insert(k, moved.pop(i))
+    return moved
+
+
 def local_search(
     value: Callable[[Candidate], float],
     start: Candidate,
@@ -132,11 +147,7 @@ def local_search(
             cur_val, stale = value(cur), 0
             continue
         if rng.random() < 0.5:
-            i = int(rng.integers(len(order)))
-            k = min(max(i + int(rng.choice((-3, -2, -1, 1, 2, 3))), 0), len(order) - 1)
-            moved = list(order)
-            moved.insert(k, moved.pop(i))
-            cand: Candidate = (tuple(moved), eff)
+            cand: Candidate = (tuple(_shifted(order, rng)), eff)
         else:
             cand = (
                 order,
@@ -180,11 +191,9 @@ def frontier(config: EnvConfig, seed: int, evals: int, backfill: bool, spec: str
         return run_episode(env, actor, seed).avg_jct
 
     env.reset(seed=seed)
-    rule = _TARGETS[START_EFFICIENCY]
 
-    def size(job: Any) -> float:  # slots alone at the start efficiency
-        its = rule.target(JobState(job), env.speed)[0]
-        return float(job.num_epochs * job.type.iterations_per_epoch / max(its, 1e-12))
+    def size(job: Any) -> float:
+        return solo_slots(job, env.speed, START_EFFICIENCY)
 
     order = tuple(
         j.job_id for j in sorted(env.jobs, key=lambda j: (size(j), j.arrival_slot, j.job_id))
@@ -226,9 +235,7 @@ class RecedingList:
         efficiency)."""
 
         def size(job: Any) -> float:
-            rule = _TARGETS[self.efficiency[job.job_id]]
-            its = rule.target(JobState(job), env.speed)[0]
-            return float(job.num_epochs * job.type.iterations_per_epoch / max(its, 1e-12))
+            return solo_slots(job, env.speed, self.efficiency[job.job_id])
 
         by_id = {j.job_id: j for j in known}
         self.order = [i for i in self.order if i in by_id]
@@ -262,9 +269,7 @@ class RecedingList:
             o, e, b = list(order), dict(eff), backfill
             r = self.rng.random()
             if n >= 2 and r < 0.5:
-                i = int(self.rng.integers(n))
-                k = min(max(i + int(self.rng.choice((-3, -2, -1, 1, 2, 3))), 0), n - 1)
-                o.insert(k, o.pop(i))
+                o = _shifted(o, self.rng)
             elif r < 0.95:
                 e[o[int(self.rng.integers(n))]] = float(self.rng.choice(EFFICIENCIES))
             else:

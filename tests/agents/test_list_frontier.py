@@ -19,6 +19,7 @@ from envs.gym.cluster_env import ClusterEnv
 from envs.gym.factory import EnvConfig, make_env
 from envs.sim.elastic.allocator_base import JobState
 from envs.sim.elastic.allocators import EfficientSRTF
+from tests.agents.test_plan_search import later_jobs_longer
 from tests.sim.elastic.test_allocators import SLOT_S, cluster
 from tests.sim.elastic.test_esrtf import _SPEED_4, _three_jobs, served_order
 
@@ -122,14 +123,7 @@ def test_the_receding_list_reads_nothing_about_jobs_still_to_arrive(lf: ModuleTy
     as long) get the same lists and values at every slot before T; the clairvoyant form,
     which sees the later jobs, does not (so the check has power)."""
     jobs = _tiny_jobs(102)
-    arrivals = sorted({j.arrival_slot for j in jobs})
-    T = arrivals[3 * len(arrivals) // 4]
-    later = tuple(
-        replace(j, num_epochs=j.num_epochs * 4.0, real_num_epochs=j.real_num_epochs * 4.0)
-        if j.arrival_slot >= T
-        else j
-        for j in jobs
-    )
+    T, later = later_jobs_longer(jobs)
     a, b = _receding(lf, jobs, 6, T), _receding(lf, later, 6, T)
     assert a[1] == b[1] and a[0].values == b[0].values and len(a[1]) > 3
     seer_a = _receding(lf, jobs, 6, T, future=True)[0].values

@@ -140,6 +140,20 @@ def test_with_also_a_plans_total_is_the_best_of_its_continuations() -> None:
     assert (multi <= single).all() and (multi < single).any()
 
 
+def later_jobs_longer(jobs: tuple) -> tuple[int, tuple]:
+    """A slot ``T`` three quarters through ``jobs``' arrival slots, and ``jobs`` with every job
+    arriving at ``T`` or later four times as long (the same workload until ``T``)."""
+    arrivals = sorted({j.arrival_slot for j in jobs})
+    T = arrivals[3 * len(arrivals) // 4]
+    later = tuple(
+        replace(j, num_epochs=j.num_epochs * 4.0, real_num_epochs=j.real_num_epochs * 4.0)
+        if j.arrival_slot >= T
+        else j
+        for j in jobs
+    )
+    return T, later
+
+
 def _decisions(jobs: tuple, search: PlanSearch, before: int) -> list[tuple[int, int, list]]:
     """The search's plan and plan totals at every slot before ``before`` on ``jobs`` (DL²'s
     tiny setting)."""
@@ -168,14 +182,7 @@ def test_the_known_search_reads_nothing_about_jobs_still_to_arrive() -> None:
     env = make_env(_config("tiny"))
     env.reset(seed=102)
     jobs = env.jobs
-    arrivals = sorted({j.arrival_slot for j in jobs})
-    T = arrivals[3 * len(arrivals) // 4]
-    later = tuple(
-        replace(j, num_epochs=j.num_epochs * 4.0, real_num_epochs=j.real_num_epochs * 4.0)
-        if j.arrival_slot >= T
-        else j
-        for j in jobs
-    )
+    T, later = later_jobs_longer(jobs)
     assert later != jobs
     known = PlanSearch()
     a, b = _decisions(jobs, known, T), _decisions(later, known, T)
